@@ -1,0 +1,9 @@
+"""arena_jax: Reasoning Arena in JAX (see SPEC.md / DESIGN.md in the project's shared docs).
+
+Rooms (each exports its public names from its own `__init__`):
+  arena_jax.arena  — verdict outcomes, tournament schedulers, batched Bradley–Terry fitting
+  arena_jax.rl     — group advantages, the per-group reward router, the CISPO loss
+
+Importing this package imports nothing heavy: rooms are imported on use.
+"""
+__version__ = "0.1.0"

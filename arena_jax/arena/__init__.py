@@ -1,0 +1,22 @@
+"""Tournaments among the trajectories of a group and their aggregation into rewards (SPEC §4–§6)."""
+from arena_jax.arena.bradley_terry import (
+    DEFAULT_L2,
+    DEFAULT_SOLVER,
+    SOLVERS,
+    bt_rewards,
+    fit_bradley_terry,
+    fit_bradley_terry_host,
+    fit_bradley_terry_scipy,
+    min_max_normalise,
+    register_solver,
+)
+from arena_jax.arena.outcomes import (
+    DEFAULT_MARGIN,
+    Match,
+    Verdict,
+    check_margin,
+    flip_outcome,
+    mirror_matches,
+    outcome_to_verdict,
+    verdict_to_outcome,
+)

@@ -1,0 +1,51 @@
+"""arena_jax: Reasoning Arena (adaptive routing of reward-non-diverse groups to LLM-judge tournaments) in JAX.
+
+Every dependency is pinned here, and only here, to a version that installs on the project's machines.
+Heavy optional stacks are extras: `hf` (torch + transformers, parity tests), `tpu` (libtpu, AOT compiles).
+"""
+from setuptools import find_packages, setup
+
+INSTALL_REQUIRES = [
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+    "flax==0.12.8",
+    "optax==0.2.8",
+    "jaxopt==0.8.5",
+    "orbax-checkpoint==0.12.8",
+    "numpy==2.4.6",
+    "scipy==1.17.1",
+    "absl-py==2.5.1",
+    "ml-collections==1.1.0",
+    "sentencepiece==0.2.3",
+    "tensorflow-datasets==4.9.10",
+    "array-record==0.8.6",
+    "math-verify==0.9.0",
+    "safetensors==0.8.0",
+    "tqdm==4.70.1",
+]
+
+EXTRAS_REQUIRE = {
+    "test": [
+        "pytest==9.2.0",
+        "pytest-xdist==3.8.0",
+        "pytest-timeout==2.4.0",
+        "hypothesis==6.170.17",
+        "choix==0.4.1",
+    ],
+    # Reference implementations for parity tests; torch 2.13.0 is the CPU build these machines carry.
+    "hf": [
+        "torch==2.13.0",
+        "transformers==5.24.0",
+        "tokenizers==0.23.3",
+    ],
+}
+
+setup(
+    name="arena_jax",
+    version="0.1.0",
+    description="Reasoning Arena in JAX: LLM-judge tournaments and Bradley-Terry rewards for reward-non-diverse RLVR groups.",
+    packages=find_packages(include=["arena_jax", "arena_jax.*"]),
+    python_requires=">=3.10",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+)
