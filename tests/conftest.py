@@ -1,8 +1,12 @@
-"""Test-wide JAX set-up: CPU backend, a persistent compilation cache shared by the xdist workers."""
+"""Test-wide JAX set-up, before JAX starts: CPU backend, 8 fake CPU devices for the mesh tests
+(jit without shardings still runs on device 0), and a persistent compilation cache that the xdist
+workers share so a program compiled once is reused across test files."""
 import os
 import pathlib
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
 import jax  # noqa: E402  (after the environment is set)
 
