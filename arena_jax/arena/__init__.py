@@ -20,3 +20,13 @@ from arena_jax.arena.outcomes import (
     outcome_to_verdict,
     verdict_to_outcome,
 )
+from arena_jax.arena import tournaments
+from arena_jax.arena.tournaments import (
+    SCHEDULERS,
+    Scheduler,
+    expected_calls,
+    make_scheduler,
+    play,
+    register_scheduler,
+    strength_judge,
+)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from typing import Callable
 
 import jax
@@ -52,19 +53,21 @@ def win_matrix(first, second, outcome, weight, num_players: int, xp=jnp):
   """W [..., G, G]: mirrored weight of "i beats j" evidence (SPEC §6).
 
   A match (i, j, s, w) adds w·s to W_ij and w·(1 − s) to W_ji; its mirror adds the same again.
-  Self-matches (i == j) carry no information and are ignored.
+  Self-matches (i == j) carry no information and are ignored. Built with one segment sum over the
+  flattened (group, i, j) cells: on CPU 10× cheaper than the equivalent one-hot contraction.
   """
-  dtype = outcome.dtype
+  g = num_players
+  batch_shape = first.shape[:-1]
+  n = int(np.prod(batch_shape, dtype=np.int64))
   w = weight * (first != second)
-  f = _one_hot(first, num_players, dtype, xp)
-  s = _one_hot(second, num_players, dtype, xp)
-  won = xp.einsum("...mi,...mj->...ij", f * (w * outcome)[..., None], s)
-  lost = xp.einsum("...mi,...mj->...ij", f * (w * (1.0 - outcome))[..., None], s)
-  return 2.0 * (won + xp.swapaxes(lost, -1, -2))
-
-
-def _one_hot(idx, n, dtype, xp):
-  return (idx[..., None] == xp.arange(n)).astype(dtype)
+  base = (xp.arange(n) * g * g).reshape(batch_shape + (1,))
+  cells = xp.concatenate([first * g + second, second * g + first], -1) + base
+  values = xp.concatenate([w * outcome, w * (1.0 - outcome)], -1)
+  if xp is np:
+    flat = np.bincount(cells.ravel(), values.ravel(), minlength=n * g * g)
+  else:
+    flat = jax.ops.segment_sum(values.ravel(), cells.ravel(), num_segments=n * g * g)
+  return 2.0 * flat.reshape(batch_shape + (g, g)).astype(outcome.dtype)
 
 
 def _log_sigmoid(x, xp):
@@ -130,85 +133,119 @@ _NEWTON_STEPS = (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256)
 
 @register_solver("newton")
 def _solve_newton(w, l2, options: SolverOptions):
-  """Damped Newton with a batched Cholesky solve (exact gradient and Hessian of the dense form)."""
+  """Damped Newton with a batched Cholesky solve (exact gradient and Hessian of the dense form).
+
+  The full step is tried first for the whole batch; only when some group fails the Armijo test are
+  the shorter steps evaluated (all at once, `_NEWTON_STEPS`), so the common iteration costs one
+  Hessian, one Cholesky and one loss evaluation.
+  """
   b, g, _ = w.shape
-  alphas = jnp.asarray(_NEWTON_STEPS, w.dtype)
+  alphas = jnp.asarray(_NEWTON_STEPS[1:], w.dtype)
   eps = jnp.finfo(w.dtype).eps
 
+  def armijo(loss_new, loss0, alpha, slope):
+    # A float-roundoff allowance keeps converged groups taking the (tiny) full Newton step instead
+    # of stalling on a loss difference below precision.
+    return loss_new <= loss0 + 16 * eps * (1.0 + jnp.abs(loss0)) - 1e-4 * alpha * slope
+
+  def backtrack(theta, direction, loss0, slope):
+    cand = theta[:, None, :] - alphas[None, :, None] * direction[:, None, :]
+    loss = dense_loss(cand, w[:, None], l2)
+    ok = armijo(loss, loss0[:, None], alphas[None, :], slope[:, None])
+    pick = jnp.where(ok.any(-1), jnp.argmax(ok, axis=-1), alphas.shape[0] - 1)
+    return alphas[pick], jnp.take_along_axis(loss, pick[:, None], -1)[:, 0]
+
   def step(state):
-    theta, _, it = state
+    theta, loss0, _, it = state
     grad, hess = dense_grad_hess(theta, w, l2)
     chol = jnp.linalg.cholesky(hess)
     direction = jax.scipy.linalg.cho_solve((chol, True), grad[..., None])[..., 0]
-    # Armijo test on every candidate step; a float-roundoff allowance keeps converged groups moving
-    # by the (tiny) full Newton step instead of stalling on a loss difference below precision.
-    loss0 = dense_loss(theta, w, l2)
-    cand = theta[:, None, :] - alphas[None, :, None] * direction[:, None, :]
-    loss = dense_loss(cand, w[:, None], l2)
     slope = (grad * direction).sum(-1)
-    allowance = 16 * eps * (1.0 + jnp.abs(loss0))
-    ok = loss <= (loss0 + allowance)[:, None] - 1e-4 * alphas[None, :] * slope[:, None]
-    first_ok = jnp.argmax(ok, axis=-1)
-    alpha = jnp.where(ok.any(-1), alphas[first_ok], alphas[-1])
+    loss1 = dense_loss(theta - direction, w, l2)
+    full_ok = armijo(loss1, loss0, 1.0, slope)
+    alpha, loss_b = jax.lax.cond(
+        full_ok.all(),
+        lambda: (jnp.ones((b,), w.dtype), loss1),
+        lambda: backtrack(theta, direction, loss0, slope))
+    alpha = jnp.where(full_ok, 1.0, alpha)
+    loss_new = jnp.where(full_ok, loss1, loss_b)
     update = alpha[:, None] * direction
-    return theta - update, jnp.abs(update).max(), it + 1
+    return theta - update, loss_new, jnp.abs(update).max(), it + 1
 
   def cond(state):
-    _, last, it = state
+    _, _, last, it = state
     return (last > options.tol) & (it < options.max_iter)
 
   theta0 = jnp.zeros((b, g), w.dtype)
-  theta, _, _ = jax.lax.while_loop(cond, step, (theta0, jnp.asarray(jnp.inf, w.dtype), 0))
-  return theta
+  state = (theta0, dense_loss(theta0, w, l2), jnp.asarray(jnp.inf, w.dtype), 0)
+  return jax.lax.while_loop(cond, step, state)[0]
+
+
+def _joint_value_and_grad(l2):
+  """Value and closed-form gradient of Σ_groups L(θ_group): the groups are independent, so one
+  L-BFGS run on the stacked [B, G] parameters solves them all without vmapping a line search
+  (vmapped while-loops with nested line searches run ~100× slower on CPU)."""
+
+  def value_and_grad(theta, w):
+    value = dense_loss(theta, w, l2).sum()
+    n = w + jnp.swapaxes(w, -1, -2)
+    p = _sigmoid(theta[..., :, None] - theta[..., None, :], jnp)
+    return value, (n * p - w).sum(-1) + 2.0 * l2 * theta
+
+  return value_and_grad
+
+
+def _scaled_grad_converged(grad, w, tol):
+  """max_k |∇_k L| / (1 + N_k) ≤ tol, N_k = total games of player k: a gradient test that float32
+  can meet whatever the amount of evidence (the rounding error of ∇_k grows with N_k)."""
+  evidence = (w + jnp.swapaxes(w, -1, -2)).sum(-1)
+  return (jnp.abs(grad) / (1.0 + evidence)).max() <= tol
 
 
 @register_solver("lbfgs")
 def _solve_jaxopt_lbfgs(w, l2, options: SolverOptions):
-  """jaxopt.LBFGS per group (vmapped), on the dense loss with its closed-form gradient."""
-  import jaxopt  # pylint: disable=g-import-not-at-top  (kept local: only this solver needs it)
+  """jaxopt.LBFGS (zoom line search) on all groups at once; stops on the scaled gradient test."""
+  with warnings.catch_warnings():  # its "no longer maintained" notice is known (see optax_lbfgs)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import jaxopt  # pylint: disable=g-import-not-at-top  (kept local: only this solver needs it)
 
-  def value_and_grad(theta, wg):
-    diff = theta[:, None] - theta[None, :]
-    value = dense_loss(theta, wg, l2)
-    n = wg + wg.T
-    grad = (n * _sigmoid(diff, jnp) - wg).sum(-1) + 2.0 * l2 * theta
-    return value, grad
+  solver = jaxopt.LBFGS(fun=_joint_value_and_grad(l2), value_and_grad=True, maxiter=options.max_iter,
+                        history_size=10, linesearch="zoom", implicit_diff=False)
+  theta0 = jnp.zeros(w.shape[:-1], w.dtype)
 
-  solver = jaxopt.LBFGS(
-      fun=value_and_grad, value_and_grad=True, maxiter=options.max_iter, tol=options.tol,
-      history_size=10, linesearch="zoom", implicit_diff=False)
-  g = w.shape[-1]
-  return jax.vmap(lambda wg: solver.run(jnp.zeros((g,), w.dtype), wg).params)(w)
+  def cond(carry):
+    _, state = carry
+    return (state.iter_num < options.max_iter) & ~_scaled_grad_converged(state.grad, w, options.tol)
+
+  theta, _ = jax.lax.while_loop(cond, lambda c: tuple(solver.update(c[0], c[1], w)), (theta0, solver.init_state(theta0, w)))
+  return theta
 
 
 @register_solver("optax_lbfgs")
 def _solve_optax_lbfgs(w, l2, options: SolverOptions):
-  """optax.lbfgs (zoom line search) per group, vmapped; stops on the gradient norm."""
+  """optax.lbfgs (zoom line search) on all groups at once; stops on the scaled gradient test."""
   import optax  # pylint: disable=g-import-not-at-top
   import optax.tree_utils as otu  # pylint: disable=g-import-not-at-top
 
-  def solve_one(wg):
-    fun = lambda th: dense_loss(th, wg, l2)
-    opt = optax.lbfgs(memory_size=10)
-    value_and_grad = optax.value_and_grad_from_state(fun)
+  value_and_grad_fn = _joint_value_and_grad(l2)
+  fun = lambda theta: value_and_grad_fn(theta, w)[0]
+  opt = optax.lbfgs(memory_size=10)
+  cached_value_and_grad = optax.value_and_grad_from_state(fun)
 
-    def step(carry):
-      theta, state = carry
-      value, grad = value_and_grad(theta, state=state)
-      updates, state = opt.update(grad, state, theta, value=value, grad=grad, value_fn=fun)
-      return optax.apply_updates(theta, updates), state
+  def step(carry):
+    theta, state = carry
+    value, grad = cached_value_and_grad(theta, state=state)
+    updates, state = opt.update(grad, state, theta, value=value, grad=grad, value_fn=fun)
+    return optax.apply_updates(theta, updates), state
 
-    def cond(carry):
-      _, state = carry
-      it = otu.tree_get(state, "count")
-      grad = otu.tree_get(state, "grad")
-      return (it == 0) | ((it < options.max_iter) & (otu.tree_norm(grad) > options.tol))
+  def cond(carry):
+    _, state = carry
+    it = otu.tree_get(state, "count")
+    grad = otu.tree_get(state, "grad")
+    return (it == 0) | ((it < options.max_iter) & ~_scaled_grad_converged(grad, w, options.tol))
 
-    theta0 = jnp.zeros((wg.shape[-1],), wg.dtype)
-    theta, _ = jax.lax.while_loop(cond, step, (theta0, opt.init(theta0)))
-    return theta
-
-  return jax.vmap(solve_one)(w)
+  theta0 = jnp.zeros(w.shape[:-1], w.dtype)
+  return jax.lax.while_loop(cond, step, (theta0, opt.init(theta0)))[0]
 
 
 # ─────────────────────────────────────────── public API ───────────────────────────────────────────
@@ -228,60 +265,62 @@ def _fit_jit(first, second, outcome, weight, *, num_players, l2, solver, options
 
 
 def _prepare(first, second, outcome, weight, num_players, l2, solver):
-  """Validates and broadcasts the match arrays; returns them flattened to [N, M] and the batch shape."""
+  """Validates and broadcasts the match arrays; returns them flattened to [N, M] and the batch shape.
+
+  Host (NumPy / list) inputs are checked value by value and padded on the host, then moved to the
+  device once. Device arrays (or tracers) stay on the device and skip the value checks, which would
+  force a transfer; there an out-of-range index simply matches no player.
+  """
   if solver not in SOLVERS:
     raise ValueError(f"unknown Bradley–Terry solver {solver!r}; registered: {sorted(SOLVERS)}")
   if not isinstance(num_players, (int, np.integer)) or num_players < 1:
     raise ValueError(f"num_players must be a positive int, got {num_players!r}")
   if not l2 > 0:
     raise ValueError(f"l2 must be > 0 (it keeps undefeated players finite, SPEC §6), got l2={l2!r}")
-  outcome = jnp.asarray(outcome)
-  if not jnp.issubdtype(outcome.dtype, jnp.floating):
-    outcome = outcome.astype(jnp.float32)
-  dtype = outcome.dtype
-  if weight is None:
-    weight = jnp.ones_like(outcome)
-  first, second, outcome, weight = jnp.broadcast_arrays(
-      jnp.asarray(first), jnp.asarray(second), outcome, jnp.asarray(weight, dtype))
+  on_device = any(isinstance(a, jax.Array) for a in (first, second, outcome, weight))
+  xp = jnp if on_device else np
+  outcome = xp.asarray(outcome)
+  if not xp.issubdtype(outcome.dtype, xp.floating):
+    outcome = outcome.astype(np.float32)
+  weight = xp.ones_like(outcome) if weight is None else xp.asarray(weight, outcome.dtype)
+  first, second, outcome, weight = xp.broadcast_arrays(xp.asarray(first), xp.asarray(second), outcome, weight)
   if first.ndim == 0:
     raise ValueError("first/second/outcome/weight need a trailing match axis [..., M]")
   for name, a in (("first", first), ("second", second)):
-    if not jnp.issubdtype(a.dtype, jnp.integer):
+    if not xp.issubdtype(a.dtype, xp.integer):
       raise ValueError(f"{name} must hold integer player indices, got dtype {a.dtype}")
-  _check_values(first, second, outcome, weight, num_players)
-  batch_shape = first.shape[:-1]
-  m = first.shape[-1]
-  flat = lambda a: a.reshape((-1, m))
-  return (flat(first).astype(jnp.int32), flat(second).astype(jnp.int32), flat(outcome), flat(weight)), batch_shape
+  if not on_device:
+    _check_values(first, second, outcome, weight, num_players)
+  batch_shape, m = first.shape[:-1], first.shape[-1]
+  n = int(np.prod(batch_shape, dtype=np.int64))
+  flat = lambda a: a.reshape((n, m))
+  return (flat(first).astype(np.int32), flat(second).astype(np.int32), flat(outcome), flat(weight)), batch_shape, xp
 
 
 def _check_values(first, second, outcome, weight, num_players):
-  """Range checks on concrete inputs (skipped under tracing, where values are unknown)."""
-  if any(isinstance(a, jax.core.Tracer) for a in (first, second, outcome, weight)):
-    return
-  live = np.asarray(weight) > 0
-  if not live.any():
-    return
-  f, s, o, w = (np.asarray(a)[live] for a in (first, second, outcome, weight))
+  """Range checks on host inputs, naming the offending field."""
+  if not np.isfinite(weight).all() or (weight < 0).any():
+    raise ValueError("weight must be finite and ≥ 0 (0 marks padding)")
+  live = weight > 0
+  f, s, o = first[live], second[live], outcome[live]
   for name, a in (("first", f), ("second", s)):
     bad = (a < 0) | (a >= num_players)
     if bad.any():
       raise ValueError(f"{name} holds player index {a[bad][0]} outside [0, num_players={num_players})")
-  if not np.isfinite(o).all() or (o < 0).any() or (o > 1).any():
-    raise ValueError(f"outcome must lie in [0, 1] where weight > 0, got e.g. {o[~((o >= 0) & (o <= 1))][:3]}")
-  if not np.isfinite(np.asarray(weight)).all() or (np.asarray(weight) < 0).any():
-    raise ValueError("weight must be finite and ≥ 0 (0 marks padding)")
+  bad = ~((o >= 0) & (o <= 1))  # also catches NaN
+  if bad.any():
+    raise ValueError(f"outcome must lie in [0, 1] where weight > 0, got e.g. {o[bad][:3]}")
 
 
 def _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards):
-  (f, s, o, w), batch_shape = _prepare(first, second, outcome, weight, num_players, l2, solver)
+  (f, s, o, w), batch_shape, xp = _prepare(first, second, outcome, weight, num_players, l2, solver)
   n, m = f.shape
   nb, mb = _bucket(n, MIN_BATCH_BUCKET), _bucket(m, MIN_MATCH_BUCKET)
-  pad = lambda a: jnp.pad(a, ((0, nb - n), (0, mb - m)))  # zero weight: padding carries nothing
+  pad = lambda a: xp.pad(a, ((0, nb - n), (0, mb - m)))  # zero weight: padding carries nothing
   out = _fit_jit(pad(f), pad(s), pad(o), pad(w), num_players=int(num_players), l2=float(l2),
                  solver=solver, options=SolverOptions(tol=float(tol), max_iter=int(max_iter)),
                  rewards=rewards)
-  return out[:n].reshape(batch_shape + (num_players,))
+  return out[:n].reshape(tuple(batch_shape) + (num_players,))
 
 
 def fit_bradley_terry(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,

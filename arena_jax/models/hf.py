@@ -1,0 +1,293 @@
+"""Import of local Hugging Face checkpoints (config.json + safetensors, single or sharded).
+
+Supported architectures: `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen3ForCausalLM`. The reader
+neither imports torch nor transformers: config.json is parsed here and safetensors files are memory-
+mapped (bfloat16 via ml_dtypes), so a checkpoint larger than RAM loads shard by shard onto a mesh.
+
+Layout conversions (HF `nn.Linear.weight` is [out, in]):
+  q_proj [N·H, D] → [D, N, H];  k_proj, v_proj [K·H, D] → [D, K, H];  o_proj [D, N·H] → [N, H, D]
+  gate_proj, up_proj [F, D] → [D, F];  down_proj [D, F] → [F, D];  lm_head [V, D] → [D, V]
+RoPE needs no permutation: both sides use the rotate_half layout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import struct
+from typing import Any, Sequence
+
+import jax
+import ml_dtypes
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh
+
+from arena_jax.models.config import ModelConfig, RopeScaling
+from arena_jax.models.sharding import LOGICAL_AXIS_RULES, param_shardings
+from arena_jax.models.transformer import Transformer, abstract_model
+
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM")
+_HF_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+class UnsupportedCheckpointError(ValueError):
+  """The checkpoint's architecture or options are outside the supported family."""
+
+
+# ─────────────────────────────────────── config ───────────────────────────────────────
+
+
+def config_from_hf(hf: dict[str, Any], *, param_dtype: str | None = None, dtype: str | None = None) -> ModelConfig:
+  """A `ModelConfig` from a parsed HF config.json (old `rope_scaling` or new `rope_parameters` form)."""
+  archs = hf.get("architectures") or []
+  arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
+  if arch is None:
+    raise UnsupportedCheckpointError(
+        f"unsupported architecture {archs or hf.get('model_type')!r}: load_hf supports "
+        f"{', '.join(SUPPORTED_ARCHITECTURES)}")
+  n_heads = hf["num_attention_heads"]
+  head_dim = hf.get("head_dim") or hf["hidden_size"] // n_heads
+  if hf.get("hidden_act", "silu") != "silu":
+    raise UnsupportedCheckpointError(f"hidden_act={hf['hidden_act']!r}: only SwiGLU ('silu') is supported")
+
+  rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+  if rope and all(isinstance(v, dict) for v in rope.values()):
+    raise UnsupportedCheckpointError("per-layer-type rope_parameters are not supported")
+  theta = rope.get("rope_theta", hf.get("rope_theta", 10_000.0))
+  if rope.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0)) != 1.0:
+    raise UnsupportedCheckpointError("partial_rotary_factor != 1 is not supported")
+  rope_type = rope.get("rope_type", rope.get("type", "default"))
+  max_pos = hf.get("max_position_embeddings", 8192)
+  scaling = None
+  if rope_type in ("linear", "llama3", "yarn"):
+    orig = hf.get("original_max_position_embeddings") or rope.get("original_max_position_embeddings") or max_pos
+    factor = rope.get("factor")
+    if factor is None:
+      factor = max_pos / orig
+    scaling = RopeScaling(
+        rope_type, factor=float(factor),
+        low_freq_factor=float(rope.get("low_freq_factor", 1.0)),
+        high_freq_factor=float(rope.get("high_freq_factor", 4.0)),
+        original_max_position_embeddings=int(orig),
+        beta_fast=float(rope.get("beta_fast") or 32.0), beta_slow=float(rope.get("beta_slow") or 1.0),
+        mscale=rope.get("mscale"), mscale_all_dim=rope.get("mscale_all_dim"),
+        attention_factor=rope.get("attention_factor"), truncate=bool(rope.get("truncate", True)))
+  elif rope_type != "default":
+    raise UnsupportedCheckpointError(f"rope type {rope_type!r} is not supported (default, linear, llama3, yarn)")
+
+  num_layers = hf["num_hidden_layers"]
+  window, sliding_layers = None, None
+  if arch == "MistralForCausalLM":
+    window = hf.get("sliding_window")
+  elif arch == "Qwen3ForCausalLM" and hf.get("use_sliding_window", False):
+    window = hf.get("sliding_window")
+    types = hf.get("layer_types")
+    if types is None:
+      first = hf.get("max_window_layers", num_layers)
+      types = ["sliding_attention" if i >= first else "full_attention" for i in range(num_layers)]
+    sliding_layers = tuple(t == "sliding_attention" for t in types)
+  elif hf.get("layer_types") and any(t != "full_attention" for t in hf["layer_types"]):
+    raise UnsupportedCheckpointError(f"layer_types {hf['layer_types']} are not supported for {arch}")
+
+  stored = hf.get("torch_dtype") or hf.get("dtype") or "float32"
+  param_dtype = param_dtype or _HF_DTYPES.get(stored, "float32")
+  return ModelConfig(
+      vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], num_layers=num_layers, num_heads=n_heads,
+      num_kv_heads=hf.get("num_key_value_heads") or n_heads, head_dim=head_dim,
+      mlp_dim=hf["intermediate_size"], rope_theta=float(theta), rope_scaling=scaling,
+      rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), qk_norm=arch == "Qwen3ForCausalLM",
+      sliding_window=window, sliding_layers=sliding_layers,
+      tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+      attention_bias=bool(hf.get("attention_bias", False)), mlp_bias=bool(hf.get("mlp_bias", False)),
+      param_dtype=param_dtype, dtype=dtype or param_dtype, max_position_embeddings=max_pos)
+
+
+def config_to_hf(config: ModelConfig, architecture: str = "LlamaForCausalLM") -> dict[str, Any]:
+  """Keyword arguments for the transformers config class of `architecture` (tests, benchmarks)."""
+  if architecture not in SUPPORTED_ARCHITECTURES:
+    raise UnsupportedCheckpointError(f"{architecture!r}: supported are {', '.join(SUPPORTED_ARCHITECTURES)}")
+  if config.qk_norm != (architecture == "Qwen3ForCausalLM"):
+    raise ValueError(f"qk_norm={config.qk_norm} cannot be expressed as {architecture}")
+  rope: dict[str, Any] = {"rope_type": "default", "rope_theta": config.rope_theta}
+  if config.rope_scaling is not None:
+    s = config.rope_scaling
+    rope = {"rope_type": s.rope_type, "rope_theta": config.rope_theta, "factor": s.factor}
+    if s.rope_type == "llama3":
+      rope.update(low_freq_factor=s.low_freq_factor, high_freq_factor=s.high_freq_factor,
+                  original_max_position_embeddings=s.original_max_position_embeddings)
+    elif s.rope_type == "yarn":
+      rope.update(original_max_position_embeddings=s.original_max_position_embeddings, beta_fast=s.beta_fast,
+                  beta_slow=s.beta_slow, truncate=s.truncate)
+      for k in ("mscale", "mscale_all_dim", "attention_factor"):
+        if getattr(s, k) is not None:
+          rope[k] = getattr(s, k)
+  kw = dict(
+      vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.mlp_dim,
+      num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
+      num_key_value_heads=config.num_kv_heads, head_dim=config.head_dim, hidden_act="silu",
+      max_position_embeddings=config.max_position_embeddings, rms_norm_eps=config.rms_norm_eps,
+      tie_word_embeddings=config.tie_embeddings, rope_parameters=rope, attention_bias=config.attention_bias)
+  if architecture == "LlamaForCausalLM":
+    if config.sliding_window is not None:
+      raise ValueError("Llama has no sliding window; use MistralForCausalLM")
+    kw["mlp_bias"] = config.mlp_bias
+  elif config.mlp_bias:
+    raise ValueError(f"{architecture} has no mlp_bias")
+  if architecture == "MistralForCausalLM":
+    if config.sliding_layers is not None:
+      raise ValueError("Mistral's window applies to every layer; use sliding_layers=None")
+    kw["sliding_window"] = config.sliding_window
+    kw.pop("attention_bias")
+  if architecture == "Qwen3ForCausalLM":
+    kw["use_sliding_window"] = config.sliding_window is not None
+    if config.sliding_window is not None:
+      kw["sliding_window"] = config.sliding_window
+      layers = config.sliding_layers or (True,) * config.num_layers
+      kw["layer_types"] = ["sliding_attention" if s else "full_attention" for s in layers]
+  return kw
+
+
+# ─────────────────────────────────────── safetensors ───────────────────────────────────────
+
+_ST_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
+    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+}
+
+
+def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
+  """Memory-mapped arrays of one .safetensors file (format: u64 header size, JSON header, data)."""
+  path = pathlib.Path(path)
+  with open(path, "rb") as f:
+    (n,) = struct.unpack("<Q", f.read(8))
+    header = json.loads(f.read(n))
+  data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
+  out = {}
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    if info["dtype"] not in _ST_DTYPES:
+      raise UnsupportedCheckpointError(f"{path.name}: tensor {name} has unsupported dtype {info['dtype']}")
+    start, end = info["data_offsets"]
+    out[name] = data[start:end].view(_ST_DTYPES[info["dtype"]]).reshape(info["shape"])
+  return out
+
+
+def _read_weights(path: pathlib.Path) -> dict[str, np.ndarray]:
+  index = path / "model.safetensors.index.json"
+  if index.exists():
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+  elif (path / "model.safetensors").exists():
+    files = ["model.safetensors"]
+  else:
+    files = sorted(p.name for p in path.glob("*.safetensors"))
+  if not files:
+    raise FileNotFoundError(f"no safetensors weights in {path} (expected model.safetensors or an index)")
+  weights: dict[str, np.ndarray] = {}
+  for name in files:
+    weights.update(read_safetensors(path / name))
+  return weights
+
+
+# ─────────────────────────────────────── weights ───────────────────────────────────────
+
+
+def _convert(config: ModelConfig, w: dict[str, np.ndarray]) -> dict[str, Any]:
+  """HF tensors → the nested pure dict of `nnx.to_pure_dict(nnx.state(Transformer))`."""
+  c = config
+  n, k, h, d = c.num_heads, c.num_kv_heads, c.head_dim, c.d_model
+  used: set[str] = set()
+
+  def get(name):
+    if name not in w:
+      raise UnsupportedCheckpointError(f"checkpoint lacks tensor {name!r}")
+    used.add(name)
+    return w[name]
+
+  layers = {}
+  for i in range(c.num_layers):
+    p = f"model.layers.{i}."
+    attn = {
+        "q_proj": get(p + "self_attn.q_proj.weight").reshape(n, h, d).transpose(2, 0, 1),
+        "k_proj": get(p + "self_attn.k_proj.weight").reshape(k, h, d).transpose(2, 0, 1),
+        "v_proj": get(p + "self_attn.v_proj.weight").reshape(k, h, d).transpose(2, 0, 1),
+        "o_proj": get(p + "self_attn.o_proj.weight").reshape(d, n, h).transpose(1, 2, 0),
+    }
+    if c.attention_bias:
+      attn["q_bias"] = get(p + "self_attn.q_proj.bias").reshape(n, h)
+      attn["k_bias"] = get(p + "self_attn.k_proj.bias").reshape(k, h)
+      attn["v_bias"] = get(p + "self_attn.v_proj.bias").reshape(k, h)
+      attn["o_bias"] = get(p + "self_attn.o_proj.bias")
+    if c.qk_norm:
+      attn["q_norm"] = {"scale": get(p + "self_attn.q_norm.weight")}
+      attn["k_norm"] = {"scale": get(p + "self_attn.k_norm.weight")}
+    mlp = {
+        "gate_proj": get(p + "mlp.gate_proj.weight").T,
+        "up_proj": get(p + "mlp.up_proj.weight").T,
+        "down_proj": get(p + "mlp.down_proj.weight").T,
+    }
+    if c.mlp_bias:
+      mlp.update(gate_bias=get(p + "mlp.gate_proj.bias"), up_bias=get(p + "mlp.up_proj.bias"),
+                 down_bias=get(p + "mlp.down_proj.bias"))
+    layers[i] = {
+        "input_norm": {"scale": get(p + "input_layernorm.weight")},
+        "attn": attn,
+        "post_attention_norm": {"scale": get(p + "post_attention_layernorm.weight")},
+        "mlp": mlp,
+    }
+  tree = {
+      "embedding": get("model.embed_tokens.weight"),
+      "layers": layers,
+      "final_norm": {"scale": get("model.norm.weight")},
+  }
+  if not c.tie_embeddings:
+    tree["lm_head"] = get("lm_head.weight").T
+  elif "lm_head.weight" in w:
+    used.add("lm_head.weight")  # tied: a stored copy of the embedding is redundant
+  unused = sorted(name for name in w if name not in used and "rotary_emb" not in name)
+  if unused:
+    raise UnsupportedCheckpointError(f"checkpoint has tensors this model does not use: {unused[:8]}")
+  return tree
+
+
+def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: str | None = None,
+            mesh: Mesh | None = None, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> Transformer:
+  """Loads a local HF checkpoint directory into a `Transformer`.
+
+  Args:
+    path: a directory with config.json and model.safetensors (or a sharded
+      model.safetensors.index.json).
+    param_dtype: parameter dtype (default: the checkpoint's `torch_dtype`).
+    dtype: compute dtype (default: `param_dtype`).
+    mesh: place each parameter directly with its logical sharding on this mesh.
+    rules: logical axis rules for `mesh`.
+
+  Raises:
+    UnsupportedCheckpointError: for any architecture other than `SUPPORTED_ARCHITECTURES`.
+  """
+  path = pathlib.Path(path)
+  hf = json.loads((path / "config.json").read_text())
+  config = config_from_hf(hf, param_dtype=param_dtype, dtype=dtype)
+  weights = _convert(config, _read_weights(path))
+  graphdef, abstract = nnx.split(abstract_model(config))
+  pure_abstract = nnx.to_pure_dict(abstract)
+  shardings = param_shardings(abstract, mesh, rules) if mesh is not None else None
+
+  def place(path_, spec, value):
+    value = np.asarray(value)
+    if value.shape != spec.shape:
+      name = "/".join(str(getattr(p, "key", p)) for p in path_)
+      raise UnsupportedCheckpointError(f"{name}: checkpoint shape {value.shape} != model shape {spec.shape}")
+    value = value.astype(spec.dtype)
+    return jax.device_put(value, None if shardings is None else _lookup(shardings, path_))
+
+  arrays = jax.tree_util.tree_map_with_path(place, pure_abstract, weights)
+  nnx.replace_by_pure_dict(abstract, arrays)
+  return nnx.merge(graphdef, abstract)
+
+
+def _lookup(tree, path_):
+  for p in path_:
+    tree = tree[getattr(p, "key", getattr(p, "idx", p))]
+  return tree

@@ -1,0 +1,322 @@
+"""A Flax NNX decoder-only transformer of the Llama / Mistral / Qwen3 family.
+
+Block (pre-norm, as transformers' `LlamaDecoderLayer`):
+
+    h = x + Attention(RMSNorm(x));   y = h + SwiGLU(RMSNorm(h))
+    RMSNorm(x) = x / √(mean(x²) + ε) · g                     (normalised in float32)
+    SwiGLU(x)  = W_down (silu(W_gate x) ⊙ W_up x)
+    Attention  = softmax(q kᵀ / √d_head + mask) v, grouped-query: num_heads/num_kv_heads query heads per KV head
+
+RoPE uses transformers' "rotate_half" layout (the two halves of a head, not interleaved pairs):
+q' = q·cos + rotate_half(q)·sin with rotate_half([a, b]) = [−b, a], angles p·θ_i on both halves, so
+HF checkpoints load without permuting q/k. Qwen3's QK-norm is an RMSNorm over the head dimension
+before RoPE; Mistral's sliding window limits a query at position p to keys at positions > p − window.
+
+Parameters carry logical axis names (`out_sharding` metadata, see `sharding.py`). The KV cache of a
+layer is a pair (k, v) of [B, num_kv_heads, S, head_dim] arrays — heads before sequence so that the
+decode step's batched matmuls read the cache in place (batch dims leading, no transposes of the cache).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax import lax
+
+from arena_jax.models.config import ModelConfig, rope_frequencies
+
+# Finite, so that a fully masked row (a padding query) softmaxes to uniform weights instead of NaN.
+_MASK_VALUE = -1e30
+
+KVCache = tuple[tuple[jax.Array, jax.Array], ...]
+
+
+def _dtype(name: str):
+  return jnp.dtype(name)
+
+
+def _param(rngs: nnx.Rngs, init, shape, names, dtype) -> nnx.Param:
+  # eager_sharding=False: the names are logical; they become mesh axes only through the rules.
+  return nnx.Param(init(rngs.params(), shape, dtype), out_sharding=tuple(names), eager_sharding=False)
+
+
+def _lecun(fan_in: int):
+  return jax.nn.initializers.normal(stddev=fan_in ** -0.5)
+
+
+class RMSNorm(nnx.Module):
+  """y = x / √(mean(x²) + ε) · g, in float32 (transformers' `LlamaRMSNorm`)."""
+
+  def __init__(self, dim: int, eps: float, name: str, param_dtype, *, rngs: nnx.Rngs):
+    self.eps = eps
+    self.scale = _param(rngs, jax.nn.initializers.ones, (dim,), (name,), param_dtype)
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x32 = x.astype(jnp.float32)
+    y = x32 * lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+    return y.astype(x.dtype) * self.scale[...].astype(x.dtype)
+
+
+def apply_rope(x: jax.Array, positions: jax.Array, inv_freq: jax.Array, attention_factor: float = 1.0) -> jax.Array:
+  """Rotary embedding in the rotate_half layout. x [B, T, heads, H]; positions [B, T] int."""
+  angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, H/2]
+  cos = (jnp.cos(angles) * attention_factor)[:, :, None, :]
+  sin = (jnp.sin(angles) * attention_factor)[:, :, None, :]
+  x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+  out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+  return out.astype(x.dtype)
+
+
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+  """Grouped-query attention. q [B, T, K, R, H] (already scaled); k, v [B, K, S, H]; mask [B, T, S].
+
+  Returns [B, T, K·R, H]. Scores and softmax are float32.
+  """
+  scores = jnp.einsum("btkrh,bksh->bktrs", q, k, preferred_element_type=jnp.float32)
+  scores = jnp.where(mask[:, None, :, None, :], scores, _MASK_VALUE)
+  probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+  out = jnp.einsum("bktrs,bksh->btkrh", probs, v)
+  b, t, kh, r, h = out.shape
+  return out.reshape(b, t, kh * r, h)
+
+
+class Attention(nnx.Module):
+  """Grouped-query self-attention with RoPE, optional QK-norm and q/k/v/o biases."""
+
+  def __init__(self, config: ModelConfig, layer: int, *, rngs: nnx.Rngs):
+    c = config
+    pd = _dtype(c.param_dtype)
+    d, n, k, h = c.d_model, c.num_heads, c.num_kv_heads, c.head_dim
+    self.window = c.layer_window(layer)
+    self.q_proj = _param(rngs, _lecun(d), (d, n, h), ("embed", "heads", "head_dim"), pd)
+    self.k_proj = _param(rngs, _lecun(d), (d, k, h), ("embed", "kv_heads", "head_dim"), pd)
+    self.v_proj = _param(rngs, _lecun(d), (d, k, h), ("embed", "kv_heads", "head_dim"), pd)
+    self.o_proj = _param(rngs, _lecun(n * h), (n, h, d), ("heads", "head_dim", "embed"), pd)
+    if c.attention_bias:
+      zeros = jax.nn.initializers.zeros
+      self.q_bias = _param(rngs, zeros, (n, h), ("heads", "head_dim"), pd)
+      self.k_bias = _param(rngs, zeros, (k, h), ("kv_heads", "head_dim"), pd)
+      self.v_bias = _param(rngs, zeros, (k, h), ("kv_heads", "head_dim"), pd)
+      self.o_bias = _param(rngs, zeros, (d,), ("embed",), pd)
+    else:
+      self.q_bias = self.k_bias = self.v_bias = self.o_bias = None
+    if c.qk_norm:
+      self.q_norm = RMSNorm(h, c.rms_norm_eps, "head_dim", pd, rngs=rngs)
+      self.k_norm = RMSNorm(h, c.rms_norm_eps, "head_dim", pd, rngs=rngs)
+    else:
+      self.q_norm = self.k_norm = None
+    self.num_kv_heads, self.num_groups, self.head_dim = k, c.num_groups, h
+
+  def qkv(self, x: jax.Array, positions: jax.Array, rope: tuple[jax.Array, float]):
+    """q [B, T, K, R, H] (rotated, scaled by 1/√H), k and v [B, T, K, H] (k rotated)."""
+    dt = x.dtype
+    q = jnp.einsum("btd,dnh->btnh", x, self.q_proj[...].astype(dt))
+    k = jnp.einsum("btd,dkh->btkh", x, self.k_proj[...].astype(dt))
+    v = jnp.einsum("btd,dkh->btkh", x, self.v_proj[...].astype(dt))
+    if self.q_bias is not None:
+      q = q + self.q_bias[...].astype(dt)
+      k = k + self.k_bias[...].astype(dt)
+      v = v + self.v_bias[...].astype(dt)
+    if self.q_norm is not None:
+      q, k = self.q_norm(q), self.k_norm(k)
+    inv_freq, factor = rope
+    q = apply_rope(q, positions, inv_freq, factor) * jnp.asarray(self.head_dim ** -0.5, dt)
+    k = apply_rope(k, positions, inv_freq, factor)
+    b, t = x.shape[:2]
+    return q.reshape(b, t, self.num_kv_heads, self.num_groups, self.head_dim), k, v
+
+  def out(self, o: jax.Array) -> jax.Array:
+    y = jnp.einsum("btnh,nhd->btd", o, self.o_proj[...].astype(o.dtype))
+    if self.o_bias is not None:
+      y = y + self.o_bias[...].astype(o.dtype)
+    return y
+
+  def window_mask(self, q_positions: jax.Array, kv_positions: jax.Array) -> jax.Array | None:
+    """[B, T, S] keys inside the sliding window, or None without one."""
+    if self.window is None:
+      return None
+    return (q_positions[:, :, None] - kv_positions[:, None, :]) < self.window
+
+
+class MLP(nnx.Module):
+  """SwiGLU: W_down (silu(W_gate x) ⊙ W_up x)."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    c = config
+    pd = _dtype(c.param_dtype)
+    d, f = c.d_model, c.mlp_dim
+    self.gate_proj = _param(rngs, _lecun(d), (d, f), ("embed", "mlp"), pd)
+    self.up_proj = _param(rngs, _lecun(d), (d, f), ("embed", "mlp"), pd)
+    self.down_proj = _param(rngs, _lecun(f), (f, d), ("mlp", "embed"), pd)
+    if c.mlp_bias:
+      zeros = jax.nn.initializers.zeros
+      self.gate_bias = _param(rngs, zeros, (f,), ("mlp",), pd)
+      self.up_bias = _param(rngs, zeros, (f,), ("mlp",), pd)
+      self.down_bias = _param(rngs, zeros, (d,), ("embed",), pd)
+    else:
+      self.gate_bias = self.up_bias = self.down_bias = None
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    dt = x.dtype
+    gate = x @ self.gate_proj[...].astype(dt)
+    up = x @ self.up_proj[...].astype(dt)
+    if self.gate_bias is not None:
+      gate, up = gate + self.gate_bias[...].astype(dt), up + self.up_bias[...].astype(dt)
+    y = (jax.nn.silu(gate) * up) @ self.down_proj[...].astype(dt)
+    if self.down_bias is not None:
+      y = y + self.down_bias[...].astype(dt)
+    return y
+
+
+class Block(nnx.Module):
+  """Pre-norm decoder block."""
+
+  def __init__(self, config: ModelConfig, layer: int, *, rngs: nnx.Rngs):
+    pd = _dtype(config.param_dtype)
+    self.input_norm = RMSNorm(config.d_model, config.rms_norm_eps, "norm", pd, rngs=rngs)
+    self.attn = Attention(config, layer, rngs=rngs)
+    self.post_attention_norm = RMSNorm(config.d_model, config.rms_norm_eps, "norm", pd, rngs=rngs)
+    self.mlp = MLP(config, rngs=rngs)
+
+  def __call__(self, x, positions, mask, rope, cache=None, slot=None, kv_positions=None):
+    """One block.
+
+    Without `cache`: self-attention over x's own keys, mask [B, T, T]; returns (y, (k, v)) with
+    k, v [B, K, T, H] for the caller to cache. With `cache` (k, v [B, K, S, H]): x's keys are written
+    at `slot` (scalar) and x attends to the whole cache under mask [B, T, S]; returns (y, new cache).
+    """
+    q, k, v = self.attn.qkv(self.input_norm(x), positions, rope)
+    k = k.transpose(0, 2, 1, 3)
+    v = v.transpose(0, 2, 1, 3)
+    if cache is None:
+      new_kv = (k, v)
+      kv_positions = positions if kv_positions is None else kv_positions
+    else:
+      ck, cv = cache
+      new_kv = (lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, 0, slot, 0)),
+                lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, 0, slot, 0)))
+      k, v = new_kv
+    window = self.attn.window_mask(positions, kv_positions) if self.attn.window is not None else None
+    if window is not None:
+      mask = mask & window
+    h = x + self.attn.out(attend(q, k.astype(q.dtype), v.astype(q.dtype), mask))
+    return h + self.mlp(self.post_attention_norm(h)), new_kv
+
+
+class Transformer(nnx.Module):
+  """Decoder-only LM. `model(tokens [B, T])` → logits [B, T, V] (float32), plain causal attention.
+
+  The sampler uses `prefill` and `decode`; the loss uses `hidden` and `output_projection`
+  (see `token_logprobs`).
+  """
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    self.config = config
+    c = config
+    pd = _dtype(c.param_dtype)
+    std = c.init_std if c.init_std is not None else c.d_model ** -0.5
+    self.embedding = _param(rngs, jax.nn.initializers.normal(stddev=std), (c.vocab_size, c.d_model),
+                            ("vocab", "embed"), pd)
+    self.layers = nnx.List([Block(c, i, rngs=rngs) for i in range(c.num_layers)])
+    self.final_norm = RMSNorm(c.d_model, c.rms_norm_eps, "norm", pd, rngs=rngs)
+    if c.tie_embeddings:
+      self.lm_head = None
+    else:
+      self.lm_head = _param(rngs, _lecun(c.d_model), (c.d_model, c.vocab_size), ("embed", "vocab"), pd)
+
+  # ── pieces ──
+
+  def _rope(self) -> tuple[jax.Array, float]:
+    inv_freq, factor = rope_frequencies(self.config)
+    return jnp.asarray(inv_freq), factor
+
+  def embed(self, tokens: jax.Array) -> jax.Array:
+    return jnp.take(self.embedding[...], tokens, axis=0).astype(_dtype(self.config.dtype))
+
+  def output_projection(self) -> jax.Array:
+    """[D, V]: the lm head (the transposed embedding when tied)."""
+    if self.lm_head is None:
+      return self.embedding[...].T
+    return self.lm_head[...]
+
+  def logits(self, h: jax.Array) -> jax.Array:
+    """float32 logits from final hidden states [..., D]."""
+    w = self.output_projection().astype(h.dtype)
+    return jnp.einsum("...d,dv->...v", h, w, preferred_element_type=jnp.float32)
+
+  # ── full-sequence forward (training, scoring, parity) ──
+
+  def hidden(self, tokens: jax.Array, positions: jax.Array | None = None, valid: jax.Array | None = None,
+             *, return_kv: bool = False):
+    """Final (normed) hidden states [B, T, D] under causal attention.
+
+    Args:
+      tokens: int [B, T].
+      positions: int [B, T] RoPE positions (default 0..T−1).
+      valid: bool [B, T]; invalid tokens are never attended to (their own outputs are meaningless).
+      return_kv: also return each layer's (k, v) [B, K, T, H] (prefill).
+    """
+    b, t = tokens.shape
+    if positions is None:
+      positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+    mask = jnp.tril(jnp.ones((t, t), bool))[None]
+    if valid is not None:
+      mask = mask & valid[:, None, :]
+    mask = jnp.broadcast_to(mask, (b, t, t))
+    rope = self._rope()
+    x = self.embed(tokens)
+    kvs = []
+    for block in self.layers:
+      x, kv = block(x, positions, mask, rope)
+      kvs.append(kv)
+    h = self.final_norm(x)
+    return (h, tuple(kvs)) if return_kv else h
+
+  def __call__(self, tokens: jax.Array, positions: jax.Array | None = None,
+               valid: jax.Array | None = None) -> jax.Array:
+    return self.logits(self.hidden(tokens, positions, valid))
+
+  # ── cached inference (sampler) ──
+
+  def prefill(self, tokens: jax.Array, lengths: jax.Array, cache_size: int, cache_dtype=None):
+    """Runs right-padded prompts and returns (logits at each prompt's last token [B, V], KV cache).
+
+    tokens [B, P] hold prompt b in [0, lengths[b]); the cache has `cache_size` ≥ P slots, the prompt
+    in slots [0, P) (padding slots are masked by the caller), the rest zero.
+    """
+    b, p = tokens.shape
+    valid = jnp.arange(p)[None, :] < lengths[:, None]
+    h, kvs = self.hidden(tokens, None, valid, return_kv=True)
+    last = jnp.take_along_axis(h, jnp.maximum(lengths - 1, 0)[:, None, None], axis=1)[:, 0]
+    dtype = cache_dtype or _dtype(self.config.dtype)
+    pad = ((0, 0), (0, 0), (0, cache_size - p), (0, 0))
+    cache = tuple((jnp.pad(k.astype(dtype), pad), jnp.pad(v.astype(dtype), pad)) for k, v in kvs)
+    return self.logits(last), cache
+
+  def decode(self, tokens: jax.Array, positions: jax.Array, cache: KVCache, slot: jax.Array,
+             kv_valid: jax.Array, kv_positions: jax.Array | None = None):
+    """One decode step: tokens [B] at RoPE positions [B] are written at cache slot `slot` (scalar).
+
+    kv_valid [B, S] says which cache slots (including `slot`) the new token attends to;
+    kv_positions [B, S] (RoPE positions of the slots) is needed only with a sliding window.
+    Returns (logits [B, V], updated cache).
+    """
+    x = self.embed(tokens[:, None])
+    pos = positions[:, None]
+    mask = kv_valid[:, None, :]
+    rope = self._rope()
+    new_cache = []
+    for block, layer_cache in zip(self.layers, cache):
+      x, kv = block(x, pos, mask, rope, cache=layer_cache, slot=slot, kv_positions=kv_positions)
+      new_cache.append(kv)
+    return self.logits(self.final_norm(x)[:, 0]), tuple(new_cache)
+
+
+def init_model(config: ModelConfig, seed: int = 0) -> Transformer:
+  """A randomly initialised model."""
+  return Transformer(config, rngs=nnx.Rngs(params=seed))
+
+
+def abstract_model(config: ModelConfig) -> Transformer:
+  """The model with `jax.ShapeDtypeStruct` parameters (no memory): for shapes, shardings, AOT."""
+  return nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(params=0)))

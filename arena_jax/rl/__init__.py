@@ -1,0 +1,18 @@
+"""Advantages, the adaptive per-group router and the CISPO loss (SPEC §1–§3, §5)."""
+from arena_jax.rl.advantages import (
+    DIVERSITY_THRESHOLD,
+    EPS_STD,
+    group_advantages,
+    is_diverse,
+    rank_quantile_advantages,
+    reward_variance,
+    route_rewards,
+)
+from arena_jax.rl.cispo import (
+    AGGREGATIONS,
+    CispoOutput,
+    Weighted,
+    cispo_loss,
+    completion_mask,
+    metric_values,
+)

@@ -1,0 +1,88 @@
+"""Sampling methods (tiny frozen classes, as gemma's `_sampling.py`) and the logit filters they use.
+
+A method turns float32 logits [B, V] into next tokens [B]. Each method also names the temperature of
+its **behaviour log-probs**: the sampler records log softmax(logits / T)[token] over the *full*
+vocabulary, T = `logprob_temperature`. Top-k / top-p truncation is deliberately not reflected there:
+the loss recomputes π_θ with the same T (`token_logprobs(..., temperature=T)`), so the CISPO ratio
+(SPEC §2) is exactly 1 on-policy and measures only the policy's change, not the truncation.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+_NEG = -1e30
+
+
+def apply_top_k(logits: jax.Array, k: int) -> jax.Array:
+  """Keeps the k largest logits of each row (ties at the k-th value are kept); the rest → −1e30."""
+  if k >= logits.shape[-1]:
+    return logits
+  kth = jax.lax.top_k(logits, k)[0][..., -1:]
+  return jnp.where(logits >= kth, logits, _NEG)
+
+
+def apply_top_p(logits: jax.Array, p: float) -> jax.Array:
+  """Nucleus filter: keeps the smallest set of most likely tokens whose probability reaches p.
+
+  A token is kept when the probability mass strictly above it is < p (so the top token always is).
+  """
+  sorted_logits = jnp.sort(logits, axis=-1)[..., ::-1]
+  probs = jax.nn.softmax(sorted_logits, axis=-1)
+  mass_before = jnp.cumsum(probs, axis=-1) - probs
+  keep = mass_before < p
+  # The smallest kept logit is the threshold; every logit ≥ it survives.
+  threshold = jnp.min(jnp.where(keep, sorted_logits, jnp.inf), axis=-1, keepdims=True)
+  return jnp.where(logits >= threshold, logits, _NEG)
+
+
+@dataclasses.dataclass(frozen=True)
+class Greedy:
+  """argmax decoding (temperature 0). Behaviour log-probs are taken at temperature 1."""
+
+  @property
+  def logprob_temperature(self) -> float:
+    return 1.0
+
+  def __call__(self, logits: jax.Array, rng: jax.Array) -> jax.Array:
+    del rng
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomSampling:
+  """Ancestral sampling from softmax(logits / temperature), optionally top-k and/or top-p filtered.
+
+  temperature == 0 is greedy decoding.
+  """
+
+  temperature: float = 1.0
+  top_k: int | None = None
+  top_p: float | None = None
+
+  def __post_init__(self):
+    if self.temperature < 0:
+      raise ValueError(f"temperature must be ≥ 0 (got {self.temperature})")
+    if self.top_k is not None and self.top_k < 1:
+      raise ValueError(f"top_k must be ≥ 1 or None (got {self.top_k})")
+    if self.top_p is not None and not 0 < self.top_p <= 1:
+      raise ValueError(f"top_p must be in (0, 1] or None (got {self.top_p})")
+
+  @property
+  def logprob_temperature(self) -> float:
+    return self.temperature if self.temperature > 0 else 1.0
+
+  def __call__(self, logits: jax.Array, rng: jax.Array) -> jax.Array:
+    if self.temperature == 0:
+      return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    logits = logits / self.temperature
+    if self.top_k is not None:
+      logits = apply_top_k(logits, self.top_k)
+    if self.top_p is not None and self.top_p < 1:
+      logits = apply_top_p(logits, self.top_p)
+    return jax.random.categorical(rng, logits, axis=-1).astype(jnp.int32)
+
+
+SamplingMethod = Greedy | RandomSampling

@@ -1,0 +1,375 @@
+"""KV-cache sampler: one prefill per prompt, then G samples per prompt decoded in a jitted while_loop.
+
+Shape of a call (gemma's `_prefill.py` + `_sampler_loop.py`, reshaped for RL groups):
+
+  prompts [B] ──pad right to a bucket P──► prefill (jit) ──► cache [B, K, P+N, H], logits of token 0
+                                             │ repeat ×G (rows b·G … b·G+G−1 are prompt b's group)
+                                             ▼
+         decode (jit, state donated): lax.while_loop over steps t = 1 … N−1, stops when every row is done
+                                             ▼
+  SampleOutput: tokens, behaviour log-probs, lengths, truncated, completion_step  [B·G, …]
+
+Cache layout. Prompt b occupies slots [0, len_b) and completion token t slot P + t, for every row, so a
+decode step writes all rows at one scalar slot (a single in-place dynamic_update_slice per layer);
+the gap [len_b, P) is masked out, and RoPE positions are per row (len_b + t), exactly as if the
+prompt were unpadded. `token_logprobs` scores (prompt, completion) with the same layout.
+
+Static shapes: P is the smallest bucket ≥ the longest prompt, N = `max_new_tokens` is fixed, and the
+number of prompts is padded to a multiple of the mesh's batch shards, so an RL run compiles one
+prefill and one decode program per prompt bucket, whatever the params.
+
+Randomness: the noise of step t is drawn from fold_in(rng, t) over the whole [B·G, V] logits, with
+jax's partitionable threefry, so the same key gives the same tokens on one device or on a mesh.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from arena_jax.models.config import ModelConfig
+from arena_jax.models.sharding import (LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards,
+                                       param_shardings)
+from arena_jax.models.transformer import KVCache, Transformer, abstract_model
+from arena_jax.sampling.methods import RandomSampling, SamplingMethod
+
+DEFAULT_PROMPT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+@flax.struct.dataclass
+class SampleOutput:
+  """What one sampler call returns. Rows are grouped: rows b·G … b·G+G−1 are the G samples of prompt b.
+
+  Attributes:
+    tokens: int32 [B·G, N] completion tokens; `pad_id` after the stop token (which is included).
+    logprobs: float32 [B·G, N] behaviour log-probs log softmax(logits/T)[token] over the full
+      vocabulary, T = the method's `logprob_temperature` (the sampling temperature; 1 for greedy);
+      0 at padding. π_old of CISPO (SPEC §2).
+    lengths: int32 [B·G] completion lengths (stop token included).
+    truncated: bool [B·G] the row hit `max_new_tokens` without a stop token.
+    completion_step: int32 [B·G] decode step (0-based) at which the row produced its last token: the
+      live tournament's arrival order (SPEC §5), ties broken by row index.
+    is_greedy: bool [B·G] the row was decoded greedily (ArenaRL's anchor, `Sampler.greedy_first`).
+    prompt_tokens: int32 [B, P] the prompts, right-padded to the bucket P.
+    prompt_lengths: int32 [B].
+    num_samples: G.
+  """
+
+  tokens: jax.Array
+  logprobs: jax.Array
+  lengths: jax.Array
+  truncated: jax.Array
+  completion_step: jax.Array
+  is_greedy: jax.Array
+  prompt_tokens: jax.Array
+  prompt_lengths: jax.Array
+  num_samples: int = flax.struct.field(pytree_node=False, default=1)
+
+  def grouped(self, x: jax.Array) -> jax.Array:
+    """[B·G, ...] → [B, G, ...]."""
+    return x.reshape((-1, self.num_samples) + x.shape[1:])
+
+  def completion_mask(self) -> jax.Array:
+    """bool [B·G, N]: True on completion tokens (stop token included), False on padding."""
+    return jnp.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+
+
+@flax.struct.dataclass
+class DecodeState:
+  """The while_loop's carry. `step` = tokens sampled so far; row r's last token sits at cache slot
+  P + step − 1 and RoPE position prompt_lengths[r] + step − 1."""
+
+  step: jax.Array
+  tokens: jax.Array
+  logprobs: jax.Array
+  done: jax.Array
+  finish: jax.Array
+  last_token: jax.Array
+  prompt_lengths: jax.Array
+  cache: KVCache
+  rng: jax.Array
+
+
+# ─────────────────────────────────────── pure helpers ───────────────────────────────────────
+
+
+def bucket_length(length: int, buckets: Sequence[int]) -> int:
+  """The smallest bucket ≥ length (or length itself, rounded up to a multiple of 8, past the last)."""
+  for b in sorted(buckets):
+    if length <= b:
+      return b
+  return -(-length // 8) * 8
+
+
+def decode_kv_mask(prompt_lengths: jax.Array, prompt_bucket: int, step: jax.Array, cache_size: int) -> jax.Array:
+  """bool [R, S]: slots visible to the token at slot P + step − 1 (prompt, then completion so far)."""
+  s = jnp.arange(cache_size)[None, :]
+  in_prompt = s < prompt_lengths[:, None]
+  in_completion = (s >= prompt_bucket) & (s < prompt_bucket + step)
+  return in_prompt | in_completion
+
+
+def slot_positions(prompt_lengths: jax.Array, prompt_bucket: int, cache_size: int) -> jax.Array:
+  """int32 [R, S]: RoPE position of each cache slot (the gap gets positions no query reaches)."""
+  s = jnp.arange(cache_size, dtype=jnp.int32)[None, :]
+  return jnp.where(s < prompt_bucket, s, prompt_lengths[:, None] + s - prompt_bucket)
+
+
+def mask_after_stop(tokens: jax.Array, stop_tokens: Sequence[int], pad_id: int) -> jax.Array:
+  """Replaces every token after the first stop token of each row with `pad_id` (the stop stays)."""
+  if not stop_tokens:
+    return tokens
+  is_stop = jnp.isin(tokens, jnp.asarray(stop_tokens))
+  after = (jnp.cumsum(is_stop, axis=-1) - is_stop) > 0
+  return jnp.where(after, pad_id, tokens)
+
+
+def model_from_params(config: ModelConfig, params: Any) -> Transformer:
+  """A `Transformer` from a model, an `nnx.State` or a pure dict of its parameters."""
+  if isinstance(params, Transformer):
+    return params
+  graphdef = _graphdef(config)
+  if isinstance(params, nnx.State):
+    params = nnx.to_pure_dict(params)
+  return nnx.merge(graphdef, params)
+
+
+@functools.lru_cache(maxsize=64)
+def _graphdef(config: ModelConfig):
+  return nnx.graphdef(abstract_model(config))
+
+
+def _pure_params(params: Any) -> dict:
+  if isinstance(params, nnx.Module):
+    params = nnx.state(params, nnx.Param)
+  if isinstance(params, nnx.State):
+    params = nnx.to_pure_dict(params)
+  return params
+
+
+# ─────────────────────────────────────── the sampler ───────────────────────────────────────
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sampler:
+  """Samples G completions per prompt from a `Transformer` with a KV cache.
+
+  A small frozen object: everything here is static (shapes, method, stop tokens); params, prompts
+  and the key are the call's arguments, so calling it every RL step with new params never recompiles.
+
+  Attributes:
+    config: the model's config.
+    max_new_tokens: N, the completion budget (static).
+    num_samples: G, samples per prompt (consecutive rows).
+    method: `RandomSampling(temperature, top_k, top_p)` or `Greedy()`.
+    stop_tokens: a row is done after producing one of these (it is kept in the output).
+    pad_id: written after the stop token.
+    greedy_first: decode the first member of every group greedily (ArenaRL's anchor, SPEC §5).
+    prompt_buckets: prompt lengths are padded up to one of these.
+    mesh: run sharded: batch over the mesh axes of the `batch` rule (data, fsdp), heads and MLP over
+      `tensor` (see `arena_jax.models.sharding`). None = the default device.
+    rules: logical axis rules.
+    cache_dtype: KV cache dtype (default: the model's compute dtype).
+  """
+
+  config: ModelConfig
+  max_new_tokens: int
+  num_samples: int = 1
+  method: SamplingMethod = RandomSampling()
+  stop_tokens: tuple[int, ...] = ()
+  pad_id: int = 0
+  greedy_first: bool = False
+  prompt_buckets: tuple[int, ...] = DEFAULT_PROMPT_BUCKETS
+  mesh: Mesh | None = None
+  rules: tuple[tuple[str, Any], ...] = LOGICAL_AXIS_RULES
+  cache_dtype: str | None = None
+
+  def __post_init__(self):
+    object.__setattr__(self, "stop_tokens", tuple(int(t) for t in self.stop_tokens))
+    object.__setattr__(self, "prompt_buckets", tuple(self.prompt_buckets))
+    object.__setattr__(self, "rules", tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in self.rules))
+    if self.max_new_tokens < 1:
+      raise ValueError(f"max_new_tokens must be ≥ 1 (got {self.max_new_tokens})")
+    if self.num_samples < 1:
+      raise ValueError(f"num_samples must be ≥ 1 (got {self.num_samples})")
+
+  @property
+  def logprob_temperature(self) -> float:
+    """T of the behaviour log-probs: score the loss with `token_logprobs(..., temperature=T)`."""
+    return self.method.logprob_temperature
+
+  # ── public entry point ──
+
+  def __call__(self, params: Any, prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray],
+               rng: jax.Array) -> SampleOutput:
+    """Samples `num_samples` completions for each prompt.
+
+    Args:
+      params: a `Transformer`, its `nnx.State`, or the pure dict of its parameters.
+      prompts: token lists, or (tokens [B, L] right-padded, lengths [B]). Every prompt needs ≥ 1 token.
+      rng: a `jax.random.key`.
+    """
+    tokens, lengths = self.pad_prompts(prompts)
+    num_prompts = tokens.shape[0]
+    shards = num_batch_shards(self.mesh, self.rules)
+    padded = -(-num_prompts // shards) * shards
+    active = np.arange(padded) < num_prompts
+    if padded != num_prompts:  # filler prompts of one pad token, born done
+      tokens = np.concatenate([tokens, np.full((padded - num_prompts, tokens.shape[1]), self.pad_id, np.int32)])
+      lengths = np.concatenate([lengths, np.ones(padded - num_prompts, np.int32)])
+    params = _pure_params(params)
+    state = self._prefill_fn(params, tokens, lengths, active, rng)
+    out = self._decode_fn(params, state, jnp.asarray(tokens), jnp.asarray(lengths))
+    if padded != num_prompts:
+      rows = num_prompts * self.num_samples
+      out = SampleOutput(
+          tokens=out.tokens[:rows], logprobs=out.logprobs[:rows], lengths=out.lengths[:rows],
+          truncated=out.truncated[:rows], completion_step=out.completion_step[:rows],
+          is_greedy=out.is_greedy[:rows], prompt_tokens=out.prompt_tokens[:num_prompts],
+          prompt_lengths=out.prompt_lengths[:num_prompts], num_samples=self.num_samples)
+    return out
+
+  def pad_prompts(self, prompts) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens int32 [B, P] right-padded with `pad_id` to the bucket P, lengths int32 [B])."""
+    if isinstance(prompts, tuple) and len(prompts) == 2 and np.ndim(prompts[0]) == 2:
+      tokens, lengths = np.asarray(prompts[0], np.int32), np.asarray(prompts[1], np.int32)
+      rows = [tokens[i, :n] for i, n in enumerate(lengths)]
+    else:
+      rows = [np.asarray(p, np.int32) for p in prompts]
+      lengths = np.asarray([len(r) for r in rows], np.int32)
+    if len(rows) == 0:
+      raise ValueError("no prompts")
+    if lengths.min() < 1:
+      raise ValueError("every prompt needs at least one token (e.g. BOS)")
+    p = bucket_length(int(lengths.max()), self.prompt_buckets)
+    out = np.full((len(rows), p), self.pad_id, np.int32)
+    for i, r in enumerate(rows):
+      out[i, :len(r)] = r
+    return out, lengths
+
+  # ── jitted programs (built once per sampler) ──
+
+  @functools.cached_property
+  def _prefill_fn(self):
+    if self.mesh is None:
+      return jax.jit(self._prefill)
+    batch1, rep = self._batch_sharding(1), NamedSharding(self.mesh, PartitionSpec())
+    return jax.jit(self._prefill,
+                   in_shardings=(self._param_shardings, self._batch_sharding(2), batch1, batch1, rep),
+                   out_shardings=self._state_shardings)
+
+  @functools.cached_property
+  def _decode_fn(self):
+    if self.mesh is None:
+      return jax.jit(self._decode, donate_argnums=1)
+    batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
+    out = SampleOutput(tokens=batch2, logprobs=batch2, lengths=batch1, truncated=batch1, completion_step=batch1,
+                       is_greedy=batch1, prompt_tokens=batch2, prompt_lengths=batch1, num_samples=self.num_samples)
+    return jax.jit(self._decode, donate_argnums=1,
+                   in_shardings=(self._param_shardings, self._state_shardings, batch2, batch1),
+                   out_shardings=out)
+
+  @functools.cached_property
+  def _param_shardings(self):
+    return param_shardings(nnx.state(abstract_model(self.config)), self.mesh, self.rules)
+
+  def _batch_sharding(self, ndim: int) -> NamedSharding:
+    shards = num_batch_shards(self.mesh, self.rules)
+    return logical_sharding(("batch",) + (None,) * (ndim - 1), (shards,) + (1,) * (ndim - 1), self.mesh, self.rules)
+
+  @functools.cached_property
+  def _state_shardings(self) -> DecodeState:
+    c = self.config
+    shards = num_batch_shards(self.mesh, self.rules)
+    kv = logical_sharding(("batch", "kv_heads", "cache_seq", "head_dim"), (shards, c.num_kv_heads, 1, c.head_dim),
+                          self.mesh, self.rules)
+    batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
+    rep = NamedSharding(self.mesh, PartitionSpec())
+    return DecodeState(step=rep, tokens=batch2, logprobs=batch2, done=batch1, finish=batch1, last_token=batch1,
+                       prompt_lengths=batch1, cache=tuple((kv, kv) for _ in range(c.num_layers)), rng=rep)
+
+  # ── traced bodies ──
+
+  def _choose(self, logits: jax.Array, rng: jax.Array, step) -> tuple[jax.Array, jax.Array]:
+    """Next tokens [R] and their behaviour log-probs [R] (see `SampleOutput.logprobs`)."""
+    key = jax.random.fold_in(rng, step)
+    tokens = self.method(logits, key)
+    if self.greedy_first:
+      greedy = (jnp.arange(logits.shape[0]) % self.num_samples) == 0
+      tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), tokens)
+    scaled = logits / self.method.logprob_temperature
+    picked = jnp.take_along_axis(scaled, tokens[:, None], axis=-1)[:, 0]
+    return tokens, picked - jax.nn.logsumexp(scaled, axis=-1)
+
+  def _stopped(self, tokens: jax.Array) -> jax.Array:
+    if not self.stop_tokens:
+      return jnp.zeros(tokens.shape, bool)
+    return jnp.isin(tokens, jnp.asarray(self.stop_tokens, jnp.int32))
+
+  def _prefill(self, params, tokens, lengths, active, rng) -> DecodeState:
+    model = model_from_params(self.config, params)
+    g, n = self.num_samples, self.max_new_tokens
+    cache_size = tokens.shape[1] + n
+    cache_dtype = jnp.dtype(self.cache_dtype) if self.cache_dtype else None
+    logits, cache = model.prefill(tokens, lengths, cache_size, cache_dtype)
+    # One prefill per prompt, shared by its G samples.
+    cache = jax.tree.map(lambda x: jnp.repeat(x, g, axis=0), cache)
+    logits, lengths, active = (jnp.repeat(x, g, axis=0) for x in (logits, lengths, active))
+    rows = logits.shape[0]
+    first, first_lp = self._choose(logits, rng, 0)
+    done0 = ~active
+    first = jnp.where(done0, self.pad_id, first)
+    first_lp = jnp.where(done0, 0.0, first_lp)
+    stopped = self._stopped(first) & active
+    return DecodeState(
+        step=jnp.asarray(1, jnp.int32),
+        tokens=jnp.full((rows, n), self.pad_id, jnp.int32).at[:, 0].set(first),
+        logprobs=jnp.zeros((rows, n), jnp.float32).at[:, 0].set(first_lp),
+        done=done0 | stopped,
+        finish=jnp.where(stopped, 0, jnp.where(done0, -1, n)).astype(jnp.int32),
+        last_token=first, prompt_lengths=lengths, cache=cache, rng=rng)
+
+  def _decode(self, params, state: DecodeState, prompt_tokens, prompt_lengths) -> SampleOutput:
+    model = model_from_params(self.config, params)
+    n = self.max_new_tokens
+    prompt_bucket = prompt_tokens.shape[1]
+    cache_size = prompt_bucket + n
+    needs_positions = any(self.config.layer_window(i) is not None for i in range(self.config.num_layers))
+    kv_positions = slot_positions(state.prompt_lengths, prompt_bucket, cache_size) if needs_positions else None
+
+    def cond(s: DecodeState):
+      return (s.step < n) & ~jnp.all(s.done)
+
+    def body(s: DecodeState) -> DecodeState:
+      t = s.step
+      slot = prompt_bucket + t - 1
+      kv_valid = decode_kv_mask(s.prompt_lengths, prompt_bucket, t, cache_size)
+      logits, cache = model.decode(s.last_token, s.prompt_lengths + t - 1, s.cache, slot, kv_valid, kv_positions)
+      tok, lp = self._choose(logits, s.rng, t)
+      tok = jnp.where(s.done, self.pad_id, tok)
+      lp = jnp.where(s.done, 0.0, lp)
+      stopped = self._stopped(tok) & ~s.done
+      return DecodeState(
+          step=t + 1,
+          tokens=lax.dynamic_update_slice(s.tokens, tok[:, None], (0, t)),
+          logprobs=lax.dynamic_update_slice(s.logprobs, lp[:, None], (0, t)),
+          done=s.done | stopped, finish=jnp.where(stopped, t, s.finish), last_token=tok,
+          prompt_lengths=s.prompt_lengths, cache=cache, rng=s.rng)
+
+    s = lax.while_loop(cond, body, state)
+    finished = s.finish < n  # includes filler rows (finish −1), dropped by the caller
+    lengths = jnp.where(finished, s.finish + 1, n).astype(jnp.int32)
+    rows = s.tokens.shape[0]
+    is_greedy = jnp.full((rows,), self.greedy_first) & ((jnp.arange(rows) % self.num_samples) == 0)
+    return SampleOutput(
+        tokens=s.tokens, logprobs=s.logprobs, lengths=lengths, truncated=~finished,
+        completion_step=lengths - 1, is_greedy=is_greedy, prompt_tokens=prompt_tokens,
+        prompt_lengths=prompt_lengths, num_samples=self.num_samples)
