@@ -70,32 +70,39 @@ def win_matrix(first, second, outcome, weight, num_players: int, xp=jnp):
   return 2.0 * flat.reshape(batch_shape + (g, g)).astype(outcome.dtype)
 
 
-def _log_sigmoid(x, xp):
-  return -xp.logaddexp(0.0, -x)
+def _pair_terms(theta, xp):
+  """d_ij = θ_i − θ_j, e = exp(−|d|) and r = 1/(1 + e): one exp per pair serves L, ∇L and ∇²L.
 
-
-def _sigmoid(x, xp):
-  # exp-based form that never overflows and is exact at 0 (P = 1/2 for equal strengths).
-  e = xp.exp(-xp.abs(x))
-  return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+  σ(d) = r (d ≥ 0) or e·r (d < 0); σ(d)(1 − σ(d)) = e·r²; log σ(d) = −log1p(e) + min(d, 0).
+  This form never overflows and is exact at d = 0 (P = 1/2 for equal strengths).
+  """
+  d = theta[..., :, None] - theta[..., None, :]
+  e = xp.exp(-xp.abs(d))
+  return d, e, 1.0 / (1.0 + e)
 
 
 def dense_loss(theta, w, l2, xp=jnp):
   """L(θ) on the dense form; theta [..., G], w [..., G, G]."""
-  diff = theta[..., :, None] - theta[..., None, :]
-  return -(w * _log_sigmoid(diff, xp)).sum((-1, -2)) + l2 * (theta * theta).sum(-1)
+  d = theta[..., :, None] - theta[..., None, :]
+  log_sig = -xp.log1p(xp.exp(-xp.abs(d))) + xp.minimum(d, 0.0)
+  return -(w * log_sig).sum((-1, -2)) + l2 * (theta * theta).sum(-1)
 
 
-def dense_grad_hess(theta, w, l2, xp=jnp):
-  """(∇L, ∇²L) on the dense form (formulas in the module docstring)."""
+def dense_eval(theta, w, l2, xp=jnp, *, hessian: bool = True):
+  """(L, ∇L, ∇²L) on the dense form (formulas in the module docstring), sharing the pair terms.
+
+  With `hessian=False` returns (L, ∇L)."""
+  d, e, r = _pair_terms(theta, xp)
+  loss = -(w * (xp.minimum(d, 0.0) - xp.log1p(e))).sum((-1, -2)) + l2 * (theta * theta).sum(-1)
   n = w + xp.swapaxes(w, -1, -2)
-  p = _sigmoid(theta[..., :, None] - theta[..., None, :], xp)
+  p = xp.where(d >= 0, r, e * r)
   grad = (n * p - w).sum(-1) + 2.0 * l2 * theta
-  c = n * p * (1.0 - p)
-  g = theta.shape[-1]
-  eye = xp.eye(g, dtype=theta.dtype)
+  if not hessian:
+    return loss, grad
+  c = n * e * r * r
+  eye = xp.eye(theta.shape[-1], dtype=theta.dtype)
   hess = eye * (c.sum(-1)[..., :, None] + 2.0 * l2) - c * (1.0 - eye)
-  return grad, hess
+  return loss, grad, hess
 
 
 # ───────────────────────────────────────────── solvers ─────────────────────────────────────────────
@@ -135,13 +142,18 @@ _NEWTON_STEPS = (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256)
 def _solve_newton(w, l2, options: SolverOptions):
   """Damped Newton with a batched Cholesky solve (exact gradient and Hessian of the dense form).
 
-  The full step is tried first for the whole batch; only when some group fails the Armijo test are
-  the shorter steps evaluated (all at once, `_NEWTON_STEPS`), so the common iteration costs one
-  Hessian, one Cholesky and one loss evaluation.
+  Each iteration evaluates loss, gradient and Hessian together at the full-step point θ − δ; when
+  every group passes the Armijo test (the common case) that evaluation is the next iterate's, so an
+  iteration costs one pass over the pairs and one Cholesky. Groups that fail fall back to the
+  shorter steps `_NEWTON_STEPS`, all evaluated at once.
+
+  Stopping: Newton converges quadratically once it takes full steps, so after a full step δ the
+  remaining error is O(‖δ‖²); the loop stops after a full step with max|δ| ≤ √tol, or any step
+  with max|α·δ| ≤ tol, or `max_iter`.
   """
-  b, g, _ = w.shape
   alphas = jnp.asarray(_NEWTON_STEPS[1:], w.dtype)
   eps = jnp.finfo(w.dtype).eps
+  sqrt_tol = float(np.sqrt(options.tol))
 
   def armijo(loss_new, loss0, alpha, slope):
     # A float-roundoff allowance keeps converged groups taking the (tiny) full Newton step instead
@@ -150,34 +162,33 @@ def _solve_newton(w, l2, options: SolverOptions):
 
   def backtrack(theta, direction, loss0, slope):
     cand = theta[:, None, :] - alphas[None, :, None] * direction[:, None, :]
-    loss = dense_loss(cand, w[:, None], l2)
-    ok = armijo(loss, loss0[:, None], alphas[None, :], slope[:, None])
-    pick = jnp.where(ok.any(-1), jnp.argmax(ok, axis=-1), alphas.shape[0] - 1)
-    return alphas[pick], jnp.take_along_axis(loss, pick[:, None], -1)[:, 0]
+    ok = armijo(dense_loss(cand, w[:, None], l2), loss0[:, None], alphas[None, :], slope[:, None])
+    alpha = jnp.where(ok.any(-1), alphas[jnp.argmax(ok, axis=-1)], alphas[-1])
+    return alpha, dense_eval(theta - alpha[:, None] * direction, w, l2)
 
   def step(state):
-    theta, loss0, _, it = state
-    grad, hess = dense_grad_hess(theta, w, l2)
+    theta, (loss, grad, hess), _, it = state
     chol = jnp.linalg.cholesky(hess)
     direction = jax.scipy.linalg.cho_solve((chol, True), grad[..., None])[..., 0]
     slope = (grad * direction).sum(-1)
-    loss1 = dense_loss(theta - direction, w, l2)
-    full_ok = armijo(loss1, loss0, 1.0, slope)
-    alpha, loss_b = jax.lax.cond(
-        full_ok.all(),
-        lambda: (jnp.ones((b,), w.dtype), loss1),
-        lambda: backtrack(theta, direction, loss0, slope))
+    trial = dense_eval(theta - direction, w, l2)
+    full_ok = armijo(trial[0], loss, 1.0, slope)
+    alpha, fallback = jax.lax.cond(
+        full_ok.all(), lambda: (jnp.ones_like(loss), trial),
+        lambda: backtrack(theta, direction, loss, slope))
+    pick = lambda a, b: jnp.where(full_ok.reshape(full_ok.shape + (1,) * (a.ndim - 1)), a, b)
+    evaluated = jax.tree.map(pick, trial, fallback)
     alpha = jnp.where(full_ok, 1.0, alpha)
-    loss_new = jnp.where(full_ok, loss1, loss_b)
-    update = alpha[:, None] * direction
-    return theta - update, loss_new, jnp.abs(update).max(), it + 1
+    size = jnp.abs(direction).max(-1)
+    converged = jnp.where(alpha == 1.0, size <= sqrt_tol, alpha * size <= options.tol)
+    return theta - alpha[:, None] * direction, evaluated, converged.all(), it + 1
 
   def cond(state):
-    _, _, last, it = state
-    return (last > options.tol) & (it < options.max_iter)
+    _, _, converged, it = state
+    return ~converged & (it < options.max_iter)
 
-  theta0 = jnp.zeros((b, g), w.dtype)
-  state = (theta0, dense_loss(theta0, w, l2), jnp.asarray(jnp.inf, w.dtype), 0)
+  theta0 = jnp.zeros(w.shape[:-1], w.dtype)
+  state = (theta0, dense_eval(theta0, w, l2), jnp.asarray(False), 0)
   return jax.lax.while_loop(cond, step, state)[0]
 
 
@@ -187,10 +198,8 @@ def _joint_value_and_grad(l2):
   (vmapped while-loops with nested line searches run ~100× slower on CPU)."""
 
   def value_and_grad(theta, w):
-    value = dense_loss(theta, w, l2).sum()
-    n = w + jnp.swapaxes(w, -1, -2)
-    p = _sigmoid(theta[..., :, None] - theta[..., None, :], jnp)
-    return value, (n * p - w).sum(-1) + 2.0 * l2 * theta
+    value, grad = dense_eval(theta, w, l2, hessian=False)
+    return value.sum(), grad
 
   return value_and_grad
 
@@ -371,16 +380,15 @@ def fit_bradley_terry_host(first, second, outcome, weight, num_players: int, *, 
   wt = np.ones_like(o) if weight is None else np.asarray(weight, np.float64)
   w = win_matrix(f, s, o, wt, num_players, xp=np)
   theta = np.zeros(num_players) if init is None else np.array(init, np.float64)
-  loss = dense_loss(theta, w, l2, xp=np)
   for _ in range(max_iter):
-    grad, hess = dense_grad_hess(theta, w, l2, xp=np)
+    loss, grad, hess = dense_eval(theta, w, l2, xp=np)
     direction = np.linalg.solve(hess, grad)
     for alpha in _NEWTON_STEPS:  # backtracking: Newton alone can overshoot on the logistic loss
       cand = theta - alpha * direction
       cand_loss = dense_loss(cand, w, l2, xp=np)
       if cand_loss <= loss - 1e-4 * alpha * grad @ direction:
         break
-    theta, loss = cand, cand_loss
+    theta = cand
     if np.abs(alpha * direction).max() <= tol:
       break
   return theta

@@ -27,6 +27,8 @@ from arena_jax.models.config import ModelConfig, rope_frequencies
 
 # Finite, so that a fully masked row (a padding query) softmaxes to uniform weights instead of NaN.
 _MASK_VALUE = -1e30
+FUSE_QKV = False
+FUSE_MLP = False
 
 KVCache = tuple[tuple[jax.Array, jax.Array], ...]
 
@@ -80,6 +82,22 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Arr
   return out.reshape(b, t, kh * r, h)
 
 
+def attend_one(q: jax.Array, kt: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+  """`attend` for a single query per row (decode): q [B, K, R, H]; kᵀ [B, K, H, S]; v [B, K, S, H];
+  mask [B, S]. Returns [B, K·R, H].
+
+  Both batched matmuls are plain [R, H]·[H, S] and [R, S]·[S, H] products with (b, k) leading, reading
+  the cache in its stored layout (on XLA:CPU a q·kᵀ against [S, H] keys or a unit length axis costs
+  transposes or a slower kernel: ~3× the attention time).
+  """
+  scores = jnp.einsum("bkrh,bkhs->bkrs", q, kt, preferred_element_type=jnp.float32)
+  scores = jnp.where(mask[:, None, None, :], scores, _MASK_VALUE)
+  probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+  out = jnp.einsum("bkrs,bksh->bkrh", probs, v)
+  b, kh, r, h = out.shape
+  return out.reshape(b, kh * r, h)
+
+
 class Attention(nnx.Module):
   """Grouped-query self-attention with RoPE, optional QK-norm and q/k/v/o biases."""
 
@@ -107,26 +125,42 @@ class Attention(nnx.Module):
       self.q_norm = self.k_norm = None
     self.num_kv_heads, self.num_groups, self.head_dim = k, c.num_groups, h
 
-  def qkv(self, x: jax.Array, positions: jax.Array, rope: tuple[jax.Array, float]):
-    """q [B, T, K, R, H] (rotated, scaled by 1/√H), k and v [B, T, K, H] (k rotated)."""
+  def project(self, x: jax.Array):
+    """q [..., N, H], k and v [..., K, H] (no RoPE yet). One matmul when FUSE_QKV (see decode)."""
     dt = x.dtype
-    q = jnp.einsum("btd,dnh->btnh", x, self.q_proj[...].astype(dt))
-    k = jnp.einsum("btd,dkh->btkh", x, self.k_proj[...].astype(dt))
-    v = jnp.einsum("btd,dkh->btkh", x, self.v_proj[...].astype(dt))
+    lead = x.shape[:-1]
+    n, k, h = self.q_proj.shape[1], self.num_kv_heads, self.head_dim
+    x2 = x.reshape(-1, x.shape[-1])
+    wq = self.q_proj[...].astype(dt).reshape(-1, n * h)
+    wk = self.k_proj[...].astype(dt).reshape(-1, k * h)
+    wv = self.v_proj[...].astype(dt).reshape(-1, k * h)
+    if FUSE_QKV:
+      qkv = x2 @ jnp.concatenate([wq, wk, wv], axis=1)
+      q, kk, v = qkv[:, :n * h], qkv[:, n * h:(n + k) * h], qkv[:, (n + k) * h:]
+    else:
+      q, kk, v = x2 @ wq, x2 @ wk, x2 @ wv
+    q, kk, v = q.reshape(lead + (n, h)), kk.reshape(lead + (k, h)), v.reshape(lead + (k, h))
     if self.q_bias is not None:
       q = q + self.q_bias[...].astype(dt)
-      k = k + self.k_bias[...].astype(dt)
+      kk = kk + self.k_bias[...].astype(dt)
       v = v + self.v_bias[...].astype(dt)
     if self.q_norm is not None:
-      q, k = self.q_norm(q), self.k_norm(k)
+      q, kk = self.q_norm(q), self.k_norm(kk)
+    return q, kk, v
+
+  def qkv(self, x: jax.Array, positions: jax.Array, rope: tuple[jax.Array, float]):
+    """q [B, T, K, R, H] (rotated, scaled by 1/√H), k and v [B, T, K, H] (k rotated)."""
+    q, k, v = self.project(x)
     inv_freq, factor = rope
-    q = apply_rope(q, positions, inv_freq, factor) * jnp.asarray(self.head_dim ** -0.5, dt)
+    q = apply_rope(q, positions, inv_freq, factor) * jnp.asarray(self.head_dim ** -0.5, x.dtype)
     k = apply_rope(k, positions, inv_freq, factor)
     b, t = x.shape[:2]
     return q.reshape(b, t, self.num_kv_heads, self.num_groups, self.head_dim), k, v
 
   def out(self, o: jax.Array) -> jax.Array:
-    y = jnp.einsum("btnh,nhd->btd", o, self.o_proj[...].astype(o.dtype))
+    """o [..., N, H] → [..., D]."""
+    w = self.o_proj[...].astype(o.dtype)
+    y = o.reshape(o.shape[:-2] + (-1,)) @ w.reshape(-1, w.shape[-1])
     if self.o_bias is not None:
       y = y + self.o_bias[...].astype(o.dtype)
     return y
@@ -158,8 +192,13 @@ class MLP(nnx.Module):
 
   def __call__(self, x: jax.Array) -> jax.Array:
     dt = x.dtype
-    gate = x @ self.gate_proj[...].astype(dt)
-    up = x @ self.up_proj[...].astype(dt)
+    wg, wu = self.gate_proj[...].astype(dt), self.up_proj[...].astype(dt)
+    if FUSE_MLP:
+      f = wg.shape[1]
+      gu = x @ jnp.concatenate([wg, wu], axis=1)
+      gate, up = gu[..., :f], gu[..., f:]
+    else:
+      gate, up = x @ wg, x @ wu
     if self.gate_bias is not None:
       gate, up = gate + self.gate_bias[...].astype(dt), up + self.up_bias[...].astype(dt)
     y = (jax.nn.silu(gate) * up) @ self.down_proj[...].astype(dt)
@@ -178,29 +217,38 @@ class Block(nnx.Module):
     self.post_attention_norm = RMSNorm(config.d_model, config.rms_norm_eps, "norm", pd, rngs=rngs)
     self.mlp = MLP(config, rngs=rngs)
 
-  def __call__(self, x, positions, mask, rope, cache=None, slot=None, kv_positions=None):
-    """One block.
+  def __call__(self, x, positions, mask, rope):
+    """Self-attention over x's own tokens: x [B, T, D], positions [B, T], mask [B, T, T].
 
-    Without `cache`: self-attention over x's own keys, mask [B, T, T]; returns (y, (k, v)) with
-    k, v [B, K, T, H] for the caller to cache. With `cache` (k, v [B, K, S, H]): x's keys are written
-    at `slot` (scalar) and x attends to the whole cache under mask [B, T, S]; returns (y, new cache).
+    Returns (y, (k, v)) with k, v [B, K, T, H], for a caller that caches them.
     """
     q, k, v = self.attn.qkv(self.input_norm(x), positions, rope)
-    k = k.transpose(0, 2, 1, 3)
-    v = v.transpose(0, 2, 1, 3)
-    if cache is None:
-      new_kv = (k, v)
-      kv_positions = positions if kv_positions is None else kv_positions
-    else:
-      ck, cv = cache
-      new_kv = (lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, 0, slot, 0)),
-                lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, 0, slot, 0)))
-      k, v = new_kv
-    window = self.attn.window_mask(positions, kv_positions) if self.attn.window is not None else None
+    k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    window = self.attn.window_mask(positions, positions)
     if window is not None:
       mask = mask & window
-    h = x + self.attn.out(attend(q, k.astype(q.dtype), v.astype(q.dtype), mask))
-    return h + self.mlp(self.post_attention_norm(h)), new_kv
+    h = x + self.attn.out(attend(q, k, v, mask))
+    return h + self.mlp(self.post_attention_norm(h)), (k, v)
+
+  def decode(self, x, positions, rope, cache, slot, kv_valid, kv_positions=None):
+    """One new token per row: x [B, D] at positions [B], written at cache `slot` (scalar).
+
+    cache = (kᵀ [B, K, H, S], v [B, K, S, H]); kv_valid [B, S] masks it. Returns (y [B, D], new cache).
+    """
+    a = self.attn
+    b = x.shape[0]
+    q, k, v = a.project(self.input_norm(x))
+    inv_freq, factor = rope
+    q = apply_rope(q[:, None], positions[:, None], inv_freq, factor)[:, 0] * jnp.asarray(a.head_dim ** -0.5, x.dtype)
+    k = apply_rope(k[:, None], positions[:, None], inv_freq, factor)[:, 0]
+    ckt, cv = cache
+    ckt = lax.dynamic_update_slice(ckt, k[..., None].astype(ckt.dtype), (0, 0, 0, slot))
+    cv = lax.dynamic_update_slice(cv, v[:, :, None, :].astype(cv.dtype), (0, 0, slot, 0))
+    window = a.window_mask(positions[:, None], kv_positions)
+    mask = kv_valid if window is None else kv_valid & window[:, 0]
+    q = q.reshape(b, a.num_kv_heads, a.num_groups, a.head_dim)
+    h = x + a.out(attend_one(q, ckt.astype(q.dtype), cv.astype(q.dtype), mask))
+    return h + self.mlp(self.post_attention_norm(h)), (ckt, cv)
 
 
 class Transformer(nnx.Module):
@@ -290,7 +338,9 @@ class Transformer(nnx.Module):
     last = jnp.take_along_axis(h, jnp.maximum(lengths - 1, 0)[:, None, None], axis=1)[:, 0]
     dtype = cache_dtype or _dtype(self.config.dtype)
     pad = ((0, 0), (0, 0), (0, cache_size - p), (0, 0))
-    cache = tuple((jnp.pad(k.astype(dtype), pad), jnp.pad(v.astype(dtype), pad)) for k, v in kvs)
+    pad_t = ((0, 0), (0, 0), (0, 0), (0, cache_size - p))
+    cache = tuple((jnp.pad(k.astype(dtype).transpose(0, 1, 3, 2), pad_t), jnp.pad(v.astype(dtype), pad))
+                  for k, v in kvs)
     return self.logits(last), cache
 
   def decode(self, tokens: jax.Array, positions: jax.Array, cache: KVCache, slot: jax.Array,
@@ -301,15 +351,13 @@ class Transformer(nnx.Module):
     kv_positions [B, S] (RoPE positions of the slots) is needed only with a sliding window.
     Returns (logits [B, V], updated cache).
     """
-    x = self.embed(tokens[:, None])
-    pos = positions[:, None]
-    mask = kv_valid[:, None, :]
+    x = self.embed(tokens)
     rope = self._rope()
     new_cache = []
     for block, layer_cache in zip(self.layers, cache):
-      x, kv = block(x, pos, mask, rope, cache=layer_cache, slot=slot, kv_positions=kv_positions)
+      x, kv = block.decode(x, positions, rope, layer_cache, slot, kv_valid, kv_positions)
       new_cache.append(kv)
-    return self.logits(self.final_norm(x)[:, 0]), tuple(new_cache)
+    return self.logits(self.final_norm(x)), tuple(new_cache)
 
 
 def init_model(config: ModelConfig, seed: int = 0) -> Transformer:

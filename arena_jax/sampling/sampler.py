@@ -227,7 +227,8 @@ class Sampler:
       lengths = np.concatenate([lengths, np.ones(padded - num_prompts, np.int32)])
     params = _pure_params(params)
     state = self._prefill_fn(params, tokens, lengths, active, rng)
-    out = self._decode_fn(params, state, jnp.asarray(tokens), jnp.asarray(lengths))
+    # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
+    out, _ = self._decode_fn(params, state, jnp.asarray(tokens), jnp.asarray(lengths))
     if padded != num_prompts:
       rows = num_prompts * self.num_samples
       out = SampleOutput(
@@ -275,7 +276,7 @@ class Sampler:
                        is_greedy=batch1, prompt_tokens=batch2, prompt_lengths=batch1, num_samples=self.num_samples)
     return jax.jit(self._decode, donate_argnums=1,
                    in_shardings=(self._param_shardings, self._state_shardings, batch2, batch1),
-                   out_shardings=out)
+                   out_shardings=(out, self._state_shardings))
 
   @functools.cached_property
   def _param_shardings(self):
@@ -289,12 +290,13 @@ class Sampler:
   def _state_shardings(self) -> DecodeState:
     c = self.config
     shards = num_batch_shards(self.mesh, self.rules)
-    kv = logical_sharding(("batch", "kv_heads", "cache_seq", "head_dim"), (shards, c.num_kv_heads, 1, c.head_dim),
-                          self.mesh, self.rules)
+    shape = (shards, c.num_kv_heads, c.head_dim, 1)
+    kt = logical_sharding(("batch", "kv_heads", "head_dim", "cache_seq"), shape, self.mesh, self.rules)
+    v = logical_sharding(("batch", "kv_heads", "cache_seq", "head_dim"), shape, self.mesh, self.rules)
     batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
     rep = NamedSharding(self.mesh, PartitionSpec())
     return DecodeState(step=rep, tokens=batch2, logprobs=batch2, done=batch1, finish=batch1, last_token=batch1,
-                       prompt_lengths=batch1, cache=tuple((kv, kv) for _ in range(c.num_layers)), rng=rep)
+                       prompt_lengths=batch1, cache=tuple((kt, v) for _ in range(c.num_layers)), rng=rep)
 
   # ── traced bodies ──
 
@@ -337,7 +339,7 @@ class Sampler:
         finish=jnp.where(stopped, 0, jnp.where(done0, -1, n)).astype(jnp.int32),
         last_token=first, prompt_lengths=lengths, cache=cache, rng=rng)
 
-  def _decode(self, params, state: DecodeState, prompt_tokens, prompt_lengths) -> SampleOutput:
+  def _decode(self, params, state: DecodeState, prompt_tokens, prompt_lengths) -> tuple[SampleOutput, DecodeState]:
     model = model_from_params(self.config, params)
     n = self.max_new_tokens
     prompt_bucket = prompt_tokens.shape[1]
@@ -372,4 +374,4 @@ class Sampler:
     return SampleOutput(
         tokens=s.tokens, logprobs=s.logprobs, lengths=lengths, truncated=~finished,
         completion_step=lengths - 1, is_greedy=is_greedy, prompt_tokens=prompt_tokens,
-        prompt_lengths=prompt_lengths, num_samples=self.num_samples)
+        prompt_lengths=prompt_lengths, num_samples=self.num_samples), s

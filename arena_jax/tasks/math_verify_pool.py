@@ -7,21 +7,29 @@ sends one item to each idle worker, waits on the pipes, and kills and replaces a
 runs past `timeout_s` — that item scores 0 and training goes on. Workers are recycled every
 `max_items_per_worker` items because sympy's caches only grow.
 
-Workers are started with "spawn" (never fork a process that may hold JAX's threads) and import
-math-verify before they take work, so start-up time is not charged to the first item's timeout.
+Workers are fresh interpreters (`python -m arena_jax.tasks.verify_worker`, talking JSON lines over
+pipes): nothing is forked from a process that may hold JAX's threads, and unlike multiprocessing's
+"spawn" they do not re-import the caller's main script, so a launch file without a `__main__` guard
+works. A worker imports math-verify before it takes work, so start-up is not charged to an item.
+The comparison a worker runs is named by import path ("module:function"), so tests can swap it.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
-import multiprocessing
-import multiprocessing.connection
+import json
+import os
 import re
+import selectors
+import subprocess
+import sys
+import tempfile
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
 _STARTUP_TIMEOUT_S = 120.0
-_READY = "ready"
+_READY = "ready"  # the worker's first line (must match verify_worker.READY)
+DEFAULT_FN = "arena_jax.tasks.math_verify_pool:math_verify_equal"
 
 
 def _as_latex(answer: str) -> str:
@@ -50,35 +58,15 @@ def math_verify_equal(gold: str, pred: str) -> bool:
   return bool(p) and bool(verify(g, p, timeout_seconds=None))
 
 
-def _warm_math_verify():
-  math_verify_equal("1/2", "0.5")
-
-
-def _worker_main(conn, fn, warmup):
-  if warmup is not None:
-    warmup()
-  conn.send(_READY)
-  while True:
-    try:
-      msg = conn.recv()
-    except (EOFError, OSError):
-      return
-    if msg is None:
-      return
-    index, gold, pred = msg
-    try:
-      conn.send((index, bool(fn(gold, pred)), None))
-    except Exception as e:  # pylint: disable=broad-except  (a bad answer must not kill the worker)
-      conn.send((index, False, repr(e)[:200]))
-
-
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class _Worker:
-  process: multiprocessing.Process
-  conn: multiprocessing.connection.Connection
+  process: subprocess.Popen
+  log: object  # the worker's stderr, kept to explain a failed start
+  started: float
   ready: bool = False
   items: int = 0
-  started: float = 0.0
+  item: int | None = None  # the item in progress
+  deadline: float = 0.0
 
 
 class MathVerifyPool:
@@ -91,8 +79,7 @@ class MathVerifyPool:
   """
 
   def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, max_items_per_worker: int = 2000,
-               fn: Callable[[str, str], bool] = math_verify_equal,
-               warmup: Callable[[], None] | None = _warm_math_verify):
+               fn: str = DEFAULT_FN):
     if num_workers < 1:
       raise ValueError(f"num_workers must be >= 1, got {num_workers}")
     if not timeout_s > 0:
@@ -101,42 +88,55 @@ class MathVerifyPool:
     self.timeout_s = float(timeout_s)
     self.max_items_per_worker = max_items_per_worker
     self._fn = fn
-    self._warmup = warmup
-    self._ctx = multiprocessing.get_context("spawn")
     self._workers: list[_Worker] = []
+    self._selector = selectors.DefaultSelector()
     self.stats = collections.Counter(items=0, timeouts=0, errors=0, crashes=0)
 
   # ── worker lifecycle ──
   def _spawn(self) -> _Worker:
-    parent, child = self._ctx.Pipe()
-    p = self._ctx.Process(target=_worker_main, args=(child, self._fn, self._warmup), daemon=True,
-                          name="arena_jax-math-verify")
-    p.start()
-    child.close()
-    return _Worker(p, parent, started=time.monotonic())
+    env = dict(os.environ)
+    # The child must import what the parent imports (the package, and a test's comparison).
+    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "arena_jax.tasks.verify_worker", self._fn],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, bufsize=0)
+    w = _Worker(process, log, started=time.monotonic())
+    self._selector.register(process.stdout, selectors.EVENT_READ, w)
+    return w
 
   def _retire(self, w: _Worker, kill: bool):
     try:
-      if not kill:
-        w.conn.send(None)
-    except (OSError, BrokenPipeError):
+      self._selector.unregister(w.process.stdout)
+    except (KeyError, ValueError):
+      pass
+    try:
+      w.process.stdin.close()  # a clean worker exits at the end of its input
+    except OSError:
       pass
     if kill:
       w.process.kill()
-    w.process.join(timeout=5)
-    if w.process.is_alive():
+    try:
+      w.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
       w.process.kill()
-      w.process.join(timeout=5)
-    w.conn.close()
+      w.process.wait()
+    w.process.stdout.close()
+    w.log.close()
 
   def _replace(self, w: _Worker, kill: bool):
     self._retire(w, kill)
     self._workers[self._workers.index(w)] = self._spawn()
 
+  def _start_failure(self, w: _Worker, why: str) -> RuntimeError:
+    w.log.seek(0)
+    tail = w.log.read()[-2000:].decode("utf-8", "replace")
+    return RuntimeError(f"a math-verify worker {why}; its stderr ends with:\n{tail}")
+
   def close(self):
     """Stops every worker (idempotent)."""
     for w in self._workers:
-      self._retire(w, kill=not w.ready)
+      self._retire(w, kill=w.item is not None or not w.ready)
     self._workers = []
 
   def __enter__(self):
@@ -157,56 +157,50 @@ class MathVerifyPool:
     if len(golds) != len(preds):
       raise ValueError(f"{len(golds)} references but {len(preds)} predictions")
     results = [0.0] * len(golds)
-    if not golds:
-      return results
     while len(self._workers) < self.num_workers:
       self._workers.append(self._spawn())
     pending = collections.deque(range(len(golds)))
-    busy: dict[int, tuple[int, float]] = {}  # id(worker) → (item, deadline)
-    while pending or busy:
+    while True:
       for w in self._workers:
-        if w.ready and id(w) not in busy and pending:
+        if w.ready and w.item is None and pending:
           i = pending.popleft()
-          w.conn.send((i, str(golds[i]), str(preds[i])))
-          busy[id(w)] = (i, time.monotonic() + self.timeout_s)
-      now = time.monotonic()
-      deadlines = [d for _, d in busy.values()] + [
-          w.started + _STARTUP_TIMEOUT_S for w in self._workers if not w.ready]
-      ready = multiprocessing.connection.wait(
-          [w.conn for w in self._workers if id(w) in busy or not w.ready],
-          timeout=max(0.0, min(deadlines) - now))
-      by_conn = {id(w.conn): w for w in self._workers}
-      for conn in ready:
-        w = by_conn[id(conn)]
-        try:
-          msg = conn.recv()
-        except (EOFError, OSError):  # the worker died (out of memory, a crash in native code)
-          if id(w) in busy:
-            self.stats["crashes"] += 1
-            self.stats["items"] += 1
-            busy.pop(id(w))
-          elif not w.ready:
-            raise RuntimeError("a math-verify worker died while starting; is math-verify installed?")
+          w.process.stdin.write((json.dumps([i, str(golds[i]), str(preds[i])]) + "\n").encode())
+          w.item, w.deadline = i, time.monotonic() + self.timeout_s
+      busy = [w for w in self._workers if w.item is not None]
+      if not pending and not busy:
+        return results
+      deadlines = [w.deadline for w in busy] + [w.started + _STARTUP_TIMEOUT_S
+                                                for w in self._workers if not w.ready]
+      for key, _ in self._selector.select(timeout=max(0.0, min(deadlines) - time.monotonic())):
+        w = key.data
+        line = w.process.stdout.readline()
+        if not line:  # the worker died (out of memory, a crash in native code)
+          if not w.ready:
+            raise self._start_failure(w, "exited while starting")
+          self.stats["crashes"] += 1
+          self.stats["items"] += 1
+          w.item = None
           self._replace(w, kill=True)
           continue
+        msg = json.loads(line)
         if msg == _READY:
           w.ready = True
           continue
         i, ok, err = msg
-        busy.pop(id(w))
         results[i] = float(ok)
         self.stats["items"] += 1
         self.stats["errors"] += err is not None
+        w.item = None
         w.items += 1
         if w.items >= self.max_items_per_worker:
           self._replace(w, kill=False)
       now = time.monotonic()
       for w in list(self._workers):
-        if id(w) in busy and now >= busy[id(w)][1]:
-          busy.pop(id(w))
+        if w.item is not None and now >= w.deadline:
           self.stats["timeouts"] += 1
           self.stats["items"] += 1
+          w.item = None
           self._replace(w, kill=True)
         elif not w.ready and now >= w.started + _STARTUP_TIMEOUT_S:
-          raise RuntimeError(f"a math-verify worker did not start within {_STARTUP_TIMEOUT_S:.0f} s")
-    return results
+          raise self._start_failure(w, f"did not start within {_STARTUP_TIMEOUT_S:.0f} s")
+

@@ -276,6 +276,7 @@ class _CountdownState:
     self.answer_line: _Line | None = None
     self.answer_is_expression = False
     self.derivation_ok = False
+    self.written: set[tuple[str, Fraction]] = set()  # equations already written (lhs key, result)
 
   def _take(self, value: Fraction):
     """Uses one available number equal to `value`, preferring the latest result; None if there is none."""
@@ -290,6 +291,10 @@ class _CountdownState:
     if lhs.is_leaf:
       line.note = line.note or "restates a number without computing anything"
       return
+    if (ex.canonical_key(lhs), claimed) in self.written:
+      line.note = line.note or "repeats an earlier step"  # restating uses no numbers
+      return
+    self.written.add((ex.canonical_key(lhs), claimed))
     deps, missing = [], []
     for lf in ex.leaves(lhs):
       entry = self._take(lf.value)
