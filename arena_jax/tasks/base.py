@@ -34,12 +34,6 @@ class Example:
   expression: str = ""
   numbers: tuple[int, ...] = ()
 
-  def to_dict(self) -> dict:
-    """A JSON-friendly dict (numbers as a list)."""
-    d = dataclasses.asdict(self)
-    d["numbers"] = list(self.numbers)
-    return d
-
 
 def stable_hash(text: str, length: int = 12) -> str:
   """A hex digest that is the same on every machine and Python run (unlike `hash`)."""
@@ -72,7 +66,7 @@ def unique_problems(draw, key, count: int, split: str, test_fraction: float, fie
   want_test = split == "test"
   share = test_fraction if want_test else 1.0 - test_fraction
   # Far more draws than a healthy problem space needs; hitting it means duplicates dominate.
-  budget = int(50 * (count + 100) / share)
+  budget = int(20 * count / share) + 10_000
   seen: set[str] = set()
   for _ in range(budget):
     if len(seen) == count:

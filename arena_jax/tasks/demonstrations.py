@@ -7,8 +7,8 @@ in how early they go wrong.
 
 Kinds (fractions in `config.sft.fractions`, documented in `config.py`); for `(7 + 5) * 3 - 4`:
   clean          7 + 5 = 12. | 12 * 3 = 36. | 36 - 4 = 32. | Answer: 32
-  slip           7 + 5 = 13. | 13 * 3 = 39. | 39 - 4 = 35. | Answer: 35      (error at step 1, propagates)
-  compensating   7 + 5 = 13. | 13 * 3 = 36. | 36 - 4 = 32. | Answer: 32      (errors at steps 1–2, answer right)
+  slip           7 + 5 = 13. | 13 * 3 = 39. | 39 - 4 = 35. | Answer: 35      (error at STEP-1, propagates)
+  compensating   7 + 5 = 13. | 13 * 3 = 36. | 36 - 4 = 32. | Answer: 32      (errors at STEP-1, 2; answer right)
   skipped        (7 + 5) * 3 = 36. | 36 - 4 = 32. | Answer: 32
   bare_answer    Answer: 32
   redundant      7 + 5 = 12. | 12 * 1 = 12. | 12 * 3 = 36. | 36 - 4 = 32. | Answer: 32
@@ -44,8 +44,9 @@ _ATTEMPTS = 12
 class Demonstration:
   """One SFT example.
 
-  error_step: the earliest invalid step (0-based, SPEC §8 segmentation; -1 if none): the
-  ProcessBench label, so demonstrations double as a process-judging benchmark.
+  error_step: the earliest invalid step by the process checker (0-based, SPEC §8 segmentation; -1
+  if none): the ProcessBench label, so demonstrations double as a process-judging benchmark. (For
+  a slip it is the step the slip was written into; a countdown bare answer is itself invalid.)
   """
 
   task: str
@@ -147,8 +148,9 @@ def write_demonstration(task: registry.Task, example: Example, kind: str,
   for k in dict.fromkeys((kind, "clean")):  # the drawn kind, else clean
     for steps, error_step, wrong in _variants(k, root, rng, positive):
       completion = steps_lib.join_steps(steps)
-      if _as_intended(k, task.check_process(example, completion), error_step, wrong, example.answer):
-        return k, completion, error_step
+      report = task.check_process(example, completion)
+      if _as_intended(k, report, error_step, wrong, example.answer):
+        return k, completion, report.first_error_step
   raise AssertionError(f"the canonical solution of {example.uid} does not check clean")
 
 

@@ -18,15 +18,24 @@ _RATIO = re.compile(r"^(-?\d+)\s*/\s*(-?\d+)$")
 
 
 def _boxed_spans(text: str) -> list[tuple[int, str]]:
-  """(start, content) of every `\\boxed{…}` with balanced braces."""
+  """(start, content) of every `\\boxed{…}` with balanced braces, in one linear pass.
+
+  (Degenerate output such as thousands of unclosed `\\boxed{` must not cost quadratic time.)
+  """
+  starts = list(_BOXED.finditer(text))
+  if not starts:
+    return []
+  closing, stack = {}, []
+  for i, ch in enumerate(text):
+    if ch == "{":
+      stack.append(i)
+    elif ch == "}" and stack:
+      closing[stack.pop()] = i
   out = []
-  for m in _BOXED.finditer(text):
-    depth, i = 1, m.end()
-    while i < len(text) and depth:
-      depth += {"{": 1, "}": -1}.get(text[i], 0)
-      i += 1
-    if depth == 0:
-      out.append((m.start(), text[m.end():i - 1]))
+  for m in starts:
+    open_at = m.end() - 1
+    if open_at in closing:
+      out.append((m.start(), text[m.end():closing[open_at]]))
   return out
 
 

@@ -83,9 +83,9 @@ def test_a_too_small_problem_space_is_a_clear_error():
     list(tasks.get_task("arithmetic", config).generate("train"))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10**6), min_ops=st.integers(1, 3), extra_ops=st.integers(0, 2),
-       max_operand=st.integers(5, 30), operators=st.sampled_from(["+-*", "+-*/", "+-", "*/+"]))
+       max_operand=st.integers(10, 30), operators=st.sampled_from(["+-*", "+-*/", "+-", "*/+"]))
 def test_every_canonical_solution_verifies_and_checks_clean(seed, min_ops, extra_ops, max_operand, operators):
   config = _config(min_ops=min_ops, max_ops=min_ops + extra_ops, max_operand=max_operand, operators=operators,
                    max_value=max(400, max_operand))
