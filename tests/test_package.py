@@ -1,0 +1,27 @@
+"""Package-level promises: the public API names of DESIGN.md exist; the default import stays light."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def test_design_public_api_names_exist():
+  from arena_jax import arena, rl  # pylint: disable=g-import-not-at-top
+
+  for name in ("fit_bradley_terry", "bt_rewards", "tournaments"):
+    assert hasattr(arena, name), name
+  for name in ("round_robin", "live", "anchor", "seeded_single_elimination", "double_elimination", "swiss"):
+    assert name in arena.tournaments.SCHEDULERS, name
+  for name in ("group_advantages", "route_rewards", "cispo_loss"):
+    assert hasattr(rl, name), name
+
+
+@pytest.mark.parametrize("module", ["arena_jax", "arena_jax.arena", "arena_jax.rl"])
+def test_default_import_is_light_and_quiet(module):
+  code = (f"import sys, json; import {module}; "
+          "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'libtpu', 'tensorflow', 'jaxopt') if m in sys.modules)))")
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                        env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+  assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+  assert proc.stderr == "", proc.stderr
