@@ -22,6 +22,7 @@ INSTALL_REQUIRES = [
     "math-verify==0.9.0",
     "safetensors==0.8.0",
     "tqdm==4.70.1",
+    "aiohttp==3.14.5",
 ]
 
 EXTRAS_REQUIRE = {
@@ -46,6 +47,7 @@ setup(
     description="Reasoning Arena in JAX: LLM-judge tournaments and Bradley-Terry rewards for reward-non-diverse RLVR groups.",
     packages=find_packages(include=["arena_jax", "arena_jax.*"]),
     python_requires=">=3.10",
+    package_data={"arena_jax.judges": ["templates/*.txt"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
 )

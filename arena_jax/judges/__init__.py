@@ -1,0 +1,57 @@
+"""Judges over RPC: client, prompts, pairwise / pointwise / jury backends, the embedded server (issue #5).
+
+  config      `default_config()` / `validate_config()`: urls, model, client, debiasing, jury, server knobs
+  client      `JudgeClient`: async OpenAI-compatible chat completions — load spreading, limits, retries,
+              parse retries, explicit failures, token / latency accounting, on-disk cache
+  prompts     templates as files (`templates/*.txt`) and the verdict / rubric / flaw parsers
+  hygiene     trace neutralisation (verdict tokens, delimiters, step marks) and truncation with a marker
+  pairwise    `PairwiseJudge.compare` → `JudgeResult` (soft outcome of the first trace, SPEC §4), debiasing
+  pointwise   `PointwiseJudge.score` → `ScoreResult` (rubric level in [0, 1], SPEC §7)
+  jury        the Reasoning Jury (SPEC §8): Phase 1 jurors, consolidation / deliberation; `JuryJudge`
+  metrics     balanced F1, ProcessBench acc1 / acc2 / F1
+  tournament  `run_tournament` / `run_tournaments`: arena schedulers against the async judge (SPEC §5)
+  backends    judges by name (`make_judge`), `judge_endpoints` (the embedded server when no URL is set)
+  server      the embedded judge server (`EmbeddedJudgeServer`; `python -m launch.serve_judge`)
+  files       JSONL batch judging behind `launch/judge_pairs.py` and `launch/jury.py`
+
+Importing this package starts nothing: servers, sessions and event loops are created on use.
+"""
+from arena_jax.judges import hygiene, prompts, server
+from arena_jax.judges.backends import BACKENDS, judge_endpoints, make_judge, make_jury, register_backend
+from arena_jax.judges.client import (
+    ClientStats,
+    Completion,
+    JudgeClient,
+    ResponseCache,
+    backoff_delay,
+    chat_completions_url,
+    retry_after_seconds,
+    split_urls,
+)
+from arena_jax.judges.config import (
+    BACKEND_NAMES,
+    DEBIAS_MODES,
+    JURY_MODES,
+    default_config,
+    server_config,
+    validate_config,
+    validate_server_config,
+)
+from arena_jax.judges.files import format_jury_metrics, judge_pairs_file, jury_file, jury_metrics, read_jsonl
+from arena_jax.judges.hygiene import count_tokens, neutralise, sanitize, truncate
+from arena_jax.judges.jury import Claim, Jury, JuryJudge, JuryVerdict
+from arena_jax.judges.metrics import balanced_f1, processbench_scores, processbench_step_truth, step_detection
+from arena_jax.judges.pairwise import JudgeResult, PairRequest, PairwiseJudge, derive_seed
+from arena_jax.judges.pointwise import PointwiseJudge, ScoreRequest, ScoreResult
+from arena_jax.judges.prompts import (
+    Templates,
+    load_templates,
+    parse_flaws,
+    parse_moderator,
+    parse_pairwise,
+    parse_positions,
+    parse_rating,
+    parse_sections,
+)
+from arena_jax.judges.server import EmbeddedJudgeServer, JudgeLogic, make_app, serve_in_process
+from arena_jax.judges.tournament import TournamentJob, TournamentRun, run_tournament, run_tournaments

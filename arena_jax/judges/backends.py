@@ -1,0 +1,92 @@
+"""Judge backends by name (STYLE §4; issue #5 §5) and where the judge runs.
+
+    with judges.judge_endpoints(config) as urls:          # the embedded server when config.urls is ()
+      judge = judges.make_judge(config, urls)             # config.backend: pairwise | pointwise | jury
+      ...
+      await judge.close()
+
+  pairwise   `PairwiseJudge`: compare(problem, reference, first, second) → JudgeResult (SPEC §4)
+  pointwise  `PointwiseJudge`: score(problem, reference, trace) → ScoreResult (rubric, SPEC §7)
+  jury       `JuryJudge`: score(...) → ScoreResult from the Reasoning Jury's consensus flaws (SPEC §8)
+
+Adding a backend touches one file: a factory `(config, urls) -> judge` decorated with
+`@register_backend("name")` (and the name in `config.BACKEND_NAMES`).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator, Sequence
+
+from arena_jax.judges import config as config_lib
+from arena_jax.judges.client import JudgeClient, split_urls
+from arena_jax.judges.jury import Jury, JuryJudge
+from arena_jax.judges.pairwise import PairwiseJudge
+from arena_jax.judges.pointwise import PointwiseJudge
+from arena_jax.judges.server import EmbeddedJudgeServer
+
+BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(name: str):
+  """Decorator: registers a judge factory `(config, urls) -> judge` under `name`."""
+
+  def deco(factory):
+    if name in BACKENDS:
+      raise ValueError(f"a judge backend named {name!r} is already registered")
+    BACKENDS[name] = factory
+    return factory
+
+  return deco
+
+
+def _urls(config, urls) -> tuple[str, ...]:
+  urls = split_urls(urls if urls is not None else config.urls)
+  if not urls:
+    raise ValueError("judge.urls is empty: give judge URLs, or wrap the code in `with judges.judge_endpoints(config) "
+                     "as urls:` to start the embedded judge server")
+  return urls
+
+
+@register_backend("pairwise")
+def _pairwise(config, urls):
+  return PairwiseJudge(JudgeClient.from_config(config, _urls(config, urls)), config)
+
+
+@register_backend("pointwise")
+def _pointwise(config, urls):
+  return PointwiseJudge(JudgeClient.from_config(config, _urls(config, urls)), config)
+
+
+def make_jury(config, urls: Sequence[str] | None = None, *, mode: str | None = None) -> Jury:
+  """A `Jury` from the config: one client per `jury.jurors` URL, or `num_jurors` jurors sharing `urls`."""
+  j = config.jury
+  if j.jurors:
+    models = list(j.juror_models) or [config.model] * len(j.jurors)
+    jurors = [JudgeClient.from_config(config, [u], model=m) for u, m in zip(j.jurors, models)]
+  else:
+    shared = JudgeClient.from_config(config, _urls(config, urls))
+    jurors = [shared] * j.num_jurors
+  moderator = JudgeClient.from_config(config, [j.consolidator]) if j.consolidator else None
+  return Jury(jurors, config, moderator=moderator, mode=mode)
+
+
+@register_backend("jury")
+def _jury(config, urls):
+  return JuryJudge(make_jury(config, urls), config)
+
+
+def make_judge(config, urls: Sequence[str] | str | None = None):
+  """The judge of `config.backend` (validated first) talking to `urls` (default `config.urls`)."""
+  config_lib.validate_config(config)
+  return BACKENDS[config.backend](config, urls)
+
+
+@contextlib.contextmanager
+def judge_endpoints(config) -> Iterator[tuple[str, ...]]:
+  """The judge URLs of `config`, or those of an embedded server started for the block (DESIGN)."""
+  needs = not config.urls and not (config.backend == "jury" and config.jury.jurors)
+  if not needs:
+    yield tuple(config.urls)
+    return
+  with EmbeddedJudgeServer(config.server, model=config.model) as server:
+    yield (server.url,)

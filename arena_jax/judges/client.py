@@ -1,0 +1,508 @@
+"""Async OpenAI-compatible chat-completions client for LLM judges (issue #5 §1; DESIGN: "judge client (async RPC)").
+
+Judges in practice are LLMs behind vLLM or SGLang speaking `POST /v1/chat/completions`. The trainer
+fires many judge calls at once (every match of every non-diverse group, SPEC §3–§5), so the client is
+asynchronous and must be fast, robust and countable:
+
+  * several endpoint URLs share the load: each request goes to the endpoint with the most free
+    capacity (round-robin among equals), each endpoint has its own concurrency limit, and an endpoint
+    that keeps failing is taken out of rotation for a cool-down while another one is healthy; a
+    retry avoids the endpoint that just failed;
+  * transport failures — connection errors, timeouts, HTTP 408 / 409 / 429 and 5xx, a 200 whose body
+    is not a completion — are retried with exponential backoff and jitter (initial · 2^k capped,
+    minus up to `jitter` of it), honouring `Retry-After` / `retry-after-ms` (and `x-should-retry`),
+    as openai-python does; other 4xx are final at once;
+  * an answer that cannot be parsed (the caller's `parse` returns None) or that was cut at
+    `max_tokens` (`finish_reason == "length"`) gets a separate, capped number of fresh requests, each
+    with the next seed (at temperature 0 the same seed would return the same answer);
+  * a final failure is an explicit failed `Completion` with a reason — never an exception, never a
+    default verdict — and every request, retry, failure, token and second is counted in `stats`;
+  * temperature, max_tokens and seed are sent explicitly with every request; `message.content` is the
+    answer, `message.reasoning_content` / `message.reasoning` (vLLM / SGLang reasoning parsers) is kept;
+  * an optional on-disk cache keyed by the request (model, messages, sampling parameters) returns
+    parsed answers without a call.
+
+Transport: aiohttp. Measured on this project's 2-core machine against an aiohttp server with 100 ms
+latency at 64 concurrent requests, aiohttp reached 0.90 of the latency bound, the `openai` package's
+AsyncOpenAI 0.67 (httpx2 or aiohttp transport) and httpx 0.15 (connection-pool contention), so the
+client uses aiohttp directly; the protocol handling follows openai-python.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import email.utils
+import hashlib
+import json
+import os
+import random
+import time
+from typing import Any, Callable, Sequence
+
+import aiohttp
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+_DETAIL_CHARS = 300
+
+
+@dataclasses.dataclass
+class Completion:
+  """The result of one `JudgeClient.chat` call (after all its retries).
+
+  failure_reason: None on success, else one of "timeout", "connection", "http_<status>",
+    "bad_response" (HTTP 200 without a completion), "unparseable", "truncated" (cut at max_tokens);
+    `failure_detail` says more.
+  parsed: what `parse(content)` returned (the content itself without a parser).
+  attempts: HTTP requests made (0 when served from the cache); parse_attempts: answers received.
+  prompt_tokens / completion_tokens: summed over every answer received (all of them cost tokens).
+  latency_s: wall time of the call, waiting for a slot, retries and backoff included.
+  """
+
+  content: str | None = None
+  reasoning: str | None = None
+  finish_reason: str | None = None
+  parsed: Any = None
+  failure_reason: str | None = None
+  failure_detail: str = ""
+  status: int | None = None
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
+  latency_s: float = 0.0
+  attempts: int = 0
+  parse_attempts: int = 0
+  endpoint: str | None = None
+  seed: int | None = None
+  cached: bool = False
+
+  @property
+  def ok(self) -> bool:
+    return self.failure_reason is None
+
+
+@dataclasses.dataclass
+class ClientStats:
+  """Counters of a `JudgeClient` (cumulative; `as_dict()` for logging)."""
+
+  calls: int = 0
+  succeeded: int = 0
+  failed: int = 0
+  failures: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  http_requests: int = 0
+  transport_retries: int = 0
+  parse_retries: int = 0
+  cache_hits: int = 0
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
+  latency_s: float = 0.0
+  max_latency_s: float = 0.0
+  per_endpoint: dict = dataclasses.field(default_factory=dict)
+
+  def as_dict(self) -> dict:
+    d = dataclasses.asdict(self)
+    d["failures"] = dict(self.failures)
+    d["mean_latency_s"] = self.latency_s / self.calls if self.calls else 0.0
+    return d
+
+
+class _Endpoint:
+  """One judge URL: its concurrency limit, load and health."""
+
+  __slots__ = ("index", "base", "url", "limit", "in_flight", "failures", "cooldown_until", "requests", "errors")
+
+  def __init__(self, index: int, base: str, limit: int):
+    self.index, self.base, self.url, self.limit = index, base, chat_completions_url(base), limit
+    self.in_flight = self.failures = self.requests = self.errors = 0
+    self.cooldown_until = 0.0
+
+
+@dataclasses.dataclass
+class _Attempt:
+  """What one HTTP request produced."""
+
+  error: str | None = None
+  retryable: bool = False
+  detail: str = ""
+  status: int | None = None
+  retry_after: float | None = None
+  body: dict | None = None
+
+
+def chat_completions_url(base: str) -> str:
+  """The chat-completions URL of a base URL: `http://h:8000`, `…/v1` and `…/v1/chat/completions` all work."""
+  base = base.strip().rstrip("/")
+  if base.endswith("/chat/completions"):
+    return base
+  if base.endswith("/v1"):
+    return base + "/chat/completions"
+  return base + "/v1/chat/completions"
+
+
+def split_urls(urls: str | Sequence[str]) -> tuple[str, ...]:
+  """URLs from a comma-separated string or a sequence, stripped, empties dropped."""
+  if isinstance(urls, str):
+    urls = urls.split(",")
+  return tuple(u.strip() for u in urls if u and u.strip())
+
+
+def retry_after_seconds(headers) -> float | None:
+  """Seconds a server asks to wait: `retry-after-ms`, then `retry-after` (seconds or an HTTP date)."""
+  if not headers:
+    return None
+  for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+    value = headers.get(name)
+    if value is None:
+      continue
+    try:
+      return float(value) / divisor
+    except ValueError:
+      pass
+  value = headers.get("retry-after")
+  if value is None:
+    return None
+  try:
+    date = email.utils.parsedate_tz(value)
+    return None if date is None else float(email.utils.mktime_tz(date) - time.time())
+  except (TypeError, ValueError, OverflowError):
+    return None
+
+
+def backoff_delay(retry: int, *, initial: float, maximum: float, jitter: float, rng: random.Random) -> float:
+  """Exponential backoff with jitter: min(initial · 2^retry, maximum) · (1 − jitter · U[0, 1))."""
+  return min(initial * 2.0 ** min(retry, 60), maximum) * (1.0 - jitter * rng.random())
+
+
+def request_key(payload: dict) -> str:
+  """The cache key of a request: SHA-256 of its canonical JSON (endpoint-independent)."""
+  return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+  """Answers on disk, one JSON file per request key (atomic writes; safe across processes)."""
+
+  def __init__(self, directory: str):
+    self.directory = os.path.expanduser(directory)
+    os.makedirs(self.directory, exist_ok=True)
+
+  def _path(self, key: str) -> str:
+    return os.path.join(self.directory, key[:2], key + ".json")
+
+  def get(self, key: str) -> dict | None:
+    try:
+      with open(self._path(key), encoding="utf-8") as f:
+        return json.load(f)
+    except (OSError, ValueError):
+      return None
+
+  def put(self, key: str, record: dict) -> None:
+    path = self._path(key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{id(record)}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump(record, f, ensure_ascii=False)
+    os.replace(tmp, path)
+
+
+class JudgeClient:
+  """Async client of one judge model behind one or more OpenAI-compatible endpoints (module docstring).
+
+      async with JudgeClient(["http://127.0.0.1:8000/v1"], model="judge") as client:
+        c = await client.chat([{"role": "user", "content": prompt}], parse=prompts.parse_pairwise)
+        if c.ok: ... c.parsed ...
+
+  One client serves one event loop at a time; `close()` (or `async with`) before that loop ends.
+  """
+
+  def __init__(self, urls: str | Sequence[str], *, model: str, api_key: str | None = None,
+               temperature: float = 0.0, max_tokens: int = 2048, seed: int = 0, concurrency: int = 64,
+               timeout_s: float = 300.0, connect_timeout_s: float = 10.0, max_retries: int = 4,
+               max_parse_retries: int = 2, backoff_initial_s: float = 0.5, backoff_max_s: float = 8.0,
+               jitter: float = 0.25, max_retry_after_s: float = 60.0, failures_before_cooldown: int = 3,
+               cooldown_s: float = 5.0, cache_dir: str = "", extra_body: dict | None = None,
+               rng_seed: int | None = None):
+    urls = split_urls(urls)
+    if not urls:
+      raise ValueError("JudgeClient needs at least one judge URL (judge.urls)")
+    if concurrency < 1:
+      raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    self.model = model
+    self.temperature, self.max_tokens, self.seed = float(temperature), int(max_tokens), int(seed)
+    self.max_retries, self.max_parse_retries = int(max_retries), int(max_parse_retries)
+    self.backoff_initial_s, self.backoff_max_s, self.jitter = backoff_initial_s, backoff_max_s, jitter
+    self.max_retry_after_s = max_retry_after_s
+    self.failures_before_cooldown, self.cooldown_s = failures_before_cooldown, cooldown_s
+    self.extra_body = dict(extra_body or {})
+    self.cache = ResponseCache(cache_dir) if cache_dir else None
+    self._endpoints = [_Endpoint(i, u, concurrency) for i, u in enumerate(urls)]
+    self._headers = {"Content-Type": "application/json"}
+    if api_key:
+      self._headers["Authorization"] = f"Bearer {api_key}"
+    self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s)
+    self._rng = random.Random(rng_seed)
+    self._rr = 0
+    self._loop = None
+    self._session: aiohttp.ClientSession | None = None
+    self._waiters: collections.deque = collections.deque()
+    self.stats = ClientStats(per_endpoint={e.base: {"requests": 0, "errors": 0} for e in self._endpoints})
+
+  @classmethod
+  def from_config(cls, config, urls: Sequence[str] | None = None, model: str | None = None,
+                  **overrides) -> "JudgeClient":
+    """A client from the judges config (`judges.default_config()`); `urls` / `model` override the config's."""
+    c = config.client
+    api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
+    kwargs = dict(
+        model=model or config.model, api_key=api_key, temperature=config.temperature,
+        max_tokens=config.max_tokens, seed=config.seed, concurrency=c.concurrency, timeout_s=c.timeout_s,
+        connect_timeout_s=c.connect_timeout_s, max_retries=c.max_retries, max_parse_retries=c.max_parse_retries,
+        backoff_initial_s=c.backoff_initial_s, backoff_max_s=c.backoff_max_s, jitter=c.jitter,
+        max_retry_after_s=c.max_retry_after_s, failures_before_cooldown=c.failures_before_cooldown,
+        cooldown_s=c.cooldown_s, cache_dir=c.cache_dir)
+    kwargs.update(overrides)
+    return cls(urls if urls is not None else config.urls, **kwargs)
+
+  @property
+  def urls(self) -> tuple[str, ...]:
+    return tuple(e.base for e in self._endpoints)
+
+  # ── lifecycle ──
+
+  def _ensure_loop_state(self) -> None:
+    loop = asyncio.get_running_loop()
+    if self._loop is not loop:
+      # A new event loop (e.g. a second asyncio.run): primitives and sessions are per loop.
+      self._loop, self._session, self._waiters = loop, None, collections.deque()
+      for e in self._endpoints:
+        e.in_flight = 0
+    if self._session is None or self._session.closed:
+      # No connector-level cap: the per-endpoint limits are the concurrency control.
+      self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
+
+  async def close(self) -> None:
+    if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
+      await self._session.close()
+    self._session = None
+
+  async def __aenter__(self) -> "JudgeClient":
+    self._ensure_loop_state()
+    return self
+
+  async def __aexit__(self, *exc) -> None:
+    await self.close()
+
+  # ── endpoint selection ──
+
+  def _pick(self, avoid: _Endpoint | None) -> _Endpoint | None:
+    now = time.monotonic()
+    healthy = [e for e in self._endpoints if e.cooldown_until <= now]
+    free = [e for e in (healthy or self._endpoints) if e.in_flight < e.limit]
+    if not free:
+      return None
+    n = len(self._endpoints)
+    best = min(free, key=lambda e: (e is avoid and len(free) > 1, e.in_flight / e.limit, (e.index - self._rr) % n))
+    self._rr = (best.index + 1) % n
+    return best
+
+  async def _acquire(self, avoid: _Endpoint | None) -> _Endpoint:
+    while True:
+      endpoint = self._pick(avoid)
+      if endpoint is not None:
+        endpoint.in_flight += 1
+        return endpoint
+      waiter = self._loop.create_future()
+      self._waiters.append(waiter)
+      try:
+        await waiter
+      except asyncio.CancelledError:
+        if waiter.done() and not waiter.cancelled():
+          self._wake()  # pass on a wake-up this task can no longer use
+        raise
+
+  def _wake(self) -> None:
+    while self._waiters:
+      waiter = self._waiters.popleft()
+      if not waiter.done():
+        waiter.set_result(None)
+        return
+
+  def _release(self, endpoint: _Endpoint, failed: bool) -> None:
+    endpoint.in_flight -= 1
+    if failed:
+      endpoint.failures += 1
+      endpoint.errors += 1
+      self.stats.per_endpoint[endpoint.base]["errors"] += 1
+      if endpoint.failures >= self.failures_before_cooldown:
+        endpoint.cooldown_until = time.monotonic() + self.cooldown_s
+    else:
+      endpoint.failures = 0
+    self._wake()
+
+  # ── one HTTP request ──
+
+  async def _post(self, endpoint: _Endpoint, data: bytes) -> _Attempt:
+    endpoint.requests += 1
+    self.stats.http_requests += 1
+    self.stats.per_endpoint[endpoint.base]["requests"] += 1
+    try:
+      async with self._session.post(endpoint.url, data=data, headers=self._headers, timeout=self._timeout) as resp:
+        raw = await resp.read()
+        status, headers = resp.status, resp.headers
+    except asyncio.TimeoutError:
+      return _Attempt("timeout", True, f"no answer within {self._timeout.total:g} s")
+    except aiohttp.ClientError as e:
+      return _Attempt("connection", True, f"{type(e).__name__}: {e}"[:_DETAIL_CHARS])
+    if status != 200:
+      retryable = status in RETRYABLE_STATUSES or status >= 500
+      should = headers.get("x-should-retry")
+      if should in ("true", "false"):
+        retryable = should == "true"
+      text = raw[:_DETAIL_CHARS].decode("utf-8", "replace")
+      return _Attempt(f"http_{status}", retryable, text, status, retry_after_seconds(headers))
+    try:
+      body = json.loads(raw)
+      choice = body["choices"][0]
+      if not isinstance(choice["message"], dict):
+        raise TypeError("message is not an object")
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+      return _Attempt("bad_response", True, f"HTTP 200 without a chat completion ({type(e).__name__}): "
+                      + raw[:200].decode("utf-8", "replace"), status)
+    return _Attempt(status=status, body=body)
+
+  async def _request(self, data: bytes, result: Completion) -> dict | None:
+    """Sends one request with transport retries; the completion body, or None with `result` marked failed."""
+    avoid = None
+    for retry in range(self.max_retries + 1):
+      endpoint = await self._acquire(avoid)
+      attempt = None
+      try:
+        attempt = await self._post(endpoint, data)
+      finally:
+        # Only transport-level failures count against an endpoint's health (a 400 is the request's fault).
+        self._release(endpoint, failed=attempt is not None and attempt.error is not None and attempt.retryable)
+      result.attempts += 1
+      result.endpoint, result.status = endpoint.base, attempt.status
+      if attempt.error is None:
+        return attempt.body
+      result.failure_reason, result.failure_detail = attempt.error, attempt.detail
+      if not attempt.retryable or retry == self.max_retries:
+        return None
+      wait = attempt.retry_after
+      if wait is not None and wait > self.max_retry_after_s:
+        result.failure_detail += f" (Retry-After {wait:g} s exceeds client.max_retry_after_s)"
+        return None
+      if wait is None or wait <= 0:
+        wait = backoff_delay(retry, initial=self.backoff_initial_s, maximum=self.backoff_max_s,
+                             jitter=self.jitter, rng=self._rng)
+      self.stats.transport_retries += 1
+      avoid = endpoint
+      await asyncio.sleep(wait)
+    return None
+
+  # ── the call ──
+
+  def payload(self, messages: Sequence[dict], *, temperature: float | None = None, max_tokens: int | None = None,
+              seed: int | None = None) -> dict:
+    """The request body: model, messages and explicit sampling parameters (plus `extra_body`)."""
+    body = {
+        "model": self.model,
+        "messages": [dict(m) for m in messages],
+        "temperature": self.temperature if temperature is None else float(temperature),
+        "max_tokens": self.max_tokens if max_tokens is None else int(max_tokens),
+        "seed": self.seed if seed is None else int(seed),
+    }
+    body.update(self.extra_body)
+    return body
+
+  async def chat(self, messages: Sequence[dict], *, parse: Callable[[str], Any] | None = None,
+                 temperature: float | None = None, max_tokens: int | None = None,
+                 seed: int | None = None) -> Completion:
+    """One judged answer: request, transport retries, parse retries (module docstring). Never raises on
+    judge failures: a final failure is a `Completion` with `failure_reason` set."""
+    self._ensure_loop_state()
+    start = time.perf_counter()
+    payload = self.payload(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    result = Completion()
+    self.stats.calls += 1
+    key = request_key(payload) if self.cache is not None else None
+    if key is not None and self._from_cache(key, parse, result):
+      return self._finish(result, start)
+    base_seed = payload["seed"]
+    for k in range(self.max_parse_retries + 1):
+      if k:
+        self.stats.parse_retries += 1
+      payload["seed"] = base_seed + k
+      result.seed = payload["seed"]
+      body = await self._request(json.dumps(payload).encode("utf-8"), result)
+      if body is None:
+        return self._finish(result, start)
+      self._read_body(body, result)
+      result.parse_attempts += 1
+      if result.finish_reason == "length":
+        result.failure_reason = "truncated"
+        result.failure_detail = f"the answer was cut at max_tokens={payload['max_tokens']}"
+        continue
+      parsed = _safe_parse(parse, result.content)
+      if parsed is None:
+        result.failure_reason = "unparseable"
+        result.failure_detail = "no verdict could be parsed from: " + (result.content or "")[-200:]
+        continue
+      result.parsed, result.failure_reason, result.failure_detail = parsed, None, ""
+      if key is not None:
+        self.cache.put(key, {"content": result.content, "reasoning": result.reasoning,
+                             "finish_reason": result.finish_reason, "prompt_tokens": result.prompt_tokens,
+                             "completion_tokens": result.completion_tokens, "seed": result.seed})
+      return self._finish(result, start)
+    return self._finish(result, start)
+
+  def _from_cache(self, key: str, parse, result: Completion) -> bool:
+    record = self.cache.get(key)
+    if record is None:
+      return False
+    parsed = _safe_parse(parse, record.get("content"))
+    if parsed is None:  # e.g. the parser changed since: ask again
+      return False
+    result.content, result.reasoning = record.get("content"), record.get("reasoning")
+    result.finish_reason, result.seed = record.get("finish_reason"), record.get("seed")
+    result.parsed, result.cached = parsed, True
+    result.prompt_tokens, result.completion_tokens = record.get("prompt_tokens", 0), record.get("completion_tokens", 0)
+    self.stats.cache_hits += 1
+    return True
+
+  @staticmethod
+  def _read_body(body: dict, result: Completion) -> None:
+    choice = body["choices"][0]
+    message = choice["message"]
+    content = message.get("content")
+    result.content = content if isinstance(content, str) else None
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    result.reasoning = reasoning if isinstance(reasoning, str) else None
+    result.finish_reason = choice.get("finish_reason")
+    usage = body.get("usage") or {}
+    result.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+    result.completion_tokens += int(usage.get("completion_tokens") or 0)
+
+  def _finish(self, result: Completion, start: float) -> Completion:
+    result.latency_s = time.perf_counter() - start
+    s = self.stats
+    if result.ok:
+      s.succeeded += 1
+    else:
+      s.failed += 1
+      s.failures[result.failure_reason] += 1
+    if not result.cached:
+      s.prompt_tokens += result.prompt_tokens
+      s.completion_tokens += result.completion_tokens
+    s.latency_s += result.latency_s
+    s.max_latency_s = max(s.max_latency_s, result.latency_s)
+    return result
+
+
+def _safe_parse(parse, content):
+  if content is None:
+    return None
+  if parse is None:
+    return content
+  try:
+    return parse(content)
+  except (ValueError, TypeError, KeyError):
+    return None

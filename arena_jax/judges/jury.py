@@ -1,0 +1,367 @@
+"""The Reasoning Jury: independent jurors, then consolidation or moderated deliberation (SPEC §8).
+
+    jury = Jury([client_1, client_2, client_3], config)        # one client per juror (may be shared)
+    verdict = await jury.audit(problem, trace, reference)      # or a list of steps (ProcessBench)
+    verdict.flaws        # consensus flaws, SPEC §8 schema + "jurors" (1-based juror numbers)
+    verdict.to_json()    # {"flaws": [...], "consensus": {...}}
+
+The trace is cleaned (`hygiene`: neutralised, cut to `token_budget`), split into steps (SPEC §8
+segmentation, unless given as steps, which then share the budget) and marked `[STEP-1]`, `[STEP-2]`, ….
+
+Phase 1 — every juror independently returns `{"flaws": [...]}` (`juror.txt`). A juror whose answer
+cannot be parsed after the client's capped retries is left out (counted); if all are, the verdict
+fails. Each juror is asked with its own seed, so jurors served by one model err independently when
+sampling (and the embedded server draws its juror errors from the seed).
+
+Phase 2 — `config.jury.mode`:
+  consolidation  one judge (the consolidator: `jury.consolidator`, else the first juror) sees the
+                 content and all Phase-1 verdicts and merges them (`consolidation.txt`);
+  deliberation   a moderator (same default) that never sees the problem or the trace runs a debate:
+                 Phase-1 flaws become claims (one per step; flaws about the whole trace by text), a
+                 claim's raisers agree with it, the others have no position yet. Each turn the
+                 moderator (`moderator.txt`) picks a juror and the unsettled claims it should address,
+                 or stops; the juror (`debate.txt`) states agree / disagree with an argument. A claim
+                 is accepted when `quorum` jurors agree, rejected when it can no longer get there. The
+                 debate ends when every claim is settled (converged), when the moderator stops, after
+                 `stall_rounds` turns that change no stance, or after `max_rounds` turns; the moderator
+                 then synthesises the consensus from the final state and transcript (`synthesis.txt`);
+  vote           (baseline, not in SPEC) no Phase-2 call: claims raised by at least `quorum` jurors.
+                 With one juror this is that juror's own verdict.
+If the consolidation or synthesis call fails, the verdict falls back to what the jurors' positions
+determine (the Phase-1 majority; the accepted claims), marked `consensus.fallback`.
+`quorum` 0 means a strict majority of the jurors that answered Phase 1.
+
+`JuryJudge` is the jury as a pointwise judge backend: score = max(0, 1 − Σ severity weight) over the
+consensus flaws (`jury.severity_weights`, default minor 0.1, major 0.4, fatal 1).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+from typing import Any, Sequence
+
+from arena_jax import tasks
+from arena_jax.judges import config as config_lib
+from arena_jax.judges import hygiene
+from arena_jax.judges import prompts
+from arena_jax.judges.client import Completion, JudgeClient
+from arena_jax.judges.pairwise import BaseJudge, derive_seed, text_key
+from arena_jax.judges.pointwise import ScoreResult
+
+_SEVERITY = {name: i for i, name in enumerate(tasks.IMPACTS)}
+MODES = config_lib.JURY_MODES
+
+
+def severity(impact: str) -> int:
+  return _SEVERITY.get(impact, -1)
+
+
+@dataclasses.dataclass
+class Claim:
+  """A flaw under deliberation: what the jurors raised about one step (or about the whole trace)."""
+
+  id: str
+  flaw: dict
+  stances: dict[int, bool | None]            # juror (0-based among the active) → agrees / disagrees / no position
+  arguments: list[dict] = dataclasses.field(default_factory=list)
+
+  def status(self, quorum: int) -> str:
+    agree = sum(v is True for v in self.stances.values())
+    disagree = sum(v is False for v in self.stances.values())
+    if agree >= quorum:
+      return "accepted"
+    if disagree > len(self.stances) - quorum:
+      return "rejected"
+    return "open"
+
+
+@dataclasses.dataclass
+class JuryVerdict:
+  """The outcome of one audit (see module docstring); `ok` is False only when no juror answered."""
+
+  flaws: list[dict]
+  phase1: list[list[dict] | None]
+  mode: str
+  num_steps: int
+  rounds: int = 0
+  converged: bool = True
+  fallback: bool = False
+  failure_reason: str | None = None
+  transcript: list[dict] = dataclasses.field(default_factory=list)
+  calls: int = 0
+  failed_calls: int = 0
+  http_requests: int = 0
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
+  latency_s: float = 0.0
+
+  @property
+  def ok(self) -> bool:
+    return self.failure_reason is None
+
+  def flagged_steps(self, min_impact: str = "neutral") -> set[int]:
+    """0-based steps with a consensus flaw at least as severe as `min_impact`."""
+    out = set()
+    for f in self.flaws:
+      if severity(f["impact"]) >= severity(min_impact):
+        out.update(prompts.step_ref_index(r, self.num_steps) for r in f["statement_refs"])
+    out.discard(None)
+    return out
+
+  def first_error_step(self, min_impact: str = "major") -> int:
+    """The earliest step flagged at `min_impact` or worse, −1 if none (the ProcessBench prediction)."""
+    flagged = self.flagged_steps(min_impact)
+    return min(flagged) if flagged else -1
+
+  def to_json(self) -> dict:
+    return {"flaws": self.flaws, "consensus": {
+        "mode": self.mode, "jurors_answered": sum(p is not None for p in self.phase1), "jurors": len(self.phase1),
+        "rounds": self.rounds, "converged": self.converged, "fallback": self.fallback, "calls": self.calls,
+        "failed_calls": self.failed_calls, "failure_reason": self.failure_reason, "phase1": self.phase1,
+        "transcript": self.transcript}}
+
+
+class Jury:
+  """A jury of judges (module docstring). `jurors`: one `JudgeClient` per juror (may repeat)."""
+
+  def __init__(self, jurors: Sequence[JudgeClient], config, *, moderator: JudgeClient | None = None,
+               mode: str | None = None):
+    if not jurors:
+      raise ValueError("a jury needs at least one juror (judge.jury.jurors / num_jurors)")
+    self.jurors = list(jurors)
+    self.moderator = moderator or self.jurors[0]
+    self.config = config
+    self.mode = mode or config.jury.mode
+    if self.mode not in MODES:
+      raise ValueError(f"jury mode must be one of {MODES}, got {self.mode!r}")
+    self.templates = prompts.load_templates(config.template_dir)
+
+  # ── bookkeeping ──
+
+  def _clean(self, text: str, budget: int | None = None) -> str:
+    return hygiene.sanitize(text or "", budget, tail_fraction=self.config.tail_fraction,
+                            delimiters=self.templates.delimiters)
+
+  @staticmethod
+  def _count(verdict: JuryVerdict, c: Completion) -> Completion:
+    verdict.calls += 1
+    verdict.failed_calls += not c.ok
+    verdict.http_requests += c.attempts
+    verdict.prompt_tokens += c.prompt_tokens
+    verdict.completion_tokens += c.completion_tokens
+    return c
+
+  def quorum(self, num_active: int) -> int:
+    q = self.config.jury.quorum
+    return min(q, num_active) if q else num_active // 2 + 1
+
+  # ── the audit ──
+
+  async def audit(self, problem: str, trace: str | Sequence[str], reference: str = "", *,
+                  key: Any = None) -> JuryVerdict:
+    """Phase 1 and the configured Phase 2 for one trace (a string, or its steps)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    budget = self.config.token_budget
+    if isinstance(trace, str):
+      steps = tasks.split_steps(self._clean(trace, budget)) or [self._clean(trace, budget)]
+    else:
+      # Given steps (ProcessBench) keep their boundaries; over budget, they share it evenly.
+      steps = [self._clean(s) for s in trace]
+      if sum(hygiene.count_tokens(s) for s in steps) > budget:
+        share = max(32, budget // max(len(steps), 1))
+        steps = [hygiene.truncate(s, share, tail_fraction=self.config.tail_fraction) for s in steps]
+    steps = [s.strip() or "(empty)" for s in steps]
+    final = tasks.extract_answer("\n\n".join(steps))
+    fields = dict(problem=self._clean(problem), reference=self._clean(reference) if reference else prompts.NOT_GIVEN,
+                  marked_trace=tasks.mark_steps(steps), final_answer=final or prompts.NOT_GIVEN)
+    if key is None:
+      key = text_key(fields["problem"], fields["marked_trace"])
+    verdict = JuryVerdict([], [], self.mode, len(steps))
+    parse = functools.partial(prompts.parse_flaws, num_steps=len(steps))
+    answers = await asyncio.gather(*(
+        juror.chat(self.templates.messages("juror", **fields), parse=parse,
+                   seed=derive_seed(self.config.seed, "juror", j, key))
+        for j, juror in enumerate(self.jurors)))
+    for c in answers:
+      self._count(verdict, c)
+    verdict.phase1 = [c.parsed if c.ok else None for c in answers]
+    active = [j for j, p in enumerate(verdict.phase1) if p is not None]
+    if not active:
+      verdict.failure_reason = f"no juror answered: {answers[0].failure_reason}"
+    elif self.mode == "consolidation":
+      await self._consolidate(verdict, fields, active, key)
+    elif self.mode == "deliberation":
+      await self._deliberate(verdict, fields, active, key)
+    else:
+      verdict.flaws = self._vote(verdict, active)
+    verdict.latency_s = loop.time() - start
+    return verdict
+
+  def _claims(self, verdict: JuryVerdict, active: list[int]) -> list[Claim]:
+    """Phase-1 flaws grouped into claims: one per first step referenced, whole-trace flaws by text."""
+    claims: dict[str, Claim] = {}
+    for a, j in enumerate(active):
+      for flaw in verdict.phase1[j]:
+        refs = flaw["statement_refs"]
+        group = refs[0] if refs else "global:" + flaw["what_went_wrong"].lower()
+        if group not in claims:
+          claims[group] = Claim(f"C{len(claims) + 1}", dict(flaw), {b: None for b in range(len(active))})
+        claim = claims[group]
+        claim.stances[a] = True
+        if severity(flaw["impact"]) > severity(claim.flaw["impact"]):
+          claim.flaw["impact"] = flaw["impact"]
+    return sorted(claims.values(), key=lambda c: _step_order(c.flaw))
+
+  def _vote(self, verdict: JuryVerdict, active: list[int]) -> list[dict]:
+    quorum = self.quorum(len(active))
+    out = []
+    for claim in self._claims(verdict, active):
+      agree = [active[a] + 1 for a, v in claim.stances.items() if v]
+      if len(agree) >= quorum:
+        out.append({**claim.flaw, "jurors": agree})
+    return out
+
+  async def _consolidate(self, verdict, fields, active, key):
+    verdicts = [{"juror": n + 1, "flaws": [_neutralised(f) for f in verdict.phase1[j]]} for n, j in enumerate(active)]
+    parse = functools.partial(prompts.parse_flaws, num_steps=verdict.num_steps, num_jurors=len(active))
+    c = self._count(verdict, await self.moderator.chat(
+        self.templates.messages("consolidation", verdicts=json.dumps(verdicts, ensure_ascii=False, indent=1), **fields),
+        parse=parse, seed=derive_seed(self.config.seed, "consolidator", key)))
+    if c.ok:
+      verdict.flaws = [{**f, "jurors": [active[n - 1] + 1 for n in f.get("jurors", [])]} for f in c.parsed]
+    else:
+      verdict.flaws, verdict.fallback = self._vote(verdict, active), True
+
+  def _state(self, claims: list[Claim], num_active: int, quorum: int, *, final: bool = False) -> str:
+    """The consensus state the moderator sees: claims, stances, arguments — never the problem or trace."""
+    rows = []
+    for c in claims:
+      rows.append({"id": c.id, "statement_refs": c.flaw["statement_refs"],
+                   "what_went_wrong": hygiene.neutralise(c.flaw["what_went_wrong"]), "impact": c.flaw["impact"],
+                   "stances": {str(a + 1): _stance_word(v) for a, v in c.stances.items()},
+                   "status": c.status(quorum), "arguments": c.arguments})
+    return json.dumps({"num_jurors": num_active, "quorum": quorum, "final": final, "claims": rows},
+                      ensure_ascii=False, indent=1)
+
+  async def _deliberate(self, verdict, fields, active, key):
+    cfg = self.config.jury
+    quorum = self.quorum(len(active))
+    claims = self._claims(verdict, active)
+    by_id = {c.id: c for c in claims}
+    transcript: list[dict] = verdict.transcript
+    stalled = 0
+    verdict.converged = False
+    mod_seed = derive_seed(self.config.seed, "moderator", key)
+    for turn in range(cfg.max_rounds):
+      if all(c.status(quorum) != "open" for c in claims):
+        verdict.converged = True
+        break
+      parse = functools.partial(prompts.parse_moderator, num_jurors=len(active), claim_ids=list(by_id))
+      m = self._count(verdict, await self.moderator.chat(
+          self.templates.messages("moderator", state=self._state(claims, len(active), quorum),
+                                  transcript=_transcript_text(transcript), num_jurors=len(active), quorum=quorum),
+          parse=parse, seed=mod_seed + turn))
+      verdict.rounds += 1
+      if not m.ok or m.parsed["action"] == "stop":
+        transcript.append({"turn": turn + 1, "moderator": "stop" if m.ok else f"failed ({m.failure_reason})"})
+        break
+      speaker, asked = m.parsed["speaker"], [by_id[i] for i in m.parsed["claims"]]
+      transcript.append({"turn": turn + 1, "moderator": hygiene.neutralise(m.parsed["question"]),
+                         "speaker": speaker + 1, "claims": [c.id for c in asked]})
+      shown = [{"id": c.id, **_neutralised(c.flaw), "arguments": c.arguments} for c in asked]
+      r = self._count(verdict, await self.jurors[active[speaker]].chat(
+          self.templates.messages("debate", claims=json.dumps(shown, ensure_ascii=False, indent=1),
+                                  question=hygiene.neutralise(m.parsed["question"]), **fields),
+          parse=functools.partial(prompts.parse_positions, claim_ids=[c.id for c in asked]),
+          seed=derive_seed(self.config.seed, "juror", active[speaker], key)))
+      changed = False
+      for c in asked:
+        if r.ok and c.id in r.parsed:
+          agrees, argument = r.parsed[c.id]
+          changed |= c.stances[speaker] is not agrees
+          c.stances[speaker] = agrees
+          entry = {"juror": speaker + 1, "stance": _stance_word(agrees), "argument": hygiene.neutralise(argument)[:500]}
+          c.arguments.append(entry)
+          transcript.append({"turn": turn + 1, "claim": c.id, **entry})
+      stalled = 0 if changed else stalled + 1
+      if stalled >= cfg.stall_rounds:
+        break
+    else:
+      verdict.converged = all(c.status(quorum) != "open" for c in claims)
+    if not claims:
+      verdict.converged = True
+      return
+    parse = functools.partial(prompts.parse_flaws, num_steps=verdict.num_steps, num_jurors=len(active))
+    s = self._count(verdict, await self.moderator.chat(
+        self.templates.messages("synthesis", state=self._state(claims, len(active), quorum, final=True),
+                                transcript=_transcript_text(transcript), num_jurors=len(active), quorum=quorum),
+        parse=parse, seed=derive_seed(self.config.seed, "synthesis", key)))
+    if s.ok:
+      evidence = {tuple(c.flaw["statement_refs"]): c.flaw.get("evidence", "") for c in claims}
+      verdict.flaws = [{**f, "evidence": f["evidence"] or evidence.get(tuple(f["statement_refs"]), ""),
+                        "jurors": [active[n - 1] + 1 for n in f.get("jurors", [])]} for f in s.parsed]
+    else:
+      verdict.fallback = True
+      verdict.flaws = [{**c.flaw, "jurors": [active[a] + 1 for a, v in c.stances.items() if v]}
+                       for c in claims if c.status(quorum) == "accepted"]
+
+
+def _step_order(flaw: dict):
+  refs = flaw["statement_refs"]
+  return (0, prompts.step_ref_index(refs[0], None)) if refs else (1, 0)
+
+
+def _stance_word(v: bool | None) -> str | None:
+  return None if v is None else ("agree" if v else "disagree")
+
+
+def _neutralised(flaw: dict) -> dict:
+  """A juror's flaw with its free text defused before it is shown to another judge."""
+  return {k: hygiene.neutralise(v) if isinstance(v, str) else v for k, v in flaw.items() if k != "jurors"}
+
+
+def _transcript_text(transcript: list[dict]) -> str:
+  if not transcript:
+    return "(no discussion yet)"
+  lines = []
+  for t in transcript:
+    if "claim" in t:
+      lines.append(f"[turn {t['turn']}] Juror {t['juror']} on {t['claim']}: {t['stance']} — {t['argument']}")
+    elif "speaker" in t:
+      about = ", ".join(t["claims"])
+      lines.append(f"[turn {t['turn']}] Moderator to juror {t['speaker']} about {about}: {t['moderator']}")
+    else:
+      lines.append(f"[turn {t['turn']}] Moderator: {t['moderator']}")
+  return "\n".join(lines)
+
+
+class JuryJudge(BaseJudge):
+  """The jury as a pointwise backend: score = max(0, 1 − Σ severity weights of the consensus flaws)."""
+
+  kind = "pointwise"
+
+  def __init__(self, jury: Jury, config):
+    super().__init__(jury.moderator, config)
+    self.jury = jury
+    self.weights = {k: float(config.jury.severity_weights[k]) for k in tasks.IMPACTS}
+
+  def score_flaws(self, flaws: Sequence[dict]) -> float:
+    return max(0.0, 1.0 - sum(self.weights[f["impact"]] for f in flaws))
+
+  async def score(self, problem: str, reference: str, trace: str, *, key: Any = None) -> ScoreResult:
+    v = await self.jury.audit(problem, trace, reference, key=key)
+    common = dict(raw=json.dumps(v.to_json(), ensure_ascii=False), calls=v.calls, http_requests=v.http_requests,
+                  prompt_tokens=v.prompt_tokens, completion_tokens=v.completion_tokens, latency_s=v.latency_s)
+    if not v.ok:
+      return ScoreResult(None, "jury_failed", v.failure_reason or "", **common)
+    return ScoreResult(self.score_flaws(v.flaws), flaws=tuple(v.flaws), **common)
+
+  async def score_many(self, requests) -> list[ScoreResult]:
+    return list(await asyncio.gather(*(self.score(r.problem, r.reference, r.trace, key=r.key) for r in requests)))
+
+  async def close(self) -> None:
+    for client in {id(c): c for c in [self.jury.moderator, *self.jury.jurors]}.values():
+      await client.close()

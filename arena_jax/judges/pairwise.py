@@ -1,0 +1,167 @@
+"""Pairwise judging with order debiasing (issue #5 §4; SPEC §4).
+
+`PairwiseJudge.compare(problem, reference, first, second)` asks the judge which of two traces is
+better and returns a `JudgeResult` whose `outcome` is the soft score of the canonical *first* trace,
+s = 1/2 + m (first wins), 1/2 (tie), 1/2 − m (second wins), from `arena.verdict_to_outcome`, or None
+when the judgment failed (dropped and counted by the scheduler, never a tie).
+
+Order debiasing (`config.debias`):
+  none    the canonical order is shown as (A, B);
+  random  (default, SPEC §4 (1)) each query's presentation order is a coin drawn from a hash of
+          (config.seed, the query's key), so a run is reproducible whatever order answers come back
+          in; a verdict about the shown order is mapped back to the canonical one;
+  both    both orders are judged concurrently and the two canonical outcomes averaged (ArenaRL's
+          option, twice the cost): agreement keeps the verdict, opposite verdicts give exactly 1/2,
+          a tie against a win gives 1/2 ± m/2. Either call failing fails the pair.
+A query's key is whatever identifies it in the caller's bookkeeping (the tournament runner uses
+(group id, i, j)); without one, a hash of the texts.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from typing import Any, Sequence
+
+from arena_jax.arena.outcomes import Verdict, check_margin, outcome_to_verdict, verdict_to_outcome
+from arena_jax.judges import hygiene
+from arena_jax.judges import prompts
+from arena_jax.judges.client import Completion, JudgeClient
+
+
+def derive_seed(*parts: Any) -> int:
+  """A 31-bit integer that depends only on `parts` (stable across processes, unlike `hash`)."""
+  digest = hashlib.blake2b("\x1f".join(map(repr, parts)).encode("utf-8"), digest_size=8).digest()
+  return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+def text_key(*texts: str) -> str:
+  """A key for a query identified by its texts alone."""
+  h = hashlib.sha256()
+  for t in texts:
+    h.update(t.encode("utf-8"))
+    h.update(b"\x00")
+  return h.hexdigest()[:24]
+
+
+@dataclasses.dataclass(frozen=True)
+class PairRequest:
+  """One pair to judge; `outcome` will be the soft score of `trace_first` (SPEC §4)."""
+
+  problem: str
+  reference: str
+  trace_first: str
+  trace_second: str
+  key: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeResult:
+  """A pairwise judgment in the canonical order.
+
+  outcome: soft score of the first trace in [0, 1], or None when the judgment failed.
+  verdict: the canonical verdict (FIRST_WINS / TIE / SECOND_WINS), None when failed.
+  failure_reason: None, or the client's reason ("timeout", "http_503", "unparseable", ...).
+  raw: the judge's answer text (both answers, separated by a rule, in `both` mode).
+  swapped: whether the second trace was shown as A (in `both` mode: the first call's order, False).
+  calls / http_requests: judge calls and HTTP requests spent; tokens and latency summed over them.
+  """
+
+  outcome: float | None
+  verdict: Verdict | None
+  failure_reason: str | None = None
+  failure_detail: str = ""
+  raw: str = ""
+  reasoning: str = ""
+  swapped: bool = False
+  calls: int = 0
+  http_requests: int = 0
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
+  latency_s: float = 0.0
+  cached: bool = False
+
+  @property
+  def ok(self) -> bool:
+    return self.failure_reason is None
+
+
+class BaseJudge:
+  """What every judge backend shares: a client, the templates, trace hygiene, config."""
+
+  kind = ""  # "pairwise" | "pointwise"
+
+  def __init__(self, client: JudgeClient, config):
+    self.client = client
+    self.config = config
+    self.templates = prompts.load_templates(config.template_dir)
+
+  def clean(self, text: str, *, budget: bool = True) -> str:
+    """Trace hygiene (issue #5 §3): neutralised, and truncated to the token budget when `budget`."""
+    return hygiene.sanitize(text or "", self.config.token_budget if budget else None,
+                            tail_fraction=self.config.tail_fraction, delimiters=self.templates.delimiters)
+
+  async def close(self) -> None:
+    await self.client.close()
+
+
+class PairwiseJudge(BaseJudge):
+  """Asks an LLM judge which of two traces is better (see module docstring)."""
+
+  kind = "pairwise"
+
+  def __init__(self, client: JudgeClient, config):
+    super().__init__(client, config)
+    self.margin = check_margin(config.margin)
+    self.debias = config.debias
+
+  def presentation_swapped(self, key: Any) -> bool:
+    """Whether the query `key` shows the second trace first (`random` mode)."""
+    return self.debias == "random" and bool(derive_seed(self.config.seed, "order", key) & 1)
+
+  async def _ask(self, problem: str, reference: str, first: str, second: str, swapped: bool, key: Any) -> Completion:
+    shown_a, shown_b = (second, first) if swapped else (first, second)
+    messages = self.templates.messages("pairwise", problem=problem, reference=reference, trace_a=shown_a,
+                                       trace_b=shown_b)
+    seed = derive_seed(self.config.seed, "request", key, swapped)
+    return await self.client.chat(messages, parse=prompts.parse_pairwise, seed=seed)
+
+  async def compare(self, problem: str, reference: str, trace_first: str, trace_second: str, *,
+                    key: Any = None) -> JudgeResult:
+    """Judges one pair; `outcome` = soft score of `trace_first` (SPEC §4), None if the judgment failed."""
+    problem = self.clean(problem, budget=False)
+    reference = self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN
+    first, second = self.clean(trace_first), self.clean(trace_second)
+    if key is None:
+      key = text_key(problem, reference, first, second)
+    if self.debias == "both":
+      done = await asyncio.gather(self._ask(problem, reference, first, second, False, key),
+                                  self._ask(problem, reference, first, second, True, key))
+      return self._combine(list(zip(done, (False, True))))
+    swapped = self.presentation_swapped(key)
+    completion = await self._ask(problem, reference, first, second, swapped, key)
+    return self._combine([(completion, swapped)])
+
+  def _combine(self, answers: list[tuple[Completion, bool]]) -> JudgeResult:
+    totals = dict(calls=len(answers), http_requests=sum(c.attempts for c, _ in answers),
+                  prompt_tokens=sum(c.prompt_tokens for c, _ in answers),
+                  completion_tokens=sum(c.completion_tokens for c, _ in answers),
+                  latency_s=max(c.latency_s for c, _ in answers), cached=all(c.cached for c, _ in answers),
+                  raw="\n\n-----\n\n".join(c.content or "" for c, _ in answers),
+                  reasoning="\n\n-----\n\n".join(c.reasoning or "" for c, _ in answers),
+                  swapped=answers[0][1] if len(answers) == 1 else False)
+    failed = [c for c, _ in answers if not c.ok]
+    if failed:
+      return JudgeResult(None, None, failed[0].failure_reason, failed[0].failure_detail, **totals)
+    outcomes = []
+    for completion, swapped in answers:
+      shown: Verdict = completion.parsed
+      canonical = shown.flipped() if swapped else shown
+      outcomes.append(verdict_to_outcome(canonical, self.margin))
+    outcome = outcomes[0] if len(outcomes) == 1 else 0.5 * (outcomes[0] + outcomes[1])
+    return JudgeResult(outcome, outcome_to_verdict(outcome), **totals)
+
+  async def judge_pairs(self, requests: Sequence[PairRequest]) -> list[JudgeResult]:
+    """Judges many pairs concurrently (the client's per-endpoint limits bound the load)."""
+    return list(await asyncio.gather(*(self.compare(r.problem, r.reference, r.trace_first, r.trace_second, key=r.key)
+                                       for r in requests)))

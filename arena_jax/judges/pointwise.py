@@ -1,0 +1,80 @@
+"""Pointwise rubric judging (issue #5 §5; SPEC §7: `rlaif` and `adaptive_pointwise` reward modes).
+
+`PointwiseJudge.score(problem, reference, trace)` asks the judge for one rubric level
+(`config.rubric_levels`, default 0 / 0.5 / 1 as in DeepSeekMath-V2's proof scoring) and returns a
+`ScoreResult` whose `score` is the level normalised to [0, 1], or None when the judgment failed.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+from arena_jax.judges import prompts
+from arena_jax.judges.client import Completion
+from arena_jax.judges.pairwise import BaseJudge, derive_seed, text_key
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreRequest:
+  """One trace to score."""
+
+  problem: str
+  reference: str
+  trace: str
+  key: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreResult:
+  """A pointwise judgment: `score` in [0, 1] or None when failed; `flaws` for the jury backend."""
+
+  score: float | None
+  failure_reason: str | None = None
+  failure_detail: str = ""
+  raw: str = ""
+  reasoning: str = ""
+  flaws: tuple = ()
+  calls: int = 0
+  http_requests: int = 0
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
+  latency_s: float = 0.0
+  cached: bool = False
+
+  @property
+  def ok(self) -> bool:
+    return self.failure_reason is None
+
+
+def result_from_completion(c: Completion, score: float | None) -> ScoreResult:
+  return ScoreResult(score, c.failure_reason, c.failure_detail, c.content or "", c.reasoning or "", (), 1, c.attempts,
+                     c.prompt_tokens, c.completion_tokens, c.latency_s, c.cached)
+
+
+class PointwiseJudge(BaseJudge):
+  """Scores one trace against a rubric (see module docstring)."""
+
+  kind = "pointwise"
+
+  def __init__(self, client, config):
+    super().__init__(client, config)
+    self.levels = tuple(float(v) for v in config.rubric_levels)
+    self.rubric = prompts.rubric_text(self.levels)
+    self._parse = functools.partial(prompts.parse_rating, levels=self.levels)
+
+  async def score(self, problem: str, reference: str, trace: str, *, key: Any = None) -> ScoreResult:
+    problem = self.clean(problem, budget=False)
+    reference = self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN
+    trace = self.clean(trace)
+    if key is None:
+      key = text_key(problem, reference, trace)
+    messages = self.templates.messages("pointwise", problem=problem, reference=reference, trace=trace,
+                                       rubric=self.rubric)
+    c = await self.client.chat(messages, parse=self._parse, seed=derive_seed(self.config.seed, "score", key))
+    return result_from_completion(c, c.parsed if c.ok else None)
+
+  async def score_many(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+    """Scores many traces concurrently."""
+    return list(await asyncio.gather(*(self.score(r.problem, r.reference, r.trace, key=r.key) for r in requests)))

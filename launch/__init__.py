@@ -1,0 +1,1 @@
+"""Thin absl mains: flags → config → one library call (STYLE §1)."""

@@ -1,0 +1,42 @@
+"""Judges a JSONL file of trace pairs with an OpenAI-compatible judge (issue #5 §7).
+
+    python -m launch.judge_pairs --judge_url http://h1:8000/v1,http://h2:8000/v1 \
+        --input pairs.jsonl --output verdicts.jsonl [--judge.model=...] [--judge.debias=both]
+
+Input rows: {"problem", "reference", "trace_a", "trace_b"[, "id"]}. Output rows: {"row", "id",
+"verdict" (A / B / tie / null), "outcome" (soft score of trace_a, SPEC §4), "judge_text",
+"failure_reason", ...}. Resumable: rows already in the output are skipped (--retry_failed judges
+failed ones again). Without --judge_url the embedded judge server is started for the run. Every
+judge setting is a `--judge.<field>` flag (`arena_jax.judges.default_config()`).
+"""
+import asyncio
+import json
+
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+
+from arena_jax import judges
+
+_URL = flags.DEFINE_string("judge_url", "", "Comma-separated judge base URLs; empty = start the embedded server.")
+_INPUT = flags.DEFINE_string("input", None, "JSONL with problem, reference, trace_a, trace_b.", required=True)
+_OUTPUT = flags.DEFINE_string("output", None, "JSONL of verdicts (appended to; resumable).", required=True)
+_RETRY = flags.DEFINE_bool("retry_failed", False, "Judge again the rows whose earlier judgment failed.")
+_PROGRESS = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
+_JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_config=True)
+
+
+def main(argv):
+  del argv
+  config = _JUDGE.value
+  if _URL.value:
+    config.urls = judges.split_urls(_URL.value)
+  judges.validate_config(config)
+  with judges.judge_endpoints(config) as urls:
+    summary = asyncio.run(judges.judge_pairs_file(config, _INPUT.value, _OUTPUT.value, urls=urls,
+                                                  retry_failed=_RETRY.value, progress=_PROGRESS.value))
+  print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+  app.run(main)
