@@ -1,0 +1,48 @@
+"""The policy: a Flax NNX decoder of the Llama / Mistral / Qwen3 family, HF import, per-token log-probs.
+
+  Transformer          the model; `model(tokens [B, T])` → logits [B, T, V]
+  ModelConfig          frozen, hashable config; `RopeScaling` for linear / llama3 / yarn RoPE
+  tiny_config()        the embedded demo's policy; `get_model_config(name)` for named real-size configs
+  load_hf(path)        a local HF checkpoint (Llama / Mistral / Qwen3 ForCausalLM) as a `Transformer`
+  token_logprobs(...)  teacher-forced log π(completion token | prompt, prefix), memory-aware
+  KVCache              the sampler's cache: the prompt once per group, completions in chunks
+  LOGICAL_AXIS_RULES   logical axis names → mesh axes (`make_mesh`, `param_shardings`, `logical_to_spec`)
+
+Importing this room never imports torch or transformers.
+"""
+from arena_jax.models.config import (
+    MODEL_CONFIGS,
+    ModelConfig,
+    RopeScaling,
+    get_model_config,
+    register_model_config,
+    rope_frequencies,
+    tiny_config,
+)
+from arena_jax.models.hf import (
+    SUPPORTED_ARCHITECTURES,
+    UnsupportedCheckpointError,
+    config_from_hf,
+    config_to_hf,
+    load_hf,
+    read_safetensors,
+)
+from arena_jax.models.kv_cache import KVCache
+from arena_jax.models.logprobs import chunked_logprobs, token_logprobs
+from arena_jax.models.sharding import (
+    LOGICAL_AXIS_RULES,
+    MESH_AXES,
+    batch_sharding,
+    logical_sharding,
+    logical_to_spec,
+    make_mesh,
+    num_batch_shards,
+    param_shardings,
+)
+from arena_jax.models.transformer import (
+    Transformer,
+    abstract_model,
+    apply_rope,
+    init_model,
+    rope_tables,
+)

@@ -12,9 +12,8 @@ q' = q·cos + rotate_half(q)·sin with rotate_half([a, b]) = [−b, a], angles p
 HF checkpoints load without permuting q/k. Qwen3's QK-norm is an RMSNorm over the head dimension
 before RoPE; Mistral's sliding window limits a query at position p to keys at positions > p − window.
 
-Parameters carry logical axis names (`out_sharding` metadata, see `sharding.py`). The KV cache of a
-layer is a pair (k, v) of [B, num_kv_heads, S, head_dim] arrays — heads before sequence so that the
-decode step's batched matmuls read the cache in place (batch dims leading, no transposes of the cache).
+Parameters carry logical axis names (`out_sharding` metadata, see `sharding.py`). Cached decoding
+(`prefill`, `decode`) uses `kv_cache.KVCache`: the prompt stored once per group, completions in chunks.
 """
 from __future__ import annotations
 
@@ -23,14 +22,10 @@ import jax.numpy as jnp
 from flax import nnx
 from jax import lax
 
+from arena_jax.models import kv_cache
 from arena_jax.models.config import ModelConfig, rope_frequencies
 
-# Finite, so that a fully masked row (a padding query) softmaxes to uniform weights instead of NaN.
-_MASK_VALUE = -1e30
-FUSE_QKV = False
-FUSE_MLP = False
-
-KVCache = tuple[tuple[jax.Array, jax.Array], ...]
+KVCache = kv_cache.KVCache
 
 
 def _dtype(name: str):
@@ -59,11 +54,15 @@ class RMSNorm(nnx.Module):
     return y.astype(x.dtype) * self.scale[...].astype(x.dtype)
 
 
-def apply_rope(x: jax.Array, positions: jax.Array, inv_freq: jax.Array, attention_factor: float = 1.0) -> jax.Array:
-  """Rotary embedding in the rotate_half layout. x [B, T, heads, H]; positions [B, T] int."""
-  angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, H/2]
-  cos = (jnp.cos(angles) * attention_factor)[:, :, None, :]
-  sin = (jnp.sin(angles) * attention_factor)[:, :, None, :]
+def rope_tables(positions: jax.Array, inv_freq: jax.Array, attention_factor: float = 1.0):
+  """(cos, sin), each float32 [..., H/2], of the angles position·θ_i (computed once per forward)."""
+  angles = positions.astype(jnp.float32)[..., None] * inv_freq
+  return jnp.cos(angles) * attention_factor, jnp.sin(angles) * attention_factor
+
+
+def apply_rope(x: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
+  """Rotary embedding in the rotate_half layout: x [..., heads, H], rope = (cos, sin) [..., H/2]."""
+  cos, sin = (t[..., None, :] for t in rope)
   x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
   return out.astype(x.dtype)
@@ -75,27 +74,11 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Arr
   Returns [B, T, K·R, H]. Scores and softmax are float32.
   """
   scores = jnp.einsum("btkrh,bksh->bktrs", q, k, preferred_element_type=jnp.float32)
-  scores = jnp.where(mask[:, None, :, None, :], scores, _MASK_VALUE)
+  scores = jnp.where(mask[:, None, :, None, :], scores, kv_cache.MASK_VALUE)
   probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
   out = jnp.einsum("bktrs,bksh->btkrh", probs, v)
   b, t, kh, r, h = out.shape
   return out.reshape(b, t, kh * r, h)
-
-
-def attend_one(q: jax.Array, kt: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-  """`attend` for a single query per row (decode): q [B, K, R, H]; kᵀ [B, K, H, S]; v [B, K, S, H];
-  mask [B, S]. Returns [B, K·R, H].
-
-  Both batched matmuls are plain [R, H]·[H, S] and [R, S]·[S, H] products with (b, k) leading, reading
-  the cache in its stored layout (on XLA:CPU a q·kᵀ against [S, H] keys or a unit length axis costs
-  transposes or a slower kernel: ~3× the attention time).
-  """
-  scores = jnp.einsum("bkrh,bkhs->bkrs", q, kt, preferred_element_type=jnp.float32)
-  scores = jnp.where(mask[:, None, None, :], scores, _MASK_VALUE)
-  probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-  out = jnp.einsum("bkrs,bksh->bkrh", probs, v)
-  b, kh, r, h = out.shape
-  return out.reshape(b, kh * r, h)
 
 
 class Attention(nnx.Module):
@@ -126,7 +109,7 @@ class Attention(nnx.Module):
     self.num_kv_heads, self.num_groups, self.head_dim = k, c.num_groups, h
 
   def project(self, x: jax.Array):
-    """q [..., N, H], k and v [..., K, H] (no RoPE yet). One matmul when FUSE_QKV (see decode)."""
+    """q [..., N, H], k and v [..., K, H] (no RoPE yet), as 2-D matmuls over the flattened batch."""
     dt = x.dtype
     lead = x.shape[:-1]
     n, k, h = self.q_proj.shape[1], self.num_kv_heads, self.head_dim
@@ -134,11 +117,7 @@ class Attention(nnx.Module):
     wq = self.q_proj[...].astype(dt).reshape(-1, n * h)
     wk = self.k_proj[...].astype(dt).reshape(-1, k * h)
     wv = self.v_proj[...].astype(dt).reshape(-1, k * h)
-    if FUSE_QKV:
-      qkv = x2 @ jnp.concatenate([wq, wk, wv], axis=1)
-      q, kk, v = qkv[:, :n * h], qkv[:, n * h:(n + k) * h], qkv[:, (n + k) * h:]
-    else:
-      q, kk, v = x2 @ wq, x2 @ wk, x2 @ wv
+    q, kk, v = x2 @ wq, x2 @ wk, x2 @ wv
     q, kk, v = q.reshape(lead + (n, h)), kk.reshape(lead + (k, h)), v.reshape(lead + (k, h))
     if self.q_bias is not None:
       q = q + self.q_bias[...].astype(dt)
@@ -148,14 +127,12 @@ class Attention(nnx.Module):
       q, kk = self.q_norm(q), self.k_norm(kk)
     return q, kk, v
 
-  def qkv(self, x: jax.Array, positions: jax.Array, rope: tuple[jax.Array, float]):
-    """q [B, T, K, R, H] (rotated, scaled by 1/√H), k and v [B, T, K, H] (k rotated)."""
+  def qkv(self, x: jax.Array, rope: tuple[jax.Array, jax.Array]):
+    """q [..., K, R, H] (rotated, scaled by 1/√H), k and v [..., K, H] (k rotated); x [..., D]."""
     q, k, v = self.project(x)
-    inv_freq, factor = rope
-    q = apply_rope(q, positions, inv_freq, factor) * jnp.asarray(self.head_dim ** -0.5, x.dtype)
-    k = apply_rope(k, positions, inv_freq, factor)
-    b, t = x.shape[:2]
-    return q.reshape(b, t, self.num_kv_heads, self.num_groups, self.head_dim), k, v
+    q = apply_rope(q, rope) * jnp.asarray(self.head_dim ** -0.5, x.dtype)
+    k = apply_rope(k, rope)
+    return q.reshape(q.shape[:-2] + (self.num_kv_heads, self.num_groups, self.head_dim)), k, v
 
   def out(self, o: jax.Array) -> jax.Array:
     """o [..., N, H] → [..., D]."""
@@ -192,13 +169,7 @@ class MLP(nnx.Module):
 
   def __call__(self, x: jax.Array) -> jax.Array:
     dt = x.dtype
-    wg, wu = self.gate_proj[...].astype(dt), self.up_proj[...].astype(dt)
-    if FUSE_MLP:
-      f = wg.shape[1]
-      gu = x @ jnp.concatenate([wg, wu], axis=1)
-      gate, up = gu[..., :f], gu[..., f:]
-    else:
-      gate, up = x @ wg, x @ wu
+    gate, up = x @ self.gate_proj[...].astype(dt), x @ self.up_proj[...].astype(dt)
     if self.gate_bias is not None:
       gate, up = gate + self.gate_bias[...].astype(dt), up + self.up_bias[...].astype(dt)
     y = (jax.nn.silu(gate) * up) @ self.down_proj[...].astype(dt)
@@ -222,7 +193,7 @@ class Block(nnx.Module):
 
     Returns (y, (k, v)) with k, v [B, K, T, H], for a caller that caches them.
     """
-    q, k, v = self.attn.qkv(self.input_norm(x), positions, rope)
+    q, k, v = self.attn.qkv(self.input_norm(x), rope)
     k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
     window = self.attn.window_mask(positions, positions)
     if window is not None:
@@ -230,25 +201,18 @@ class Block(nnx.Module):
     h = x + self.attn.out(attend(q, k, v, mask))
     return h + self.mlp(self.post_attention_norm(h)), (k, v)
 
-  def decode(self, x, positions, rope, cache, slot, kv_valid, kv_positions=None):
-    """One new token per row: x [B, D] at positions [B], written at cache `slot` (scalar).
+  def decode(self, x, rope, prompt_k, prompt_v, ks, vs, local, prompt_mask, chunk_mask):
+    """One new token per row, x [R, D], against the cache (see `kv_cache`).
 
-    cache = (kᵀ [B, K, H, S], v [B, K, S, H]); kv_valid [B, S] masks it. Returns (y [B, D], new cache).
+    Its k, v are written at slot `local` of the last chunk of `ks`/`vs` (the chunks read this step);
+    the masks [R, P] and [R or 1, len(ks)·C] already include the sliding window.
+    Returns (y [R, D], (updated ks, updated vs)).
     """
-    a = self.attn
-    b = x.shape[0]
-    q, k, v = a.project(self.input_norm(x))
-    inv_freq, factor = rope
-    q = apply_rope(q[:, None], positions[:, None], inv_freq, factor)[:, 0] * jnp.asarray(a.head_dim ** -0.5, x.dtype)
-    k = apply_rope(k[:, None], positions[:, None], inv_freq, factor)[:, 0]
-    ckt, cv = cache
-    ckt = lax.dynamic_update_slice(ckt, k[..., None].astype(ckt.dtype), (0, 0, 0, slot))
-    cv = lax.dynamic_update_slice(cv, v[:, :, None, :].astype(cv.dtype), (0, 0, slot, 0))
-    window = a.window_mask(positions[:, None], kv_positions)
-    mask = kv_valid if window is None else kv_valid & window[:, 0]
-    q = q.reshape(b, a.num_kv_heads, a.num_groups, a.head_dim)
-    h = x + a.out(attend_one(q, ckt.astype(q.dtype), cv.astype(q.dtype), mask))
-    return h + self.mlp(self.post_attention_norm(h)), (ckt, cv)
+    q, k, v = self.attn.qkv(self.input_norm(x), rope)
+    last_k, last_v = kv_cache.write(ks[-1], vs[-1], k, v, local)
+    ks, vs = tuple(ks[:-1]) + (last_k,), tuple(vs[:-1]) + (last_v,)
+    h = x + self.attn.out(kv_cache.attend_cached(q, prompt_k, prompt_v, ks, vs, prompt_mask, chunk_mask))
+    return h + self.mlp(self.post_attention_norm(h)), (ks, vs)
 
 
 class Transformer(nnx.Module):
@@ -274,9 +238,10 @@ class Transformer(nnx.Module):
 
   # ── pieces ──
 
-  def _rope(self) -> tuple[jax.Array, float]:
+  def rope(self, positions: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """RoPE (cos, sin) tables [..., H/2] for integer positions."""
     inv_freq, factor = rope_frequencies(self.config)
-    return jnp.asarray(inv_freq), factor
+    return rope_tables(positions, jnp.asarray(inv_freq), factor)
 
   def embed(self, tokens: jax.Array) -> jax.Array:
     return jnp.take(self.embedding[...], tokens, axis=0).astype(_dtype(self.config.dtype))
@@ -311,7 +276,7 @@ class Transformer(nnx.Module):
     if valid is not None:
       mask = mask & valid[:, None, :]
     mask = jnp.broadcast_to(mask, (b, t, t))
-    rope = self._rope()
+    rope = self.rope(positions)
     x = self.embed(tokens)
     kvs = []
     for block in self.layers:
@@ -326,38 +291,49 @@ class Transformer(nnx.Module):
 
   # ── cached inference (sampler) ──
 
-  def prefill(self, tokens: jax.Array, lengths: jax.Array, cache_size: int, cache_dtype=None):
-    """Runs right-padded prompts and returns (logits at each prompt's last token [B, V], KV cache).
+  def prefill(self, tokens: jax.Array, lengths: jax.Array, *, group: int = 1, num_chunks: int = 1,
+              chunk: int = 16, cache_dtype=None) -> tuple[jax.Array, kv_cache.KVCache]:
+    """Runs right-padded prompts: (logits at each prompt's last token [B, V], a fresh `KVCache`).
 
-    tokens [B, P] hold prompt b in [0, lengths[b]); the cache has `cache_size` ≥ P slots, the prompt
-    in slots [0, P) (padding slots are masked by the caller), the rest zero.
+    tokens [B, P] hold prompt b in [0, lengths[b]). The cache keeps the prompt once per prompt and
+    `num_chunks` empty completion chunks of `chunk` slots for each of the B·`group` rows.
     """
     b, p = tokens.shape
     valid = jnp.arange(p)[None, :] < lengths[:, None]
     h, kvs = self.hidden(tokens, None, valid, return_kv=True)
     last = jnp.take_along_axis(h, jnp.maximum(lengths - 1, 0)[:, None, None], axis=1)[:, 0]
-    dtype = cache_dtype or _dtype(self.config.dtype)
-    pad = ((0, 0), (0, 0), (0, cache_size - p), (0, 0))
-    pad_t = ((0, 0), (0, 0), (0, 0), (0, cache_size - p))
-    cache = tuple((jnp.pad(k.astype(dtype).transpose(0, 1, 3, 2), pad_t), jnp.pad(v.astype(dtype), pad))
-                  for k, v in kvs)
+    cache = kv_cache.init_cache(kvs, lengths, group, num_chunks, chunk, cache_dtype or _dtype(self.config.dtype))
     return self.logits(last), cache
 
-  def decode(self, tokens: jax.Array, positions: jax.Array, cache: KVCache, slot: jax.Array,
-             kv_valid: jax.Array, kv_positions: jax.Array | None = None):
-    """One decode step: tokens [B] at RoPE positions [B] are written at cache slot `slot` (scalar).
+  def decode(self, tokens: jax.Array, slot: jax.Array, cache: kv_cache.KVCache,
+             read_chunks: int) -> tuple[jax.Array, kv_cache.KVCache]:
+    """One decode step: tokens [R] go to completion slot `slot` (a traced scalar, the same for every
+    row) at RoPE positions prompt_length + slot; they attend to their prompt and to completion slots
+    0 … slot. The slot must lie in chunk `read_chunks` − 1 (static): chunks after it are not read.
 
-    kv_valid [B, S] says which cache slots (including `slot`) the new token attends to;
-    kv_positions [B, S] (RoPE positions of the slots) is needed only with a sliding window.
-    Returns (logits [B, V], updated cache).
+    Returns (logits [R, V], the updated cache).
     """
+    c, p = cache.chunk, cache.prompt_bucket
+    span = read_chunks * c
+    lengths = cache.row_prompt_lengths()
+    positions = lengths + slot
     x = self.embed(tokens)
-    rope = self._rope()
-    new_cache = []
-    for block, layer_cache in zip(self.layers, cache):
-      x, kv = block.decode(x, positions, rope, layer_cache, slot, kv_valid, kv_positions)
-      new_cache.append(kv)
-    return self.logits(self.final_norm(x)), tuple(new_cache)
+    rope = self.rope(positions)
+    prompt_mask = jnp.arange(p)[None, :] < lengths[:, None]
+    chunk_mask = (jnp.arange(span) <= slot)[None, :]
+    new_k, new_v = [], []
+    for i, block in enumerate(self.layers):
+      pm, cm = prompt_mask, chunk_mask
+      window = block.attn.window
+      if window is not None:  # keys at positions > position − window
+        pm = pm & (jnp.arange(p)[None, :] > (positions - window)[:, None])
+        cm = cm & (jnp.arange(span)[None, :] > slot - window)
+      x, (ks, vs) = block.decode(x, rope, cache.prompt_k[i], cache.prompt_v[i], cache.k[i][:read_chunks],
+                                 cache.v[i][:read_chunks], slot - (read_chunks - 1) * c, pm, cm)
+      new_k.append(ks + cache.k[i][read_chunks:])
+      new_v.append(vs + cache.v[i][read_chunks:])
+    cache = cache.replace(k=tuple(new_k), v=tuple(new_v))
+    return self.logits(self.final_norm(x)), cache
 
 
 def init_model(config: ModelConfig, seed: int = 0) -> Transformer:

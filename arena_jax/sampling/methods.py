@@ -1,6 +1,9 @@
 """Sampling methods (tiny frozen classes, as gemma's `_sampling.py`) and the logit filters they use.
 
-A method turns float32 logits [B, V] into next tokens [B]. Each method also names the temperature of
+A method turns float32 logits [B, V] and one uniform number per row, u [B] ∈ (0, 1), into next tokens
+[B]. Sampling inverts the CDF of the (filtered, tempered) distribution at u, so a whole decode needs
+only [N, B] uniforms, drawn once before the loop (on CPU a threefry call inside the loop costs more
+than the sampling itself). Each method also names the temperature of
 its **behaviour log-probs**: the sampler records log softmax(logits / T)[token] over the *full*
 vocabulary, T = `logprob_temperature`. Top-k / top-p truncation is deliberately not reflected there:
 the loss recomputes π_θ with the same T (`token_logprobs(..., temperature=T)`), so the CISPO ratio
@@ -38,17 +41,21 @@ def apply_top_p(logits: jax.Array, p: float) -> jax.Array:
   return jnp.where(logits >= threshold, logits, _NEG)
 
 
-def sample_categorical(rng: jax.Array, logits: jax.Array) -> jax.Array:
-  """One draw per row from softmax(logits), by inverting the CDF with one uniform per row.
+def uniforms(rng: jax.Array, shape) -> jax.Array:
+  """float32 uniforms in [tiny, 1): never 0, so `sample_categorical` never picks a zero-mass token."""
+  return jax.random.uniform(rng, shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny)
+
+
+def sample_categorical(logits: jax.Array, u: jax.Array) -> jax.Array:
+  """One draw per row from softmax(logits) by inverse-CDF: the first index whose CDF reaches u·Z.
 
   Exact like the Gumbel-max trick (`jax.random.categorical`) but with one random number per row
-  instead of one per vocabulary entry, which is ~6× cheaper on CPU. u ∈ [tiny, 1) never selects a
-  zero-probability token: the first index whose CDF reaches u·Z has positive mass.
+  instead of one per vocabulary entry (~6× cheaper on CPU). With u ∈ (0, 1) the chosen index always
+  has positive mass.
   """
   p = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
   cdf = jax.lax.cumsum(p, axis=logits.ndim - 1)
-  u = jax.random.uniform(rng, logits.shape[:-1] + (1,), jnp.float32, minval=jnp.finfo(jnp.float32).tiny)
-  index = jnp.sum(cdf < u * cdf[..., -1:], axis=-1)
+  index = jnp.sum(cdf < u[..., None] * cdf[..., -1:], axis=-1)
   return jnp.minimum(index, logits.shape[-1] - 1).astype(jnp.int32)
 
 
@@ -60,8 +67,8 @@ class Greedy:
   def logprob_temperature(self) -> float:
     return 1.0
 
-  def __call__(self, logits: jax.Array, rng: jax.Array) -> jax.Array:
-    del rng
+  def __call__(self, logits: jax.Array, u: jax.Array) -> jax.Array:
+    del u
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 
@@ -88,7 +95,7 @@ class RandomSampling:
   def logprob_temperature(self) -> float:
     return self.temperature if self.temperature > 0 else 1.0
 
-  def __call__(self, logits: jax.Array, rng: jax.Array) -> jax.Array:
+  def __call__(self, logits: jax.Array, u: jax.Array) -> jax.Array:
     if self.temperature == 0:
       return jnp.argmax(logits, axis=-1).astype(jnp.int32)
     logits = logits / self.temperature
@@ -96,7 +103,7 @@ class RandomSampling:
       logits = apply_top_k(logits, self.top_k)
     if self.top_p is not None and self.top_p < 1:
       logits = apply_top_p(logits, self.top_p)
-    return sample_categorical(rng, logits)
+    return sample_categorical(logits, u)
 
 
 SamplingMethod = Greedy | RandomSampling

@@ -1,25 +1,29 @@
-"""KV-cache sampler: one prefill per prompt, then G samples per prompt decoded in a jitted while_loop.
+"""KV-cache sampler: one prefill per prompt, then G samples per prompt decoded in jitted while_loops.
 
 Shape of a call (gemma's `_prefill.py` + `_sampler_loop.py`, reshaped for RL groups):
 
-  prompts [B] ──pad right to a bucket P──► prefill (jit) ──► cache [B, K, P+N, H], logits of token 0
-                                             │ repeat ×G (rows b·G … b·G+G−1 are prompt b's group)
-                                             ▼
-         decode (jit, state donated): lax.while_loop over steps t = 1 … N−1, stops when every row is done
+  prompts [B] ──pad right to a bucket P──► prefill (jit) ──► KVCache (prompt part [B, …], once per
+                                             │                group) + logits of completion token 0
+                                             ▼                rows b·G … b·G+G−1 are prompt b's group
+         decode (jit, state donated): one lax.while_loop per cache chunk over steps t = 1 … N−1,
+                                      stopping as soon as every row is done
                                              ▼
   SampleOutput: tokens, behaviour log-probs, lengths, truncated, completion_step  [B·G, …]
 
-Cache layout. Prompt b occupies slots [0, len_b) and completion token t slot P + t, for every row, so a
-decode step writes all rows at one scalar slot (a single in-place dynamic_update_slice per layer);
-the gap [len_b, P) is masked out, and RoPE positions are per row (len_b + t), exactly as if the
-prompt were unpadded. `token_logprobs` scores (prompt, completion) with the same layout.
+Cache (`arena_jax.models.kv_cache`): the G samples of a prompt share its prefilled keys and values;
+completion token t of every row goes to completion slot t (one in-place dynamic_update_slice per layer
+and step), and the step only reads the completion chunks written so far. RoPE positions are per row
+(prompt_length + t), exactly as if the prompt were unpadded; `token_logprobs` scores (prompt,
+completion) with the same positions.
 
 Static shapes: P is the smallest bucket ≥ the longest prompt, N = `max_new_tokens` is fixed, and the
 number of prompts is padded to a multiple of the mesh's batch shards, so an RL run compiles one
 prefill and one decode program per prompt bucket, whatever the params.
 
-Randomness: the noise of step t is drawn from fold_in(rng, t) over the whole [B·G, V] logits, with
-jax's partitionable threefry, so the same key gives the same tokens on one device or on a mesh.
+Randomness: one uniform per row and step, drawn before the loop (the loop body holds no RNG): row r's
+N numbers come from fold_in(rng, r), so they depend on the key and the row index only — not on the
+batch padding a mesh needs, nor on the device count (jax's threefry is partitionable): the same key
+gives the same tokens on one device or on a mesh.
 """
 from __future__ import annotations
 
@@ -38,8 +42,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from arena_jax.models.config import ModelConfig
 from arena_jax.models.sharding import (LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards,
                                        param_shardings)
-from arena_jax.models.transformer import KVCache, Transformer, abstract_model
-from arena_jax.sampling.methods import RandomSampling, SamplingMethod
+from arena_jax.models.kv_cache import KVCache
+from arena_jax.models.transformer import Transformer, abstract_model
+from arena_jax.sampling.methods import RandomSampling, SamplingMethod, uniforms
 
 DEFAULT_PROMPT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -84,8 +89,8 @@ class SampleOutput:
 
 @flax.struct.dataclass
 class DecodeState:
-  """The while_loop's carry. `step` = tokens sampled so far; row r's last token sits at cache slot
-  P + step − 1 and RoPE position prompt_lengths[r] + step − 1."""
+  """The while_loops' carry. `step` t = tokens sampled so far; the next step feeds the last one,
+  completion token t − 1, into completion slot t − 1 of the cache."""
 
   step: jax.Array
   tokens: jax.Array
@@ -93,9 +98,8 @@ class DecodeState:
   done: jax.Array
   finish: jax.Array
   last_token: jax.Array
-  prompt_lengths: jax.Array
   cache: KVCache
-  rng: jax.Array
+  uniforms: jax.Array
 
 
 # ─────────────────────────────────────── pure helpers ───────────────────────────────────────
@@ -109,18 +113,18 @@ def bucket_length(length: int, buckets: Sequence[int]) -> int:
   return -(-length // 8) * 8
 
 
-def decode_kv_mask(prompt_lengths: jax.Array, prompt_bucket: int, step: jax.Array, cache_size: int) -> jax.Array:
-  """bool [R, S]: slots visible to the token at slot P + step − 1 (prompt, then completion so far)."""
-  s = jnp.arange(cache_size)[None, :]
-  in_prompt = s < prompt_lengths[:, None]
-  in_completion = (s >= prompt_bucket) & (s < prompt_bucket + step)
-  return in_prompt | in_completion
+def cache_chunking(max_new_tokens: int, chunk: int | None = None) -> tuple[int, int]:
+  """(chunk size, number of chunks) covering the N − 1 completion slots that decoding writes.
 
-
-def slot_positions(prompt_lengths: jax.Array, prompt_bucket: int, cache_size: int) -> jax.Array:
-  """int32 [R, S]: RoPE position of each cache slot (the gap gets positions no query reaches)."""
-  s = jnp.arange(cache_size, dtype=jnp.int32)[None, :]
-  return jnp.where(s < prompt_bucket, s, prompt_lengths[:, None] + s - prompt_bucket)
+  By default up to 4 chunks of ≥ 16 slots (a multiple of 8): each chunk is one while_loop (one more
+  copy of the decode step to compile) and lets the earlier steps skip reading the unwritten tail.
+  """
+  slots = max(1, max_new_tokens - 1)
+  if chunk is None:
+    n = min(4, -(-slots // 16))
+    chunk = -(-slots // n)
+  chunk = -(-chunk // 8) * 8
+  return chunk, -(-slots // chunk)
 
 
 def mask_after_stop(tokens: jax.Array, stop_tokens: Sequence[int], pad_id: int) -> jax.Array:
@@ -178,6 +182,7 @@ class Sampler:
       `tensor` (see `arena_jax.models.sharding`). None = the default device.
     rules: logical axis rules.
     cache_dtype: KV cache dtype (default: the model's compute dtype).
+    cache_chunk: completion slots per cache chunk (default: `cache_chunking`'s choice).
   """
 
   config: ModelConfig
@@ -191,6 +196,7 @@ class Sampler:
   mesh: Mesh | None = None
   rules: tuple[tuple[str, Any], ...] = LOGICAL_AXIS_RULES
   cache_dtype: str | None = None
+  cache_chunk: int | None = None
 
   def __post_init__(self):
     object.__setattr__(self, "stop_tokens", tuple(int(t) for t in self.stop_tokens))
@@ -228,7 +234,7 @@ class Sampler:
     params = _pure_params(params)
     state = self._prefill_fn(params, tokens, lengths, active, rng)
     # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
-    out, _ = self._decode_fn(params, state, jnp.asarray(tokens), jnp.asarray(lengths))
+    out, _ = self._decode_fn(params, state, jnp.asarray(tokens))
     if padded != num_prompts:
       rows = num_prompts * self.num_samples
       out = SampleOutput(
@@ -256,6 +262,13 @@ class Sampler:
       out[i, :len(r)] = r
     return out, lengths
 
+  def shard_params(self, params: Any) -> dict:
+    """The parameters as a pure dict, placed on `mesh` by their logical axes (as-is without a mesh)."""
+    params = _pure_params(params)
+    if self.mesh is None:
+      return params
+    return jax.device_put(params, self._param_shardings)
+
   # ── jitted programs (built once per sampler) ──
 
   @functools.cached_property
@@ -275,7 +288,7 @@ class Sampler:
     out = SampleOutput(tokens=batch2, logprobs=batch2, lengths=batch1, truncated=batch1, completion_step=batch1,
                        is_greedy=batch1, prompt_tokens=batch2, prompt_lengths=batch1, num_samples=self.num_samples)
     return jax.jit(self._decode, donate_argnums=1,
-                   in_shardings=(self._param_shardings, self._state_shardings, batch2, batch1),
+                   in_shardings=(self._param_shardings, self._state_shardings, batch2),
                    out_shardings=(out, self._state_shardings))
 
   @functools.cached_property
@@ -289,21 +302,30 @@ class Sampler:
   @functools.cached_property
   def _state_shardings(self) -> DecodeState:
     c = self.config
+    _, num_chunks = cache_chunking(self.max_new_tokens, self.cache_chunk)
     shards = num_batch_shards(self.mesh, self.rules)
-    shape = (shards, c.num_kv_heads, c.head_dim, 1)
-    kt = logical_sharding(("batch", "kv_heads", "head_dim", "cache_seq"), shape, self.mesh, self.rules)
-    v = logical_sharding(("batch", "kv_heads", "cache_seq", "head_dim"), shape, self.mesh, self.rules)
+
+    def cache(names):
+      shape = (shards, c.num_kv_heads, c.head_dim, c.head_dim)  # only the batch and head dims matter
+      return logical_sharding(names, shape, self.mesh, self.rules)
+
+    kt = cache(("batch", "kv_heads", "head_dim", "cache_seq"))
+    v = cache(("batch", "kv_heads", "cache_seq", "head_dim"))
     batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
     rep = NamedSharding(self.mesh, PartitionSpec())
+    columns = NamedSharding(self.mesh, PartitionSpec(None, batch1.spec[0]))
+    layers = range(c.num_layers)
+    kv = KVCache(prompt_k=tuple(kt for _ in layers), prompt_v=tuple(v for _ in layers),
+                 k=tuple((kt,) * num_chunks for _ in layers), v=tuple((v,) * num_chunks for _ in layers),
+                 prompt_lengths=batch1)
     return DecodeState(step=rep, tokens=batch2, logprobs=batch2, done=batch1, finish=batch1, last_token=batch1,
-                       prompt_lengths=batch1, cache=tuple((kt, v) for _ in range(c.num_layers)), rng=rep)
+                       cache=kv, uniforms=columns)
 
   # ── traced bodies ──
 
-  def _choose(self, logits: jax.Array, rng: jax.Array, step) -> tuple[jax.Array, jax.Array]:
+  def _choose(self, logits: jax.Array, u: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Next tokens [R] and their behaviour log-probs [R] (see `SampleOutput.logprobs`)."""
-    key = jax.random.fold_in(rng, step)
-    tokens = self.method(logits, key)
+    tokens = self.method(logits, u)
     if self.greedy_first:
       greedy = (jnp.arange(logits.shape[0]) % self.num_samples) == 0
       tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), tokens)
@@ -319,14 +341,15 @@ class Sampler:
   def _prefill(self, params, tokens, lengths, active, rng) -> DecodeState:
     model = model_from_params(self.config, params)
     g, n = self.num_samples, self.max_new_tokens
-    cache_size = tokens.shape[1] + n
+    chunk, num_chunks = cache_chunking(n, self.cache_chunk)
     cache_dtype = jnp.dtype(self.cache_dtype) if self.cache_dtype else None
-    logits, cache = model.prefill(tokens, lengths, cache_size, cache_dtype)
-    # One prefill per prompt, shared by its G samples.
-    cache = jax.tree.map(lambda x: jnp.repeat(x, g, axis=0), cache)
-    logits, lengths, active = (jnp.repeat(x, g, axis=0) for x in (logits, lengths, active))
+    logits, cache = model.prefill(tokens, lengths, group=g, num_chunks=num_chunks, chunk=chunk,
+                                  cache_dtype=cache_dtype)
+    # One prefill per prompt: its G samples share the cached prompt and start from the same logits.
+    logits, active = jnp.repeat(logits, g, axis=0), jnp.repeat(active, g, axis=0)
     rows = logits.shape[0]
-    first, first_lp = self._choose(logits, rng, 0)
+    u = jax.vmap(lambda r: uniforms(jax.random.fold_in(rng, r), (n,)), out_axes=1)(jnp.arange(rows))
+    first, first_lp = self._choose(logits, u[0])
     done0 = ~active
     first = jnp.where(done0, self.pad_id, first)
     first_lp = jnp.where(done0, 0.0, first_lp)
@@ -337,25 +360,17 @@ class Sampler:
         logprobs=jnp.zeros((rows, n), jnp.float32).at[:, 0].set(first_lp),
         done=done0 | stopped,
         finish=jnp.where(stopped, 0, jnp.where(done0, -1, n)).astype(jnp.int32),
-        last_token=first, prompt_lengths=lengths, cache=cache, rng=rng)
+        last_token=first, cache=cache, uniforms=u)
 
-  def _decode(self, params, state: DecodeState, prompt_tokens, prompt_lengths) -> tuple[SampleOutput, DecodeState]:
+  def _decode(self, params, state: DecodeState, prompt_tokens) -> tuple[SampleOutput, DecodeState]:
     model = model_from_params(self.config, params)
     n = self.max_new_tokens
-    prompt_bucket = prompt_tokens.shape[1]
-    cache_size = prompt_bucket + n
-    needs_positions = any(self.config.layer_window(i) is not None for i in range(self.config.num_layers))
-    kv_positions = slot_positions(state.prompt_lengths, prompt_bucket, cache_size) if needs_positions else None
+    chunk, num_chunks = cache_chunking(n, self.cache_chunk)
 
-    def cond(s: DecodeState):
-      return (s.step < n) & ~jnp.all(s.done)
-
-    def body(s: DecodeState) -> DecodeState:
+    def body(s: DecodeState, read_chunks: int) -> DecodeState:
       t = s.step
-      slot = prompt_bucket + t - 1
-      kv_valid = decode_kv_mask(s.prompt_lengths, prompt_bucket, t, cache_size)
-      logits, cache = model.decode(s.last_token, s.prompt_lengths + t - 1, s.cache, slot, kv_valid, kv_positions)
-      tok, lp = self._choose(logits, s.rng, t)
+      logits, cache = model.decode(s.last_token, t - 1, s.cache, read_chunks)
+      tok, lp = self._choose(logits, lax.dynamic_index_in_dim(s.uniforms, t, keepdims=False))
       tok = jnp.where(s.done, self.pad_id, tok)
       lp = jnp.where(s.done, 0.0, lp)
       stopped = self._stopped(tok) & ~s.done
@@ -364,9 +379,14 @@ class Sampler:
           tokens=lax.dynamic_update_slice(s.tokens, tok[:, None], (0, t)),
           logprobs=lax.dynamic_update_slice(s.logprobs, lp[:, None], (0, t)),
           done=s.done | stopped, finish=jnp.where(stopped, t, s.finish), last_token=tok,
-          prompt_lengths=s.prompt_lengths, cache=cache, rng=s.rng)
+          cache=cache, uniforms=s.uniforms)
 
-    s = lax.while_loop(cond, body, state)
+    s = state
+    for j in range(num_chunks):
+      # Steps t whose fed token (slot t − 1) lies in chunk j; they read chunks 0 … j only.
+      end = min((j + 1) * chunk + 1, n)
+      s = lax.while_loop(lambda s, end=end: (s.step < end) & ~jnp.all(s.done),
+                         functools.partial(body, read_chunks=j + 1), s)
     finished = s.finish < n  # includes filler rows (finish −1), dropped by the caller
     lengths = jnp.where(finished, s.finish + 1, n).astype(jnp.int32)
     rows = s.tokens.shape[0]
@@ -374,4 +394,4 @@ class Sampler:
     return SampleOutput(
         tokens=s.tokens, logprobs=s.logprobs, lengths=lengths, truncated=~finished,
         completion_step=lengths - 1, is_greedy=is_greedy, prompt_tokens=prompt_tokens,
-        prompt_lengths=prompt_lengths, num_samples=self.num_samples), s
+        prompt_lengths=s.cache.prompt_lengths, num_samples=self.num_samples), s

@@ -1,0 +1,186 @@
+"""Sampler throughput: arena_jax's KV-cache sampler vs transformers' PyTorch `generate`.
+
+    python -m benchmarks.sampler [--prompts 256] [--prompt-len 32] [--new-tokens 64] [--repeats 3] [--group 8]
+
+Workload: the default tiny policy (`arena_jax.models.tiny_config()`: 4 layers, d_model 256, 4 heads of
+64 with 2 KV heads, SwiGLU 768, vocab 512, tied embeddings, float32, ≈3.3 M parameters), random
+weights saved by transformers as a `LlamaForCausalLM` checkpoint and loaded with `load_hf`, so both
+sides run the same weights. `--prompts` random prompts of `--prompt-len` tokens, `--new-tokens` new
+tokens each at temperature 1 (no top-k / top-p, no stop token: every row decodes the full budget).
+
+  ours  `Sampler` (jitted prefill, then jitted while_loops over a donated, chunked KV cache),
+        compile excluded
+  hf    `model.generate(do_sample=True, temperature=1, top_k=None, top_p=None)` under torch.no_grad,
+        all torch threads
+
+Both are timed alternately in this one process (median of `--repeats`); speed-up is their ratio.
+A second, RL-shaped workload (`--group` G > 0) samples G completions for each of `--prompts`/G prompts
+of 4·`--prompt-len` tokens (same number of rows), ours with one shared prefill and prompt cache per
+group, transformers with `num_return_sequences=G`; its figures are the JSON's `group_*` keys.
+Model FLOP/s counts the useful FLOPs of our run (2·matmul params per token, the output projection
+only where a token is sampled, attention over the real context) against this machine's float32
+matmul peak, measured here with a 2048² `jnp.dot`. The last line is JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+from benchmarks import common  # sets JAX_PLATFORMS before jax is imported
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from arena_jax import models, sampling  # noqa: E402
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
+  """Best-of-`repeats` float32 GFLOP/s of an n×n by n×n `jnp.dot` on the default device."""
+  a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+  b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
+  dot = jax.jit(jnp.dot)
+  dot(a, b).block_until_ready()
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    dot(a, b).block_until_ready()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n ** 3 / best / 1e9
+
+
+def sampling_flops(c: models.ModelConfig, prompts: int, prompt_len: int, new_tokens: int) -> float:
+  """Useful forward FLOPs of prefill + decode (see the module docstring)."""
+  per_token = 2 * c.num_layers * (c.d_model * c.head_dim * (2 * c.num_heads + 2 * c.num_kv_heads)
+                                  + 3 * c.d_model * c.mlp_dim)
+  head = 2 * c.d_model * c.vocab_size
+  attention = 4 * c.num_layers * c.num_heads * c.head_dim  # q·k and p·v per attended key
+  prefill = prompt_len * per_token + attention * prompt_len * (prompt_len + 1) / 2 + head
+  decode = sum(per_token + head + attention * (prompt_len + t + 1) for t in range(new_tokens - 1))
+  return prompts * (prefill + decode)
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--prompts", type=int, default=256)
+  parser.add_argument("--prompt-len", type=int, default=32)
+  parser.add_argument("--new-tokens", type=int, default=64)
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--group", type=int, default=8, help="G of the RL-shaped workload (0: skip it)")
+  parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                      help="override a field of the tiny config, e.g. --set d_model=128 (for exploration)")
+  args = parser.parse_args(argv)
+
+  import torch  # pylint: disable=g-import-not-at-top  (hf extra: only this benchmark needs it)
+  import transformers  # pylint: disable=g-import-not-at-top
+
+  config = models.tiny_config()
+  for item in args.set:
+    field, value = item.split("=", 1)
+    config = config.replace(**{field: type(getattr(config, field) or 0)(value)})
+  torch.manual_seed(0)
+  hf_model = transformers.LlamaForCausalLM(
+      transformers.LlamaConfig(**models.config_to_hf(config, "LlamaForCausalLM"))).eval()
+  with tempfile.TemporaryDirectory() as path:
+    hf_model.save_pretrained(path)
+    model = models.load_hf(path)
+
+  rng = np.random.default_rng(0)
+  prompts = rng.integers(4, config.vocab_size, (args.prompts, args.prompt_len)).astype(np.int32)
+  lengths = np.full(args.prompts, args.prompt_len, np.int32)
+  sampler = sampling.Sampler(config=config, max_new_tokens=args.new_tokens,
+                             method=sampling.RandomSampling(temperature=1.0))
+  keys = iter(jax.random.split(jax.random.key(0), 1000))
+
+  def ours():
+    out = sampler(model, (prompts, lengths), next(keys))
+    out.tokens.block_until_ready()
+    return out
+
+  torch_prompts = torch.from_numpy(prompts.astype(np.int64))
+
+  def hf():
+    with torch.no_grad():
+      return hf_model.generate(
+          torch_prompts, attention_mask=torch.ones_like(torch_prompts), do_sample=True, temperature=1.0,
+          top_k=None, top_p=None, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+          eos_token_id=None, pad_token_id=0)
+
+  start = time.perf_counter()
+  out = ours()  # compiles prefill and decode
+  compile_s = time.perf_counter() - start
+  assert out.tokens.shape == (args.prompts, args.new_tokens) and bool(jnp.all(out.lengths == args.new_tokens))
+  assert hf().shape == (args.prompts, args.prompt_len + args.new_tokens)
+  ours_t, hf_t = [], []
+  for _ in range(args.repeats):  # alternate, so that load on a shared machine hits both alike
+    ours_t.append(common.timed(ours, repeats=1, warmup=0))
+    hf_t.append(common.timed(hf, repeats=1, warmup=0))
+  ours_s, hf_s = statistics.median(ours_t), statistics.median(hf_t)
+
+  group_rows = []
+  if args.group:
+    g, b, p = args.group, max(1, args.prompts // args.group), 4 * args.prompt_len
+    group_prompts = rng.integers(4, config.vocab_size, (b, p)).astype(np.int32)
+    group_sampler = sampling.Sampler(config=config, max_new_tokens=args.new_tokens, num_samples=g,
+                                     method=sampling.RandomSampling(temperature=1.0))
+    torch_group = torch.from_numpy(group_prompts.astype(np.int64))
+
+    def ours_group():
+      group_sampler(model, (group_prompts, np.full(b, p, np.int32)), next(keys)).tokens.block_until_ready()
+
+    def hf_group():
+      with torch.no_grad():
+        hf_model.generate(
+            torch_group, attention_mask=torch.ones_like(torch_group), do_sample=True, temperature=1.0, top_k=None,
+            top_p=None, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, eos_token_id=None,
+            pad_token_id=0, num_return_sequences=g)
+
+    ours_group()  # compile
+    og, hg = [], []
+    for _ in range(args.repeats):
+      og.append(common.timed(ours_group, repeats=1, warmup=0))
+      hg.append(common.timed(hf_group, repeats=1, warmup=0))
+    og_s, hg_s = statistics.median(og), statistics.median(hg)
+    group_tokens = b * g * args.new_tokens
+    group_rows = [[f"arena_jax Sampler, {b} prompts × G={g}, {p}-token prompts", og_s, group_tokens / og_s, hg_s / og_s],
+                  [f"transformers generate, num_return_sequences={g}", hg_s, group_tokens / hg_s, 1.0]]
+
+  generated = args.prompts * args.new_tokens
+  peak = matmul_peak_gflops()
+  model_gflops = sampling_flops(config, args.prompts, args.prompt_len, args.new_tokens) / ours_s / 1e9
+  figures = {
+      "tokens_per_s": generated / ours_s,
+      "hf_tokens_per_s": generated / hf_s,
+      "speedup_vs_hf": hf_s / ours_s,
+      "peak_gflops": peak,
+      "model_gflops": model_gflops,
+      "fraction_of_peak": model_gflops / peak,
+  }
+  print(f"tiny policy: {config.num_layers} layers, d_model {config.d_model}, {config.num_heads} heads × "
+        f"{config.head_dim} ({config.num_kv_heads} KV), SwiGLU {config.mlp_dim}, vocab {config.vocab_size}, "
+        f"{config.num_params() / 1e6:.2f} M params, float32; {args.prompts} prompts × {args.prompt_len} tokens, "
+        f"{args.new_tokens} new tokens at T=1; {jax.device_count()} JAX device(s), torch threads "
+        f"{torch.get_num_threads()}, {os.cpu_count()} CPUs; our compile {compile_s:.1f}s")
+  common.print_table(
+      ["sampler", "median s", "tokens/s", "speed-up"],
+      [["arena_jax Sampler", ours_s, figures["tokens_per_s"], figures["speedup_vs_hf"]],
+       ["transformers generate", hf_s, figures["hf_tokens_per_s"], 1.0]])
+  if group_rows:
+    print()
+    common.print_table(["RL-shaped workload", "median s", "tokens/s", "speed-up"], group_rows)
+    figures["group_tokens_per_s"] = group_rows[0][2]
+    figures["group_hf_tokens_per_s"] = group_rows[1][2]
+    figures["group_speedup_vs_hf"] = group_rows[0][3]
+  print()
+  common.print_table(
+      ["f32 matmul peak GFLOP/s", "model GFLOP/s", "fraction of peak"],
+      [[peak, model_gflops, figures["fraction_of_peak"]]])
+  common.emit_json(figures)
+  return figures
+
+
+if __name__ == "__main__":
+  main()

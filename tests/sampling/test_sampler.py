@@ -1,0 +1,165 @@
+"""The KV-cache sampler: layout, stop tokens, behaviour log-probs, greedy exactness, groups, recompiles."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from arena_jax import models, sampling
+
+CONFIG = models.ModelConfig(vocab_size=61, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8,
+                            mlp_dim=48, init_std=1.0)
+STOP = (1, 2)
+
+
+@pytest.fixture(scope="module")
+def model():
+  return models.init_model(CONFIG, seed=0)
+
+
+@pytest.fixture(scope="module")
+def prompts():
+  rng = np.random.default_rng(1)
+  return [list(rng.integers(3, 61, n)) for n in (5, 11, 1, 20)]  # buckets 16 and 32 both occur below
+
+
+@nnx.jit
+def _forward(model, tokens):
+  return model(tokens)
+
+
+def _teacher_forced_greedy(model, prompt, steps, width=32):
+  """Greedy continuation by repeated full forward passes (no cache). Causal attention lets one
+  fixed-width buffer serve every step: the zeros after position len − 1 cannot affect it."""
+  seq = list(prompt)
+  for _ in range(steps):
+    buffer = np.zeros((1, width), np.int32)
+    buffer[0, :len(seq)] = seq
+    seq.append(int(jnp.argmax(_forward(model, jnp.asarray(buffer))[0, len(seq) - 1])))
+  return seq[len(prompt):]
+
+
+def test_output_layout_and_stop_tokens(model, prompts):
+  g, n = 3, 12
+  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=n, num_samples=g, stop_tokens=STOP,
+                             method=sampling.RandomSampling(temperature=1.5))
+  out = sampler(model, prompts, jax.random.key(0))
+  rows = len(prompts) * g
+  assert out.tokens.shape == out.logprobs.shape == (rows, n)
+  assert out.lengths.shape == out.truncated.shape == out.completion_step.shape == out.is_greedy.shape == (rows,)
+  assert out.prompt_tokens.shape == (len(prompts), 32) and out.prompt_lengths.tolist() == [5, 11, 1, 20]
+  assert out.grouped(out.tokens).shape == (len(prompts), g, n)
+  tokens, logprobs, lengths = map(np.asarray, (out.tokens, out.logprobs, out.lengths))
+  assert 0 < (~np.asarray(out.truncated)).sum() < rows  # some rows stop, some hit the budget (seeded)
+  for r in range(rows):
+    stops = [t for t in range(n) if tokens[r, t] in STOP]
+    if out.truncated[r]:
+      assert not stops and lengths[r] == n
+    else:
+      assert stops[0] == lengths[r] - 1  # the stop token is the last one kept
+    assert out.completion_step[r] == lengths[r] - 1
+    assert np.all(tokens[r, lengths[r]:] == 0) and np.all(logprobs[r, lengths[r]:] == 0)
+    assert np.all(logprobs[r, :lengths[r]] < 0)
+  np.testing.assert_array_equal(out.completion_mask(), np.arange(n)[None] < lengths[:, None])
+  assert not np.asarray(out.is_greedy).any()
+
+
+def test_behaviour_logprobs_equal_teacher_forced_logprobs(model, prompts):
+  """π_old recorded by the sampler == `token_logprobs` at the sampler's temperature (SPEC §2)."""
+  g = 2
+  method = sampling.RandomSampling(temperature=0.8, top_k=20)
+  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=10, num_samples=g, stop_tokens=STOP, method=method)
+  out = sampler(model, prompts, jax.random.key(1))
+  recomputed = models.token_logprobs(
+      model, jnp.repeat(out.prompt_tokens, g, axis=0), jnp.repeat(out.prompt_lengths, g, axis=0), out.tokens,
+      out.completion_mask(), temperature=sampler.logprob_temperature)
+  np.testing.assert_allclose(out.logprobs, recomputed, atol=2e-5)
+
+
+def test_greedy_equals_teacher_forced_argmax_whatever_the_padding(model, prompts):
+  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=8, method=sampling.Greedy())
+  out = sampler(model, prompts, jax.random.key(2))
+  for i, prompt in enumerate(prompts):
+    assert np.asarray(out.tokens[i]).tolist() == _teacher_forced_greedy(model, prompt, 8)
+  # Alone in a smaller bucket, a prompt gets the same continuation.
+  alone = sampler(model, prompts[:1], jax.random.key(3))
+  np.testing.assert_array_equal(alone.tokens[0], out.tokens[0])
+
+
+def test_greedy_with_a_sliding_window_prompt_longer_than_the_window():
+  config = CONFIG.replace(sliding_window=4)
+  model = models.init_model(config, seed=4)
+  prompt = list(np.random.default_rng(5).integers(3, 61, 9))
+  # Two samples share the prompt's cache; chunks of 8 put the window across a chunk boundary.
+  out = sampling.Sampler(config=config, max_new_tokens=12, num_samples=2, cache_chunk=8,
+                         method=sampling.Greedy())(model, [prompt], jax.random.key(0))
+  expected = _teacher_forced_greedy(model, prompt, 12)
+  assert np.asarray(out.tokens).tolist() == [expected, expected]
+
+
+def test_cache_chunking_does_not_change_the_samples(model, prompts):
+  kw = dict(config=CONFIG, max_new_tokens=20, num_samples=2, stop_tokens=STOP,
+            method=sampling.RandomSampling(temperature=1.0))
+  chunked = sampling.Sampler(**kw, cache_chunk=8)(model, prompts, jax.random.key(10))  # 3 chunks
+  whole = sampling.Sampler(**kw, cache_chunk=24)(model, prompts, jax.random.key(10))  # 1 chunk
+  np.testing.assert_array_equal(chunked.tokens, whole.tokens)
+  np.testing.assert_allclose(chunked.logprobs, whole.logprobs, atol=1e-5)
+
+
+def test_greedy_first_member_is_the_greedy_anchor(model, prompts):
+  kw = dict(config=CONFIG, max_new_tokens=8, num_samples=4, stop_tokens=STOP)
+  anchored = sampling.Sampler(**kw, method=sampling.RandomSampling(temperature=2.0), greedy_first=True)
+  out = anchored(model, prompts, jax.random.key(4))
+  greedy = sampling.Sampler(**{**kw, "num_samples": 1}, method=sampling.Greedy())(model, prompts, jax.random.key(5))
+  np.testing.assert_array_equal(out.grouped(out.tokens)[:, 0], greedy.tokens)
+  np.testing.assert_array_equal(out.is_greedy, np.tile([True, False, False, False], len(prompts)))
+  # Its log-probs are still the policy's at the group's temperature.
+  assert anchored.logprob_temperature == 2.0
+  # The other members sample: not all equal to the anchor.
+  assert not np.all(out.grouped(out.tokens)[:, 1:] == out.grouped(out.tokens)[:, :1])
+
+
+def test_keys_and_groups(model, prompts):
+  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=6, num_samples=5,
+                             method=sampling.RandomSampling(temperature=1.0))
+  a = sampler(model, prompts, jax.random.key(6))
+  b = sampler(model, prompts, jax.random.key(6))
+  c = sampler(model, prompts, jax.random.key(7))
+  np.testing.assert_array_equal(a.tokens, b.tokens)
+  assert not np.array_equal(a.tokens, c.tokens)
+  # The samples of a group differ from one another (one shared prefill, independent draws).
+  grouped = np.asarray(a.grouped(a.tokens))
+  assert all(len({tuple(row) for row in group}) > 1 for group in grouped)
+
+
+def test_first_token_distribution_is_the_policy(model):
+  """Empirical frequencies of the first sampled token match softmax(logits / T)."""
+  prompt = [5, 9, 13]
+  g, temperature = 4000, 1.3
+  out = sampling.Sampler(config=CONFIG, max_new_tokens=1, num_samples=g,
+                         method=sampling.RandomSampling(temperature=temperature))(model, [prompt], jax.random.key(8))
+  probs = np.asarray(jax.nn.softmax(model(jnp.asarray([prompt]))[0, -1] / temperature))
+  freq = np.bincount(np.asarray(out.tokens[:, 0]), minlength=CONFIG.vocab_size) / g
+  assert np.abs(freq - probs).max() < 4 * np.sqrt(probs.max() / g)
+  np.testing.assert_allclose(out.logprobs[:, 0], np.log(probs[np.asarray(out.tokens[:, 0])]), atol=1e-5)
+
+
+def test_new_params_do_not_recompile(model, prompts):
+  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=5, num_samples=2, stop_tokens=STOP)
+  other = jax.tree.map(lambda x: x * 1.01, nnx.to_pure_dict(nnx.state(model)))
+  first = sampler(model, prompts, jax.random.key(9))
+  second = sampler(other, prompts, jax.random.key(9))
+  third = sampler(nnx.state(model), prompts[:2], jax.random.key(9))  # same bucket, fewer prompts
+  assert sampler._prefill_fn._cache_size() == 2 and sampler._decode_fn._cache_size() == 2  # pylint: disable=protected-access
+  assert not np.array_equal(first.logprobs, second.logprobs)
+  np.testing.assert_array_equal(third.tokens, first.tokens[:4])  # rows depend on key and row index only
+
+
+def test_invalid_calls():
+  with pytest.raises(ValueError, match="at least one token"):
+    sampling.Sampler(config=CONFIG, max_new_tokens=2).pad_prompts([[1, 2], []])
+  with pytest.raises(ValueError, match="max_new_tokens"):
+    sampling.Sampler(config=CONFIG, max_new_tokens=0)
+  tokens, lengths = sampling.Sampler(config=CONFIG, max_new_tokens=2, pad_id=0).pad_prompts(
+      (np.asarray([[4, 5, 6], [7, 0, 0]]), np.asarray([3, 1])))
+  assert tokens.shape == (2, 16) and lengths.tolist() == [3, 1] and tokens[1, :2].tolist() == [7, 0]
