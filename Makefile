@@ -28,6 +28,9 @@ test: venv
 bench: venv
 	$(PY) -m benchmarks.bt_fit
 	$(PY) -m benchmarks.tournament_fidelity
+	$(PY) -m benchmarks.sampler
+	$(PY) -m benchmarks.judge_throughput
+	$(PY) -m benchmarks.jury_f1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .jax_cache *.egg-info
