@@ -81,7 +81,9 @@ class _Common:
     ids = [int(i) for i in np.asarray(ids).reshape(-1)]
     if stop_at_eos and self.eos_id in ids:
       ids = ids[:ids.index(self.eos_id)]
-    return [i for i in ids if i != self.pad_id]
+    # Ids past the tokenizer's vocabulary (a model's embedding table is often padded beyond it, and an
+    # untrained policy samples them) have no text: they are dropped rather than failing the decode.
+    return [i for i in ids if i != self.pad_id and 0 <= i < self.vocab_size]
 
 
 class SentencePieceTokenizer(_Common):

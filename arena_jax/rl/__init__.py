@@ -16,3 +16,4 @@ from arena_jax.rl.cispo import (
     completion_mask,
     metric_values,
 )
+from arena_jax.rl.modes import REWARD_MODES, RewardMode, get_mode, register_mode

@@ -1,0 +1,173 @@
+"""The RL run configuration: `base_config()` (what configs/*.py start from) and `validate_config`.
+
+Every field is checked once, up front, before anything is built or compiled; an error names the
+field and says what to change (STYLE §2).
+"""
+from __future__ import annotations
+
+import ml_collections
+
+from arena_jax import arena
+from arena_jax.rl import cispo
+from arena_jax.rl.modes import REWARD_MODES, get_mode
+
+
+def base_config() -> ml_collections.ConfigDict:
+  """The arithmetic testbed with `arena_live` rewards; configs/*.py override what they change."""
+  from arena_jax import judges, tasks  # pylint: disable=g-import-not-at-top
+
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.tasks = tasks.default_config()      # the task trained on is tasks.train_task (arena_jax/tasks/config.py)
+  c.num_steps = 40                      # optimizer steps
+
+  # Where the policy comes from: an SFT / saved policy dir, a local HF checkpoint, or (tests only)
+  # a randomly initialised named model with a tokenizer trained on the task corpus.
+  c.init = ml_collections.ConfigDict(dict(policy_dir="", hf_path="", random_model="", tokenizer_vocab=512))
+
+  c.rollout = ml_collections.ConfigDict(dict(
+      prompts_per_step=16,              # B groups per optimizer step
+      group_size=8,                     # G samples per prompt
+      max_new_tokens=96,
+      temperature=1.0, top_k=0, top_p=1.0,
+  ))
+
+  c.reward = ml_collections.ConfigDict(dict(
+      mode="arena_live",                # rlvr | rlaif | arenarl | adaptive_pointwise | arena | arena_live
+      topology="",                      # "" = the mode's own (SPEC §7); any of arena.SCHEDULERS
+      dynamic_sampling=False,           # DAPO refill (rlvr only)
+      max_gen_batches=8,                # dynamic sampling: generation batches per step before a clear error
+      bt_l2=arena.DEFAULT_L2,
+      bt_solver=arena.DEFAULT_SOLVER,
+      async_lag=1,                      # 1: judge step t while step t+1 generates; 0: wait
+      std_ddof=0,
+  ))
+  c.judge = judges.default_config()     # urls () = the embedded judge server on a free loopback port
+
+  c.loss = ml_collections.ConfigDict(dict(
+      eps_low=1.0, eps_high=4.0,        # ρ̂ = clip(ρ, 1 − eps_low, 1 + eps_high) (SPEC §2)
+      aggregation="token_mean", mask_truncated=False, kl_coef=0.0,
+  ))
+  c.optim = ml_collections.ConfigDict(dict(
+      lr=1e-4, warmup_steps=5, b1=0.9, b2=0.99, eps=1e-8, weight_decay=0.0, max_grad_norm=1.0,
+      micro_batches=1,                  # exact gradient accumulation inside one update
+      minibatches=1,                    # optimizer updates per RL step (later ones are off-policy: IS weights)
+  ))
+  c.checkpoint = ml_collections.ConfigDict(dict(every=20, keep=3))
+  c.resume = False
+  c.log = ml_collections.ConfigDict(dict(progress=True, tensorboard=True, plot=True))
+  return c
+
+
+DEFAULT_POLICY_DIR = "runs/sft_demo"  # where `make demo`'s SFT warm start writes its policy
+
+
+def mode_config(mode: str, arg: str | None = None, **reward) -> ml_collections.ConfigDict:
+  """`base_config()` with `reward.mode = mode` (and `reward` overrides), starting from the SFT policy.
+
+  `arg` (the config file's argument, e.g. `--config=configs/arith_rlvr.py:smoke`):
+    None / ""   the arithmetic testbed from `make demo`'s SFT policy
+    "smoke"     tiny shapes and a random policy: seconds on a CPU, for tests
+  """
+  c = base_config()
+  c.reward.mode = mode
+  for k, v in reward.items():
+    c.reward[k] = v
+  c.init.policy_dir = DEFAULT_POLICY_DIR
+  if arg == "smoke":
+    smoke(c)
+  elif arg:
+    raise ValueError(f"unknown config argument {arg!r}; use none or 'smoke'")
+  return c
+
+
+def smoke(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Shrinks a config to seconds on a CPU: random tiny policy, 2 steps of 4 groups × 4 samples."""
+  c.init.policy_dir = ""
+  c.init.random_model = "tiny"
+  c.init.tokenizer_vocab = 256
+  c.num_steps = 2
+  c.rollout.prompts_per_step = 4
+  c.rollout.group_size = 4
+  c.rollout.max_new_tokens = 16
+  c.checkpoint.every = 2
+  c.log.progress = False
+  c.log.tensorboard = False
+  c.log.plot = False
+  c.tasks.arithmetic.num_train = 256
+  c.tasks.arithmetic.num_test = 32
+  return c
+
+
+def _fail(field: str, message: str):
+  raise ValueError(f"config.{field}: {message}")
+
+
+def validate_config(c: ml_collections.ConfigDict) -> None:
+  """Raises ValueError naming the first bad field (see module docstring)."""
+  from arena_jax import judges, tasks  # pylint: disable=g-import-not-at-top
+
+  tasks.validate_config(c.tasks, prefix="config.tasks")
+  if c.num_steps < 1:
+    _fail("num_steps", f"must be ≥ 1, got {c.num_steps}")
+  sources = [bool(c.init.policy_dir), bool(c.init.hf_path), bool(c.init.random_model)]
+  if sum(sources) != 1:
+    _fail("init", "set exactly one of init.policy_dir (an SFT policy), init.hf_path (a local HF checkpoint) "
+          f"or init.random_model (tests); got policy_dir={c.init.policy_dir!r}, hf_path={c.init.hf_path!r}, "
+          f"random_model={c.init.random_model!r}")
+  r = c.rollout
+  if r.group_size < 2:
+    _fail("rollout.group_size", f"a group needs ≥ 2 samples to have a variance (SPEC §1), got {r.group_size}")
+  for name in ("prompts_per_step", "max_new_tokens"):
+    if r[name] < 1:
+      _fail(f"rollout.{name}", f"must be ≥ 1, got {r[name]}")
+  if not r.temperature > 0:
+    _fail("rollout.temperature", f"must be > 0 for RL sampling, got {r.temperature}")
+  if not 0 < r.top_p <= 1:
+    _fail("rollout.top_p", f"must be in (0, 1], got {r.top_p}")
+
+  w = c.reward
+  if w.mode not in REWARD_MODES:
+    _fail("reward.mode", f"unknown mode {w.mode!r}; choose one of {sorted(REWARD_MODES)}")
+  mode = get_mode(w.mode)
+  if w.topology and w.topology not in arena.SCHEDULERS:
+    _fail("reward.topology", f"unknown topology {w.topology!r}; choose one of {sorted(arena.SCHEDULERS)}")
+  if w.topology and mode.judge_form != "pairwise":
+    _fail("reward.topology", f"mode {w.mode!r} has no tournament; leave topology empty")
+  if w.dynamic_sampling and w.mode != "rlvr":
+    _fail("reward.dynamic_sampling", f"DAPO refill is the rlvr baseline's; mode {w.mode!r} keeps every group")
+  if w.max_gen_batches < 1:
+    _fail("reward.max_gen_batches", f"must be ≥ 1, got {w.max_gen_batches}")
+  if w.bt_solver not in arena.SOLVERS:
+    _fail("reward.bt_solver", f"unknown solver {w.bt_solver!r}; choose one of {sorted(arena.SOLVERS)}")
+  if not w.bt_l2 > 0:
+    _fail("reward.bt_l2", f"must be > 0 (SPEC §6), got {w.bt_l2}")
+  if w.async_lag not in (0, 1):
+    _fail("reward.async_lag", f"must be 0 or 1, got {w.async_lag}")
+  if mode.uses_judge:
+    judges.validate_config(c.judge, prefix="config.judge")
+    if mode.judge_form == "pairwise" and c.judge.backend != "pairwise":
+      _fail("judge.backend", f"mode {w.mode!r} compares pairs: use backend 'pairwise', got {c.judge.backend!r}")
+
+  lc = c.loss
+  if lc.aggregation not in cispo.AGGREGATIONS:
+    _fail("loss.aggregation", f"choose one of {cispo.AGGREGATIONS}, got {lc.aggregation!r}")
+  if not 0 <= lc.eps_low <= 1:
+    _fail("loss.eps_low", f"must be in [0, 1] (the IS floor is 1 − eps_low), got {lc.eps_low}")
+  if lc.eps_high < 0:
+    _fail("loss.eps_high", f"must be ≥ 0, got {lc.eps_high}")
+  if lc.kl_coef < 0:
+    _fail("loss.kl_coef", f"must be ≥ 0, got {lc.kl_coef}")
+
+  o = c.optim
+  if not o.lr > 0:
+    _fail("optim.lr", f"must be > 0, got {o.lr}")
+  rows = r.prompts_per_step * r.group_size
+  for name in ("micro_batches", "minibatches"):
+    if o[name] < 1:
+      _fail(f"optim.{name}", f"must be ≥ 1, got {o[name]}")
+  if rows % (o.minibatches * o.micro_batches):
+    _fail("optim.micro_batches", f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
+          f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts")
+  if c.checkpoint.every < 1 or c.checkpoint.keep < 1:
+    _fail("checkpoint", f"every and keep must be ≥ 1, got every={c.checkpoint.every}, keep={c.checkpoint.keep}")

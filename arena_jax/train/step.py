@@ -1,0 +1,110 @@
+"""The jitted RL update: CISPO loss (SPEC §2) with exact gradient accumulation, AdamW, clipping.
+
+A batch of R completion rows is split into `micro_batches` equal slices scanned in one jitted call:
+each slice returns the gradient of its loss *sum* and its denominator (tokens or sequences), and the
+summed gradient is divided by the summed denominator once, so the update equals the one of the whole
+batch at once (STYLE §5). The train state is donated.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from arena_jax.models import token_logprobs
+from arena_jax.rl import cispo_loss, metric_values
+from arena_jax.sampling import model_from_params
+
+
+class TrainState(NamedTuple):
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+
+class Rollout(NamedTuple):
+  """The device inputs of one update, rows = completions: prompts [R, P], completions [R, N]."""
+
+  prompt_tokens: jax.Array
+  prompt_lengths: jax.Array
+  tokens: jax.Array
+  mask: jax.Array
+  old_logprobs: jax.Array
+  advantages: jax.Array
+  truncated: jax.Array
+
+
+def make_optimizer(optim) -> optax.GradientTransformation:
+  """AdamW with linear warm-up to a constant learning rate (SPEC §9) and global-norm clipping."""
+  schedule = optax.linear_schedule(0.0, optim.lr, max(1, optim.warmup_steps)) if optim.warmup_steps else optim.lr
+  chain = []
+  if optim.max_grad_norm > 0:
+    chain.append(optax.clip_by_global_norm(optim.max_grad_norm))
+  chain.append(optax.adamw(schedule, b1=optim.b1, b2=optim.b2, eps=optim.eps, weight_decay=optim.weight_decay))
+  return optax.chain(*chain)
+
+
+def init_state(params, optimizer) -> TrainState:
+  return TrainState(jnp.asarray(0, jnp.int32), params, optimizer.init(params))
+
+
+def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, micro_batches: int,
+                   use_reference: bool):
+  """Returns jitted `update(state, rollout, ref_params) -> (state, metrics)` (state donated)."""
+
+  def loss_fn(params, ref_params, mb: Rollout):
+    model = model_from_params(model_config, params)
+    lp, entropy = token_logprobs(model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask,
+                                 temperature=temperature, return_entropy=True)
+    ref_lp = None
+    if use_reference:
+      ref_model = model_from_params(model_config, ref_params)
+      ref_lp = jax.lax.stop_gradient(token_logprobs(ref_model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens,
+                                                    mb.mask, temperature=temperature))
+    out = cispo_loss(lp, mb.old_logprobs, mb.advantages, mb.mask, eps_low=loss_config.eps_low,
+                     eps_high=loss_config.eps_high, aggregation=loss_config.aggregation,
+                     truncated=mb.truncated, mask_truncated=loss_config.mask_truncated,
+                     ref_logprobs=ref_lp, kl_coef=loss_config.kl_coef, entropy=entropy)
+    return out.loss_sum, out
+
+  grad_fn = jax.grad(loss_fn, has_aux=True)
+
+  def update(state: TrainState, rollout: Rollout, ref_params):
+    split = jax.tree.map(lambda x: x.reshape((micro_batches, -1) + x.shape[1:]), rollout)
+
+    def body(carry, mb):
+      grads, loss_sum, denom, metrics = carry
+      g, out = grad_fn(state.params, ref_params, mb)
+      grads = jax.tree.map(jnp.add, grads, g)
+      metrics = jax.tree.map(jnp.add, metrics, out.metrics)
+      return (grads, loss_sum + out.loss_sum, denom + out.denominator, metrics), None
+
+    zeros = jax.tree.map(jnp.zeros_like, state.params)
+    first = jax.tree.map(lambda x: x[0], split)
+    _, out0 = jax.eval_shape(lambda: grad_fn(state.params, ref_params, first))
+    metrics0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), out0.metrics)
+    (grads, loss_sum, denom, metrics), _ = jax.lax.scan(body, (zeros, 0.0, 0.0, metrics0), split)
+    denom = jnp.maximum(denom, 1.0)
+    grads = jax.tree.map(lambda g: g / denom, grads)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    values = metric_values(metrics)
+    values["loss"] = loss_sum / denom
+    values["grad_norm"] = optax.tree.norm(grads)
+    values["update_norm"] = optax.tree.norm(updates)
+    return TrainState(state.step + 1, params, opt_state), values
+
+  return jax.jit(update, donate_argnums=0)
+
+
+def rows_to_rollout(prompt_tokens, prompt_lengths, tokens, lengths, old_logprobs, advantages, truncated) -> Rollout:
+  """Host arrays → a `Rollout` (mask from the completion lengths: tokens after EOS carry no loss)."""
+  n = tokens.shape[1]
+  mask = np.arange(n)[None, :] < np.asarray(lengths)[:, None]
+  return Rollout(jnp.asarray(prompt_tokens, jnp.int32), jnp.asarray(prompt_lengths, jnp.int32),
+                 jnp.asarray(tokens, jnp.int32), jnp.asarray(mask), jnp.asarray(old_logprobs, jnp.float32),
+                 jnp.asarray(advantages, jnp.float32), jnp.asarray(truncated, bool))
+

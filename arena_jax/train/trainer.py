@@ -1,0 +1,400 @@
+"""The RL trainer: Reasoning Arena and its baselines end to end (DESIGN: the one loop; SPEC §1–§7).
+
+    sample G per prompt (jit) → verify (host) → route (SPEC §3) → judge the mode's groups in the
+    background (tournaments or rubric scores) → Bradley–Terry / win rate / rank quantile → group
+    advantages → CISPO update (jit) → metrics, checkpoints
+
+With `reward.async_lag = 1` the judge works on step t's groups while step t+1 generates; the update
+of step t then waits for the judge only if it is slower than generation (`time/judge_wait`). Step t's
+completions were sampled with the parameters before update t − 1; CISPO's importance weights against
+the recorded behaviour log-probs account for that staleness (SPEC §2). At every checkpoint the
+pipeline drains (the step's own judgment is awaited before saving), so a checkpoint holds no pending
+work and a resumed run continues exactly as the uninterrupted one would.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import threading
+import time
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from arena_jax import arena, rl
+from arena_jax.rl.modes import get_mode
+from arena_jax.train import judging
+from arena_jax.train import step as step_lib
+from arena_jax.train.checkpoint import Checkpointer
+from arena_jax.train.config import validate_config
+from arena_jax.train.metrics import MetricsWriter
+
+
+class NonFiniteLossError(FloatingPointError):
+  pass
+
+
+@dataclasses.dataclass
+class Batch:
+  """One optimizer step's samples (host arrays; rows b·G … b·G+G−1 are prompt b's group)."""
+
+  examples: list
+  prompt_tokens: np.ndarray   # [R, P]
+  prompt_lengths: np.ndarray  # [R]
+  tokens: np.ndarray          # [R, N]
+  logprobs: np.ndarray        # [R, N]
+  lengths: np.ndarray         # [R]
+  truncated: np.ndarray       # [R]
+  completion_step: np.ndarray  # [R]
+  texts: list[str]
+  verifier: np.ndarray        # [B, G]
+  iterator_after: Any = None  # the data iterator's state right after this batch was drawn
+  gen_batches: int = 1
+  trajectories: int = 0
+  sample_s: float = 0.0
+  verify_s: float = 0.0
+
+
+@dataclasses.dataclass
+class Policy:
+  config: Any
+  params: Any
+  tokenizer: Any
+
+
+# ─────────────────────────────────────────── set-up ───────────────────────────────────────────
+
+
+def init_policy(config, workdir: str) -> Policy:
+  """The starting policy of `config.init` (see `base_config`)."""
+  from arena_jax import models  # pylint: disable=g-import-not-at-top
+  from arena_jax.sampling.sampler import _pure_params  # pylint: disable=g-import-not-at-top
+
+  init = config.init
+  if init.policy_dir:
+    from arena_jax.train.policy_io import load_policy  # pylint: disable=g-import-not-at-top
+
+    p = load_policy(init.policy_dir)
+    return Policy(p.config, _pure_params(p.model), p.tokenizer)
+  if init.hf_path:
+    from arena_jax.tokenizer import load_tokenizer  # pylint: disable=g-import-not-at-top
+
+    model = models.load_hf(init.hf_path)
+    tok_path = os.path.join(init.hf_path, "tokenizer.json")
+    tokenizer = load_tokenizer(tok_path if os.path.exists(tok_path) else os.path.join(init.hf_path, "tokenizer.model"))
+    tokenizer.check_vocab(model.config.vocab_size)
+    return Policy(model.config, _pure_params(model), tokenizer)
+  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
+  from arena_jax.tokenizer import SentencePieceTokenizer  # pylint: disable=g-import-not-at-top
+
+  path = os.path.join(workdir, "tokenizer.model")
+  if os.path.exists(path):
+    tokenizer = SentencePieceTokenizer.load(path)
+  else:
+    tokenizer = SentencePieceTokenizer.train(tasks.corpus(config.tasks, max_examples_per_task=2000),
+                                             vocab_size=init.tokenizer_vocab)
+    os.makedirs(workdir, exist_ok=True)
+    tokenizer.save(path)
+  model_config = models.get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size)
+  tokenizer.check_vocab(model_config.vocab_size)
+  return Policy(model_config, _pure_params(models.init_model(model_config, seed=config.seed)), tokenizer)
+
+
+class _StopFlag:
+  """SIGTERM / SIGINT set a flag; the loop checkpoints at the end of the step and exits cleanly."""
+
+  def __init__(self):
+    self.requested = False
+    self._previous = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for sig in (signal.SIGTERM, signal.SIGINT):
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    del frame
+    self.requested = True
+    print(f"\nreceived signal {signum}: finishing this step, saving a checkpoint, then stopping", flush=True)
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+
+
+# ─────────────────────────────────────────── the trainer ───────────────────────────────────────────
+
+
+class Trainer:
+  """Holds the pieces of one run; `train()` below is the entry point."""
+
+  def __init__(self, config, workdir: str):
+    from arena_jax import tasks  # pylint: disable=g-import-not-at-top
+    from arena_jax.sampling import RandomSampling, Sampler  # pylint: disable=g-import-not-at-top
+
+    validate_config(config)
+    self.config, self.workdir = config, workdir
+    self.mode = get_mode(config.reward.mode)
+    self.topology = config.reward.topology or self.mode.topology
+    r = config.rollout
+    self.b, self.g = r.prompts_per_step, r.group_size
+
+    # ── data ──
+    self.task = tasks.get_task(config.tasks.train_task, config.tasks)
+    source = tasks.load_split(config.tasks, config.tasks.train_task, "train")
+    self.iterator = tasks.PromptIterator(source, self.b, seed=config.seed)
+
+    # ── policy, sampler, optimizer ──
+    self.policy = init_policy(config, workdir)
+    tok = self.policy.tokenizer
+    self.sampler = Sampler(
+        config=self.policy.config, max_new_tokens=r.max_new_tokens, num_samples=self.g,
+        method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
+        stop_tokens=(tok.eos_id,), pad_id=tok.pad_id,
+        greedy_first=self.mode.judge_form == "pairwise" and self.topology in judging.ANCHORED)
+    self.optimizer = step_lib.make_optimizer(config.optim)
+    self.state = step_lib.init_state(self.policy.params, self.optimizer)
+    use_ref = config.loss.kl_coef > 0
+    # A frozen copy: the live params are donated to the update.
+    self.ref_params = jax.tree.map(jnp.copy, self.policy.params) if use_ref else None
+    self.update_fn = step_lib.make_update_fn(
+        self.policy.config, self.optimizer, config.loss, temperature=self.sampler.logprob_temperature,
+        micro_batches=config.optim.micro_batches, use_reference=use_ref)
+    self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep)
+    self.judge = None
+    self.history: list[dict] = []
+
+  # ── restore ──
+  def restore(self) -> int:
+    step = self.checkpointer.latest_step() if self.config.resume else None
+    if step is None:
+      return 0
+    target = jax.tree.map(np.asarray, self.state)
+    state, meta = self.checkpointer.restore(step, target)
+    self.state = jax.tree.map(jnp.asarray, state)
+    self.iterator.restore(meta["iterator"])
+    print(f"resumed from step {step} ({self.checkpointer.directory})", flush=True)
+    return int(step)
+
+  def save(self, step: int, iterator_state) -> None:
+    """Checkpoint after `step` optimizer steps; `iterator_state` = the iterator right after that step's
+    batch was drawn (with async_lag = 1 the next batch may already have been drawn)."""
+    meta = {"step": step, "iterator": iterator_state.to_dict(), "seed": self.config.seed,
+            "config": self.config.to_json_best_effort()}
+    self.checkpointer.save(step, self.state, meta)
+
+  # ── generation and verification ──
+  def _encode_prompts(self, examples):
+    texts = [self.task.prompt(e) for e in examples]
+    return self.policy.tokenizer.encode_batch(texts, add_bos=True)
+
+  def generate(self, step: int) -> Batch:
+    """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7)."""
+    rs = self.config.reward
+    kept: list[tuple] = []
+    gen_batches = trajectories = 0
+    sample_s = verify_s = 0.0
+    while True:
+      if gen_batches >= rs.max_gen_batches:
+        raise RuntimeError(
+            f"dynamic sampling found only {len(kept)} of {self.b} reward-diverse groups in "
+            f"reward.max_gen_batches={rs.max_gen_batches} generation batches at step {step}: raise "
+            "reward.max_gen_batches, or the policy is (nearly) always all-correct / all-wrong here")
+      examples = next(self.iterator)
+      rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen_batches)
+      t0 = time.perf_counter()
+      prompts = self._encode_prompts(examples)
+      out = jax.device_get(self.sampler(self.state.params, prompts, rng))
+      t1 = time.perf_counter()
+      texts = self.policy.tokenizer.decode_batch(out.tokens, out.lengths)
+      rewards = np.asarray(self.task.verify_batch([e for e in examples for _ in range(self.g)], texts),
+                           np.float32).reshape(self.b, self.g)
+      t2 = time.perf_counter()
+      gen_batches += 1
+      trajectories += self.b * self.g
+      sample_s, verify_s = sample_s + t1 - t0, verify_s + t2 - t1
+      p = out.prompt_tokens.shape[1]
+      for b in range(self.b):
+        if rs.dynamic_sampling and not np.asarray(rl.is_diverse(rewards[b])):
+          continue
+        rows = slice(b * self.g, (b + 1) * self.g)
+        kept.append((examples[b], np.repeat(out.prompt_tokens[b:b + 1], self.g, 0), p,
+                     np.repeat(out.prompt_lengths[b:b + 1], self.g), out.tokens[rows], out.logprobs[rows],
+                     out.lengths[rows], out.truncated[rows], out.completion_step[rows], texts[rows], rewards[b]))
+      if not rs.dynamic_sampling or len(kept) >= self.b:
+        break
+    kept = kept[:self.b]  # DAPO truncates the surplus
+    width = max(k[2] for k in kept)
+    pad = lambda a: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=self.policy.tokenizer.pad_id)
+    cat = lambda i: np.concatenate([k[i] for k in kept])
+    return Batch(
+        examples=[k[0] for k in kept], prompt_tokens=np.concatenate([pad(k[1]) for k in kept]),
+        prompt_lengths=cat(3), tokens=cat(4), logprobs=cat(5), lengths=cat(6), truncated=cat(7),
+        completion_step=cat(8), texts=[t for k in kept for t in k[9]], verifier=np.stack([k[10] for k in kept]),
+        iterator_after=self.iterator.state, gen_batches=gen_batches, trajectories=trajectories,
+        sample_s=sample_s, verify_s=verify_s)
+
+  # ── judging ──
+  def judged_groups(self, batch: Batch) -> np.ndarray:
+    if self.mode.judge_groups == "all":
+      return np.arange(self.b)
+    if self.mode.judge_groups == "non_diverse":
+      return np.flatnonzero(~np.asarray(rl.is_diverse(jnp.asarray(batch.verifier))))
+    return np.zeros(0, int)
+
+  def submit_judge(self, step: int, batch: Batch):
+    if self.judge is None:
+      return None
+    jobs = []
+    for b in self.judged_groups(batch):
+      rows = slice(b * self.g, (b + 1) * self.g)
+      steps = batch.completion_step[rows]
+      order = np.lexsort((np.arange(self.g), steps))  # arrival order: completion step, then index
+      ex = batch.examples[b]
+      jobs.append(judging.GroupJob(int(b), ex.question, self.task.reference_answer(ex), batch.texts[rows], order))
+    return self.judge.submit_step(step, jobs, self.g)
+
+  # ── one optimizer step ──
+  def apply(self, step: int, batch: Batch, future) -> dict:
+    c = self.config
+    m: dict[str, float] = {}
+    t0 = time.perf_counter()
+    outcome = future.result() if future is not None else None
+    t1 = time.perf_counter()
+    verifier = batch.verifier
+    diverse = np.asarray(rl.is_diverse(jnp.asarray(verifier)))
+    if outcome is not None:
+      judge_r, judged, counts = judging.judge_rewards(outcome, self.mode, self.b, self.g, l2=c.reward.bt_l2,
+                                                      solver=c.reward.bt_solver)
+      if self.mode.routed:
+        rewards = np.where(diverse[:, None], verifier, judge_r)
+      else:
+        rewards = np.where(judged[:, None], judge_r, verifier)
+      n = max(len(outcome.indices), 1)
+      m.update({"judge/groups": len(outcome.indices), "judge/calls": outcome.calls,
+                "judge/calls_per_group": outcome.calls / n, "judge/failures": outcome.failures,
+                "judge/failure_rate": outcome.failures / max(outcome.calls, 1),
+                "judge/groups_all_failed": counts["groups_all_failed"],
+                "judge/tokens": outcome.prompt_tokens + outcome.completion_tokens})
+    else:
+      rewards = verifier
+      if self.mode.uses_judge:  # a judged mode whose step had no group to judge
+        m.update({"judge/groups": 0, "judge/calls": 0, "judge/calls_per_group": 0.0, "judge/failures": 0,
+                  "judge/failure_rate": 0.0, "judge/groups_all_failed": 0, "judge/tokens": 0})
+    t2 = time.perf_counter()
+    adv = np.asarray(rl.group_advantages(jnp.asarray(rewards, jnp.float32), ddof=c.reward.std_ddof)).reshape(-1)
+
+    rollout = step_lib.rows_to_rollout(batch.prompt_tokens, batch.prompt_lengths, batch.tokens, batch.lengths,
+                                       batch.logprobs, adv, batch.truncated)
+    parts = c.optim.minibatches
+    train_metrics = []
+    for k in range(parts):
+      mb = jax.tree.map(lambda x: x.reshape((parts, -1) + x.shape[1:])[k], rollout)
+      self.state, values = self.update_fn(self.state, mb, self.ref_params)
+      train_metrics.append(jax.device_get(values))
+    t3 = time.perf_counter()
+    values = {k: float(np.mean([tm[k] for tm in train_metrics])) for k in train_metrics[0]}
+    if not math.isfinite(values["loss"]):
+      raise NonFiniteLossError(
+          f"non-finite loss {values['loss']} at step {step}; the last good checkpoint "
+          f"(step {self.checkpointer.latest_step()}) in {self.checkpointer.directory} is intact. Lower optim.lr "
+          "or check the rewards (all metrics of the step are in metrics.jsonl up to the previous step).")
+
+    m.update({
+        "reward/verifier": float(verifier.mean()), "accuracy": float(verifier.mean()),
+        "reward/trained": float(rewards.mean()),
+        "groups/all_correct": float((verifier.min(-1) >= 1).mean()),
+        "groups/all_wrong": float((verifier.max(-1) <= 0).mean()),
+        "groups/diverse": float(diverse.mean()),
+        "groups/routed": float(len(self.judged_groups(batch)) / self.b) if self.mode.uses_judge else 0.0,
+        "gen/batches": batch.gen_batches, "gen/trajectories": batch.trajectories,
+        "gen/tokens": int(batch.lengths.sum()),
+        "gen/tokens_per_s": float(batch.lengths.sum() / max(batch.sample_s, 1e-9)),
+        "adv/nonzero_fraction": float((np.abs(adv) > 1e-6).mean()), "adv/l1": float(np.abs(adv).mean()),
+        "time/sample": batch.sample_s, "time/verify": batch.verify_s, "time/judge_wait": t1 - t0,
+        "time/bt_fit": t2 - t1, "time/update": t3 - t2,
+        "lr": float(self._lr(step)),
+    })
+    m.update(values)
+    return m
+
+  def _lr(self, step: int) -> float:
+    o = self.config.optim
+    return o.lr * min(1.0, (step + 1) / o.warmup_steps) if o.warmup_steps else o.lr
+
+
+def train(config, workdir: str) -> dict:
+  """Runs RL from `config` in `workdir`; returns a summary (steps, last metrics, paths)."""
+  from arena_jax import judges  # pylint: disable=g-import-not-at-top
+
+  trainer = Trainer(config, workdir)
+  start = trainer.restore()
+  c = config
+  writer = MetricsWriter(workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard,
+                         enabled=jax.process_index() == 0)
+  mode = trainer.mode
+  progress = None
+  if c.log.progress and jax.process_index() == 0:
+    from tqdm.auto import tqdm  # pylint: disable=g-import-not-at-top
+
+    progress = tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
+
+  def finish(step: int, pending, stop: _StopFlag) -> bool:
+    """Applies step `step`; returns True when the run must stop after it."""
+    t = time.perf_counter()
+    m = trainer.apply(step, *pending)
+    m["time/step"] = time.perf_counter() - t + pending[0].sample_s + pending[0].verify_s
+    writer.write(step + 1, m)
+    trainer.history.append({"step": step + 1, **m})
+    if progress is not None:
+      progress.update(1)
+      post = {"acc": f"{m['accuracy']:.2f}", "loss": f"{m['loss']:.3f}"}
+      if mode.uses_judge:
+        post.update(routed=f"{m['groups/routed']:.2f}", calls=m["judge/calls"])
+      progress.set_postfix(post)
+    done = step + 1 == c.num_steps
+    if (step + 1) % c.checkpoint.every == 0 or done or stop.requested:
+      trainer.save(step + 1, pending[0].iterator_after)
+    return stop.requested
+
+  try:
+    with _StopFlag() as stop, judges.judge_endpoints(c.judge) as urls:
+      if mode.uses_judge:
+        trainer.judge = judging.JudgeRunner(c.judge, urls, mode, topology=trainer.topology, seed=c.seed)
+      pending = None  # (step, batch, future): generated, judged in the background, not yet applied
+      step = start
+      while step < c.num_steps:
+        batch = trainer.generate(step)
+        future = trainer.submit_judge(step, batch)
+        if pending is not None:
+          if finish(pending[0], pending[1:], stop):
+            break  # the new batch is dropped: a resume regenerates it from the saved iterator state
+        pending = (step, batch, future)
+        drain = (c.reward.async_lag == 0 or (step + 1) % c.checkpoint.every == 0 or step + 1 == c.num_steps
+                 or stop.requested)
+        if drain:
+          stopped = finish(step, pending[1:], stop)
+          pending = None
+          if stopped:
+            break
+        step += 1
+  finally:
+    if trainer.judge is not None:
+      trainer.judge.close()
+    if progress is not None:
+      progress.close()
+    writer.close()
+    trainer.checkpointer.close()
+  summary = {"workdir": workdir, "steps": trainer.history[-1]["step"] if trainer.history else start,
+             "last": trainer.history[-1] if trainer.history else {}}
+  if c.log.plot and trainer.history and jax.process_index() == 0:
+    from arena_jax.train.plot import plot_curves  # pylint: disable=g-import-not-at-top
+
+    summary["plot"] = plot_curves(workdir)
+  return summary
+

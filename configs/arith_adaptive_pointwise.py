@@ -1,0 +1,6 @@
+"""Reward mode `adaptive_pointwise` (SPEC §7) on the arithmetic testbed. `--config=configs/arith_adaptive_pointwise.py:smoke` for seconds."""
+from arena_jax.train.config import mode_config
+
+
+def get_config(arg=None):
+  return mode_config("adaptive_pointwise", arg)

@@ -1,0 +1,6 @@
+"""Reward mode `arena` (SPEC §7) on the arithmetic testbed. `--config=configs/arith_arena.py:smoke` for seconds."""
+from arena_jax.train.config import mode_config
+
+
+def get_config(arg=None):
+  return mode_config("arena", arg)

@@ -1,0 +1,6 @@
+"""Reward mode `arena_live` (SPEC §7) on the arithmetic testbed. `--config=configs/arith_arena_live.py:smoke` for seconds."""
+from arena_jax.train.config import mode_config
+
+
+def get_config(arg=None):
+  return mode_config("arena_live", arg)

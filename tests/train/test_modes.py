@@ -1,0 +1,55 @@
+"""Every reward mode of SPEC §7 runs a few RL steps end to end (tiny shapes, the embedded judge)."""
+import math
+
+import numpy as np
+import pytest
+
+from arena_jax import rl
+from arena_jax.train import read_metrics, train
+from tests.train.conftest import smoke_config
+
+EXPECTED_CALLS = {  # judge calls per judged group of G = 4 with no failures (SPEC §5)
+    "arena_live": 3 * 4 - 6, "arena": 4 * 3 // 2, "arenarl": 2 * 4 - 2, "rlaif": 4, "adaptive_pointwise": 4,
+}
+
+
+@pytest.mark.parametrize("mode", sorted(rl.REWARD_MODES))
+def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
+  c = smoke_config(mode, data_dir)
+  c.num_steps = 3
+  summary = train(c, str(tmp_path))
+  rows = read_metrics(str(tmp_path))
+  assert [r["step"] for r in rows] == [1, 2, 3] and summary["steps"] == 3
+  for r in rows:
+    assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
+    for key in ("accuracy", "groups/all_correct", "groups/all_wrong", "groups/diverse", "adv/l1",
+                "adv/nonzero_fraction", "clip_fraction", "ratio", "entropy", "loss", "time/judge_wait",
+                "gen/batches", "gen/trajectories", "response_length"):
+      assert key in r, key
+    fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
+    np.testing.assert_allclose(fractions, 1.0, atol=1e-6)
+    judged_expected = {"rlvr": 0, "rlaif": 4, "arenarl": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
+    if mode == "rlvr":
+      assert "judge/calls" not in r
+    else:
+      assert r["judge/groups"] == judged_expected
+      assert r["judge/calls"] == EXPECTED_CALLS[mode] * judged_expected
+      assert r["judge/failures"] == 0
+  if mode != "rlaif":  # rlaif never reads the verifier; the rubric judge scores random text alike
+    # Some update happened: the coin verifier gives diverse groups, hence non-zero advantages.
+    assert any(r["adv/nonzero_fraction"] > 0 for r in rows)
+  assert (tmp_path / "checkpoints").is_dir()
+
+
+def test_dynamic_sampling_trains_only_on_diverse_groups(data_dir, coin_verifier, tmp_path):
+  c = smoke_config("rlvr", data_dir, dynamic_sampling=True)
+  train(c, str(tmp_path))
+  for r in read_metrics(str(tmp_path)):
+    assert r["groups/diverse"] == 1.0
+    assert r["gen/trajectories"] == r["gen/batches"] * 16 and r["gen/batches"] >= 1
+
+
+def test_dynamic_sampling_stops_with_a_clear_error_when_nothing_is_diverse(data_dir, tmp_path):
+  c = smoke_config("rlvr", data_dir, dynamic_sampling=True, max_gen_batches=2)
+  with pytest.raises(RuntimeError, match=r"reward.max_gen_batches=2"):
+    train(c, str(tmp_path))  # a random policy never solves arithmetic: every group is all-wrong
