@@ -186,6 +186,7 @@ class HFTokenizer(_Common):
     directory = path if path.is_dir() else path.parent
     file = path / "tokenizer.json" if path.is_dir() else path
     self._tok = tokenizers.Tokenizer.from_file(str(file))
+    self.path = str(file)  # where it came from (a run records it for its evaluator)
     special = {}
     config_file = directory / "tokenizer_config.json"
     if config_file.exists():

@@ -64,6 +64,7 @@ class Policy:
   config: Any
   params: Any
   tokenizer: Any
+  add_bos: bool = True
 
 
 # ─────────────────────────────────────────── set-up ───────────────────────────────────────────
@@ -75,19 +76,11 @@ def init_policy(config, workdir: str) -> Policy:
   from arena_jax.sampling.sampler import _pure_params  # pylint: disable=g-import-not-at-top
 
   init = config.init
-  if init.policy_dir:
+  if init.policy_dir or init.hf_path:  # a saved policy (SFT) or a HF checkpoint: one reader for both
     from arena_jax.train.policy_io import load_policy  # pylint: disable=g-import-not-at-top
 
-    p = load_policy(init.policy_dir)
-    return Policy(p.config, _pure_params(p.model), p.tokenizer)
-  if init.hf_path:
-    from arena_jax.tokenizer import load_tokenizer  # pylint: disable=g-import-not-at-top
-
-    model = models.load_hf(init.hf_path)
-    tok_path = os.path.join(init.hf_path, "tokenizer.json")
-    tokenizer = load_tokenizer(tok_path if os.path.exists(tok_path) else os.path.join(init.hf_path, "tokenizer.model"))
-    tokenizer.check_vocab(model.config.vocab_size)
-    return Policy(model.config, _pure_params(model), tokenizer)
+    p = load_policy(init.policy_dir or init.hf_path)
+    return Policy(p.config, _pure_params(p.model), p.tokenizer, p.add_bos)
   from arena_jax import tasks  # pylint: disable=g-import-not-at-top
   from arena_jax.tokenizer import SentencePieceTokenizer  # pylint: disable=g-import-not-at-top
 
@@ -101,7 +94,7 @@ def init_policy(config, workdir: str) -> Policy:
     tokenizer.save(path)
   model_config = models.get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size)
   tokenizer.check_vocab(model_config.vocab_size)
-  return Policy(model_config, _pure_params(models.init_model(model_config, seed=config.seed)), tokenizer)
+  return Policy(model_config, _pure_params(models.init_model(model_config, seed=config.seed)), tokenizer, True)
 
 
 class _StopFlag:
@@ -152,6 +145,10 @@ class Trainer:
     # ── policy, sampler, optimizer ──
     self.policy = init_policy(config, workdir)
     tok = self.policy.tokenizer
+    if jax.process_index() == 0:  # what checkpoint-driven evaluation needs besides the params
+      from arena_jax.eval.watch import write_policy_spec  # pylint: disable=g-import-not-at-top
+
+      write_policy_spec(workdir, self.policy.config, tok, add_bos=self.policy.add_bos)
     self.sampler = Sampler(
         config=self.policy.config, max_new_tokens=r.max_new_tokens, num_samples=self.g,
         method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
@@ -191,7 +188,7 @@ class Trainer:
   # ── generation and verification ──
   def _encode_prompts(self, examples):
     texts = [self.task.prompt(e) for e in examples]
-    return self.policy.tokenizer.encode_batch(texts, add_bos=True)
+    return self.policy.tokenizer.encode_batch(texts, add_bos=self.policy.add_bos)
 
   def generate(self, step: int) -> Batch:
     """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7)."""

@@ -1,0 +1,227 @@
+"""Checkpoint-driven evaluation: one checkpoint, or every new checkpoint of a run exactly once.
+
+A run directory written by the RL trainer holds `checkpoints/<step>/` (orbax, finalised atomically),
+`model_config.json` and the policy's tokenizer (`policy.json` names it and the prompt convention).
+`evaluate_step` scores one checkpoint on the configured benchmarks (in distribution: the arithmetic
+test split; out of distribution: countdown; optionally a JSONL math file) with `evaluate` (greedy
+accuracy, mean pass ratio@n, unbiased pass@k, response length).
+
+`watch` polls the run for checkpoints and evaluates each step once. What has been evaluated is read
+back from the results file itself (`eval.jsonl` in the output directory), so a restarted watcher
+skips finished steps and a step interrupted mid-evaluation is simply evaluated again: nothing is
+written for a step until all its benchmarks are done.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable
+
+import ml_collections
+import numpy as np
+
+RESULTS_FILE = "eval.jsonl"
+TABLE_FILE = "eval.md"
+POLICY_SPEC = "policy.json"
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """What `launch/eval.py` evaluates (embed as `config.eval`, or pass on its own)."""
+  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
+
+  c = ml_collections.ConfigDict()
+  c.benchmarks = ("arithmetic", "countdown")  # task names; "jsonl" reads tasks.jsonl.test_path
+  c.num_examples = 200            # per benchmark (the first ones of the test split)
+  c.num_samples = 16              # n: mean pass ratio@n (the paper's pass ratio@16) and pass@k, k ≤ n
+  c.temperature = 1.0
+  c.greedy = True
+  c.max_new_tokens = 96
+  c.batch_size = 64
+  c.seed = 0
+  c.tasks = tasks.default_config()
+  return c
+
+
+# ───────────────────────────────────────── one checkpoint ─────────────────────────────────────────
+
+
+def write_policy_spec(workdir: str, model_config, tokenizer, *, add_bos: bool = True) -> None:
+  """What an evaluator needs besides the parameters: the model config and the tokenizer."""
+  from arena_jax.train.policy_io import config_to_json  # pylint: disable=g-import-not-at-top
+
+  os.makedirs(workdir, exist_ok=True)
+  with open(os.path.join(workdir, "model_config.json"), "w", encoding="utf-8") as f:
+    f.write(config_to_json(model_config))
+  if hasattr(tokenizer, "save"):
+    tokenizer.save(os.path.join(workdir, "tokenizer.model"))
+    tok_file = "tokenizer.model"
+  else:  # a HF tokenizer: point at its file
+    tok_file = os.path.abspath(getattr(tokenizer, "path", ""))
+  with open(os.path.join(workdir, POLICY_SPEC), "w", encoding="utf-8") as f:
+    json.dump({"tokenizer": tok_file, "add_bos": bool(add_bos)}, f)
+
+
+def load_run_policy(workdir: str):
+  """(model_config, tokenizer, add_bos) of a run directory (see `write_policy_spec`)."""
+  from arena_jax.tokenizer import load_tokenizer  # pylint: disable=g-import-not-at-top
+  from arena_jax.train.policy_io import config_from_json  # pylint: disable=g-import-not-at-top
+
+  spec_path = os.path.join(workdir, POLICY_SPEC)
+  if not os.path.exists(spec_path):
+    raise FileNotFoundError(f"{spec_path} is missing: {workdir} is not a run directory written by the RL trainer")
+  with open(spec_path, encoding="utf-8") as f:
+    spec = json.load(f)
+  with open(os.path.join(workdir, "model_config.json"), encoding="utf-8") as f:
+    config = config_from_json(f.read())
+  tok = spec["tokenizer"]
+  tokenizer = load_tokenizer(tok if os.path.isabs(tok) else os.path.join(workdir, tok))
+  return config, tokenizer, spec.get("add_bos", True)
+
+
+def checkpoint_steps(workdir: str) -> list[int]:
+  """Finalised checkpoint steps of a run (orbax renames a checkpoint into place when complete)."""
+  directory = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(directory):
+    return []
+  return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
+
+
+def load_params(workdir: str, step: int):
+  from arena_jax.train.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
+
+  ckpt = Checkpointer(os.path.join(workdir, "checkpoints"))
+  try:
+    state, _ = ckpt.restore(step, None)
+  finally:
+    ckpt.close()
+  return state["params"]
+
+
+def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = True) -> dict:
+  """{benchmark: evaluate(...) metrics} for parameters of `model_config`."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
+  from arena_jax.eval.accuracy import evaluate, flatten_metrics  # pylint: disable=g-import-not-at-top
+
+  out = {}
+  for k, name in enumerate(config.benchmarks):
+    task = tasks.get_task(name, config.tasks)
+    examples = tasks.load_split(config.tasks, name, "test")
+    examples = [examples[i] for i in range(min(config.num_examples, len(examples)))]
+    res = evaluate(params, tokenizer, task, examples, num_samples=config.num_samples, temperature=config.temperature,
+                   max_new_tokens=config.max_new_tokens, batch_size=config.batch_size,
+                   rng=jax.random.fold_in(jax.random.key(config.seed), k), greedy=config.greedy,
+                   add_bos=add_bos, config=model_config)
+    out[name] = flatten_metrics(res)
+  return out
+
+
+def evaluate_step(workdir: str, step: int, config) -> dict:
+  model_config, tokenizer, add_bos = load_run_policy(workdir)
+  return evaluate_params(load_params(workdir, step), model_config, tokenizer, config, add_bos=add_bos)
+
+
+# ───────────────────────────────────────────── watching ─────────────────────────────────────────────
+
+
+def evaluated_steps(out_dir: str) -> set[int]:
+  path = os.path.join(out_dir, RESULTS_FILE)
+  if not os.path.exists(path):
+    return set()
+  steps = set()
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      try:
+        steps.add(int(json.loads(line)["step"]))
+      except (ValueError, KeyError, TypeError):
+        continue  # a row torn by a crash mid-write: that step is evaluated again
+  return steps
+
+
+def _append(out_dir: str, row: dict) -> None:
+  path = os.path.join(out_dir, RESULTS_FILE)
+  torn = False
+  if os.path.exists(path) and os.path.getsize(path):
+    with open(path, "rb") as f:
+      f.seek(-1, os.SEEK_END)
+      torn = f.read(1) != b"\n"  # a crash mid-write left a partial row: start a new line
+  with open(path, "a", encoding="utf-8") as f:
+    f.write(("\n" if torn else "") + json.dumps(row) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def read_results(out_dir: str) -> list[dict]:
+  path = os.path.join(out_dir, RESULTS_FILE)
+  rows = []
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        try:
+          rows.append(json.loads(line))
+        except json.JSONDecodeError:
+          continue
+  return sorted(rows, key=lambda r: r["step"])
+
+
+def markdown_table(rows: list[dict], keys=("greedy_accuracy", "mean_pass_ratio", "mean_response_length")) -> str:
+  benches = sorted({b for r in rows for b in r["results"]})
+  head = ["step"] + [f"{b} {k}" for b in benches for k in keys]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for r in rows:
+    cells = [str(r["step"])] + [_fmt(r["results"].get(b, {}).get(k)) for b in benches for k in keys]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def _fmt(v):
+  return "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 10.0,
+          stop_after_step: int | None = None, timeout_s: float | None = None,
+          evaluate_fn: Callable[[str, int, object], dict] = evaluate_step, tensorboard: bool = True) -> list[dict]:
+  """Evaluates every new checkpoint of `workdir` once; returns the rows written by this call.
+
+  Stops when a step ≥ `stop_after_step` has been evaluated, or after `timeout_s` without one, or
+  (with neither) when no unevaluated checkpoint is left.
+  """
+  out_dir = out_dir or os.path.join(workdir, "eval")
+  os.makedirs(out_dir, exist_ok=True)
+  done = evaluated_steps(out_dir)
+  written, last_progress = [], time.monotonic()
+  writer = None
+  try:
+    while True:
+      todo = [s for s in checkpoint_steps(workdir) if s not in done]
+      for step in todo:
+        results = evaluate_fn(workdir, step, config)
+        row = {"step": step, "results": results, "time": time.time()}
+        _append(out_dir, row)
+        done.add(step)
+        written.append(row)
+        last_progress = time.monotonic()
+        if tensorboard:
+          if writer is None:
+            from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+
+            writer = SummaryWriter(os.path.join(out_dir, "tensorboard"))
+          for bench, metrics in results.items():
+            for k, v in metrics.items():
+              if isinstance(v, (int, float)) and np.isfinite(v):
+                writer.add_scalar(f"eval/{bench}/{k}", v, step)
+        with open(os.path.join(out_dir, TABLE_FILE), "w", encoding="utf-8") as f:
+          f.write(markdown_table(read_results(out_dir)))
+      if stop_after_step is not None and any(s >= stop_after_step for s in done):
+        break
+      if stop_after_step is None and timeout_s is None:
+        break
+      if timeout_s is not None and time.monotonic() - last_progress > timeout_s:
+        break
+      time.sleep(poll_s)
+  finally:
+    if writer is not None:
+      writer.close()
+  return written

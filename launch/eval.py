@@ -1,0 +1,44 @@
+"""Checkpoint-driven evaluation of an RL run (issue #7).
+
+    python -m launch.eval --workdir=runs/arena_live                      # every checkpoint not yet evaluated
+    python -m launch.eval --workdir=runs/arena_live --step=40            # one checkpoint
+    python -m launch.eval --workdir=runs/arena_live --watch --stop_after_step=200   # follow a live run
+    python -m launch.eval --workdir=... --config.num_samples=16 --config.benchmarks='("arithmetic",)'
+
+Results go to <workdir>/eval/: eval.jsonl (one row per step), eval.md (a table), TensorBoard.
+"""
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
+
+from arena_jax.eval import watch as watch_lib
+
+_CONFIG = config_flags.DEFINE_config_dict("config", watch_lib.default_config(), lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.", required=True)
+_OUT = flags.DEFINE_string("out_dir", None, "Where results go (default <workdir>/eval).")
+_STEP = flags.DEFINE_integer("step", None, "Evaluate this checkpoint only.")
+_WATCH = flags.DEFINE_boolean("watch", False, "Keep polling for new checkpoints.")
+_STOP = flags.DEFINE_integer("stop_after_step", None, "With --watch: stop once this step is evaluated.")
+_POLL = flags.DEFINE_float("poll_s", 30.0, "With --watch: seconds between polls.")
+_TIMEOUT = flags.DEFINE_float("timeout_s", None, "With --watch: stop after this long without a new checkpoint.")
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+  if _STEP.value is not None:
+    results = watch_lib.evaluate_step(_WORKDIR.value, _STEP.value, _CONFIG.value)
+    print(watch_lib.markdown_table([{"step": _STEP.value, "results": results}]))
+    return
+  rows = watch_lib.watch(_WORKDIR.value, _CONFIG.value, out_dir=_OUT.value, poll_s=_POLL.value,
+                         stop_after_step=_STOP.value if _WATCH.value else None,
+                         timeout_s=_TIMEOUT.value if _WATCH.value else None)
+  out_dir = _OUT.value or f"{_WORKDIR.value}/eval"
+  print(f"evaluated {len(rows)} new checkpoint(s); table: {out_dir}/{watch_lib.TABLE_FILE}")
+  print(watch_lib.markdown_table(watch_lib.read_results(out_dir)))
+
+
+if __name__ == "__main__":
+  app.run(main)

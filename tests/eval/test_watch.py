@@ -1,0 +1,77 @@
+"""Checkpoint-driven evaluation: each checkpoint evaluated exactly once, restart-safe (issue #7)."""
+import json
+import os
+
+import pytest
+
+from arena_jax.eval import watch as watch_lib
+from arena_jax.train import train
+from tests.train.conftest import smoke_config
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+  data = str(tmp_path_factory.mktemp("datasets"))
+  workdir = str(tmp_path_factory.mktemp("run"))
+  c = smoke_config("rlvr", data)
+  c.num_steps, c.checkpoint.every, c.checkpoint.keep = 3, 1, 5
+  train(c, workdir)
+  return workdir, data
+
+
+def test_each_checkpoint_once_and_restart_safe(run_dir, tmp_path):
+  workdir, _ = run_dir
+  calls = []
+  fake = lambda w, step, cfg: calls.append(step) or {"arithmetic": {"greedy_accuracy": step / 10}}
+  out = str(tmp_path / "eval")
+  rows = watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, tensorboard=False)
+  assert [r["step"] for r in rows] == [1, 2, 3] and calls == [1, 2, 3]
+  # A restarted watcher finds nothing new.
+  assert watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, tensorboard=False) == []
+  assert calls == [1, 2, 3]
+  # A row torn by a crash is not counted: that step is evaluated again, once.
+  lines = open(os.path.join(out, "eval.jsonl")).read().splitlines()
+  with open(os.path.join(out, "eval.jsonl"), "w") as f:
+    f.write("\n".join(lines[:2]) + "\n" + lines[2][:10])
+  watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, tensorboard=False)
+  assert calls == [1, 2, 3, 3]
+  assert [r["step"] for r in watch_lib.read_results(out)] == [1, 2, 3]
+  assert "| 3 | 0.300 |" in open(os.path.join(out, "eval.md")).read()
+
+
+def test_watch_picks_up_new_checkpoints_and_stops_after_step(run_dir, tmp_path):
+  workdir, _ = run_dir
+  out = str(tmp_path / "eval")
+  seen = []
+
+  def fake(w, step, cfg):
+    seen.append(step)
+    if step == 2:  # while step 2 is evaluated, the trainer "writes" checkpoint 7
+      os.makedirs(os.path.join(workdir, "checkpoints", "7"), exist_ok=True)
+    return {"arithmetic": {"greedy_accuracy": 0.0}}
+
+  try:
+    watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, poll_s=0.01, stop_after_step=7,
+                    tensorboard=False)
+  finally:
+    os.rmdir(os.path.join(workdir, "checkpoints", "7"))
+  assert seen == [1, 2, 3, 7]
+
+
+def test_real_evaluation_of_a_checkpoint(run_dir):
+  workdir, data = run_dir
+  cfg = watch_lib.default_config()
+  cfg.tasks.data_dir = data
+  cfg.tasks.arithmetic.num_train, cfg.tasks.arithmetic.num_test = 256, 32
+  cfg.tasks.countdown.num_train, cfg.tasks.countdown.num_test = 64, 16
+  cfg.num_examples, cfg.num_samples, cfg.max_new_tokens, cfg.batch_size = 4, 2, 8, 4
+  results = watch_lib.evaluate_step(workdir, 2, cfg)
+  assert set(results) == {"arithmetic", "countdown"}
+  for metrics in results.values():
+    assert 0.0 <= metrics["greedy_accuracy"] <= 1.0 and 0.0 <= metrics["mean_pass_ratio"] <= 1.0
+  json.dumps(results)  # serialisable as an eval.jsonl row
+
+
+def test_missing_run_directory_is_a_clear_error(tmp_path):
+  with pytest.raises(FileNotFoundError, match="policy.json is missing"):
+    watch_lib.load_run_policy(str(tmp_path))
