@@ -14,7 +14,7 @@
 Importing this package imports neither TFDS nor JAX (both are imported on first use).
 """
 from arena_jax.tasks.base import DataError, Example
-from arena_jax.tasks.config import DEMO_KINDS, default_config, validate_config
+from arena_jax.tasks.config import DEMO_KINDS, default_config, demo_config, validate_config
 from arena_jax.tasks.data import ExampleSource, load_split, prepare
 from arena_jax.tasks.demonstrations import Demonstration, corpus, demonstrations, sft_demonstrations
 from arena_jax.tasks.expressions import ParseError, evaluate

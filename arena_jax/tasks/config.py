@@ -74,6 +74,16 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
+def demo_config() -> ml_collections.ConfigDict:
+  """The embedded demo's tasks: easier arithmetic (operands ≤ 10, results ≤ 100, 2–4 operations) and
+  mostly clean demonstrations, so that a two-minute SFT gives a *mixed* base policy (see
+  configs/sft.py for the measurements behind these values). SFT and RL of the demo share it."""
+  c = default_config()
+  c.arithmetic.update(dict(max_operand=10, max_value=100))
+  c.sft.fractions.update(dict(clean=0.88, slip=0.03, compensating=0.03, skipped=0.02, bare_answer=0.01, redundant=0.03))
+  return c
+
+
 def _fail(path: str, message: str):
   raise ValueError(f"{path}: {message}")
 

@@ -69,11 +69,14 @@ def mode_config(mode: str, arg: str | None = None, **reward) -> ml_collections.C
     None / ""   the arithmetic testbed from `make demo`'s SFT policy
     "smoke"     tiny shapes and a random policy: seconds on a CPU, for tests
   """
+  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
+
   c = base_config()
   c.reward.mode = mode
   for k, v in reward.items():
     c.reward[k] = v
   c.init.policy_dir = DEFAULT_POLICY_DIR
+  c.tasks = tasks.demo_config()  # the SFT policy's tasks: its difficulty and its held-out split
   if arg == "smoke":
     smoke(c)
   elif arg:

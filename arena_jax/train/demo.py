@@ -1,0 +1,99 @@
+"""`make demo`: the main job on the embedded default, end to end on one CPU machine (issue #6 §7).
+
+  1. SFT warm start of the tiny policy on synthetic demonstrations (cached: a second run reuses it);
+  2. evaluation of the SFT policy on held-out arithmetic;
+  3. Reasoning Arena-Live RL (`configs/arith_arena_live.py`) against the embedded judge server;
+  4. evaluation of the RL policy on the same problems, a table, and a PNG of the training curves.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+DEMO_EVAL = dict(num_examples=200, num_samples=8, max_new_tokens=96)
+
+
+def _eval_config(data_dir: str, tasks_config, **overrides):
+  from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
+
+  c = watch.default_config()
+  c.tasks = tasks_config
+  c.tasks.data_dir = data_dir
+  c.benchmarks = ("arithmetic",)
+  for k, v in {**DEMO_EVAL, **overrides}.items():
+    c[k] = v
+  return c
+
+
+def run_demo(root: str = "runs", *, rl_steps: int | None = None, sft_config=None, rl_config=None) -> dict:
+  """Runs the demo under `root`; returns the summary it prints (see module docstring)."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+
+  from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
+  from arena_jax.train import sft, train  # pylint: disable=g-import-not-at-top
+  from arena_jax.train.policy_io import load_policy  # pylint: disable=g-import-not-at-top
+
+  def load(path, arg=None):
+    spec = importlib.util.spec_from_file_location("cfg", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg)
+
+  t0 = time.time()
+  # ── 1. SFT warm start (cached) ──
+  sc = sft_config or load("configs/sft.py")
+  policy_dir = os.path.join(root, "sft_demo")
+  print("== 1/4  SFT warm start of the tiny policy (cached after the first run) ==", flush=True)
+  sft_summary = sft.train_sft(sc, policy_dir)
+
+  # ── 2. the SFT policy's accuracy ──
+  rc = rl_config or load("configs/arith_arena_live.py")
+  rc.init.policy_dir = policy_dir
+  rc.tasks = sc.tasks
+  if rl_steps is not None:
+    rc.num_steps = rl_steps
+  ec = _eval_config(rc.tasks.data_dir, rc.tasks.copy_and_resolve_references(),
+                    temperature=rc.rollout.temperature, max_new_tokens=rc.rollout.max_new_tokens)
+  print("== 2/4  evaluating the SFT policy on held-out arithmetic ==", flush=True)
+  policy = load_policy(policy_dir)
+  before = watch.evaluate_params(policy.model, policy.config, policy.tokenizer, ec, add_bos=policy.add_bos)
+
+  # ── 3. Reasoning Arena-Live RL ──
+  workdir = os.path.join(root, "demo_arena_live")
+  print(f"== 3/4  Reasoning Arena-Live RL: {rc.num_steps} steps of {rc.rollout.prompts_per_step} prompts × "
+        f"G={rc.rollout.group_size}, embedded judge server ==", flush=True)
+  rl_summary = train(rc, workdir)
+
+  # ── 4. the RL policy's accuracy ──
+  print("== 4/4  evaluating the RL policy on the same problems ==", flush=True)
+  step = watch.checkpoint_steps(workdir)[-1]
+  after = watch.evaluate_step(workdir, step, ec)
+  summary = {"sft": before["arithmetic"], "rl": after["arithmetic"], "rl_steps": step,
+             "rl_last": rl_summary.get("last", {}), "plot": rl_summary.get("plot"),
+             "sft_cached": bool(sft_summary.get("cached")), "minutes": (time.time() - t0) / 60}
+  print(format_summary(summary, ec))
+  with open(os.path.join(workdir, "demo_summary.json"), "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=1, default=float)
+  return summary
+
+
+def format_summary(s: dict, ec) -> str:
+  rows = [("greedy accuracy", "greedy_accuracy"), (f"mean pass ratio@{ec.num_samples} (T={ec.temperature})",
+                                                   "mean_pass_ratio"),
+          ("groups all-correct", "frac_all_correct"), ("groups all-wrong", "frac_all_wrong"),
+          ("groups diverse", "frac_diverse"), ("mean response length", "mean_response_length")]
+  width = max(len(r[0]) for r in rows)
+  lines = ["", f"held-out arithmetic, {ec.num_examples} problems", f"{'':{width}}  {'SFT':>8}  {'after RL':>8}"]
+  for label, key in rows:
+    a, b = s["sft"].get(key), s["rl"].get(key)
+    lines.append(f"{label:{width}}  {a:8.3f}  {b:8.3f}")
+  last = s["rl_last"]
+  if last:
+    lines.append("")
+    lines.append(f"RL: {s['rl_steps']} steps; last step: groups routed to the judge {last.get('groups/routed', 0):.2f}, "
+                 f"judge calls {last.get('judge/calls', 0)}, judge failures {last.get('judge/failures', 0)}")
+  if s.get("plot"):
+    lines.append(f"training curves: {s['plot']}")
+  lines.append(f"total {s['minutes']:.1f} min (SFT {'cached' if s['sft_cached'] else 'trained'})")
+  return "\n".join(lines)

@@ -1,0 +1,214 @@
+"""A policy on disk: tokenizer, model config and parameters in one directory (issue #6).
+
+Layout of a policy directory (what `save_policy` writes and `load_policy` reads):
+
+    tokenizer.model      the SentencePiece model (PAD 0, EOS 1, BOS 2; `arena_jax.tokenizer`)
+    model_config.json    every field of the `ModelConfig` (RoPE scaling as a nested object)
+    params/              an orbax checkpoint (StandardSave) of the pure parameter dict, as
+                         `nnx.to_pure_dict(nnx.state(model, nnx.Param))` lays it out
+    meta.json            written last, so its presence marks a complete policy: format version,
+                         prompt convention (`add_bos`), and whatever the writer adds (`extra`:
+                         the SFT config and summary)
+
+`load_policy` also reads a HF checkpoint directory (config.json + safetensors, tokenizer.json or
+tokenizer.model), so a run can start from either without a separate code path in the trainer.
+Orbax is imported on use: importing this module stays light.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+
+from arena_jax import tokenizer as tokenizer_lib
+from arena_jax.models import (LOGICAL_AXIS_RULES, ModelConfig, RopeScaling, Transformer, abstract_model, load_hf,
+                              param_shardings)
+
+FORMAT_VERSION = 1
+TOKENIZER_FILE = "tokenizer.model"
+MODEL_CONFIG_FILE = "model_config.json"
+PARAMS_DIR = "params"
+META_FILE = "meta.json"
+
+
+class Policy(NamedTuple):
+  """A loaded policy: the model (parameters placed on device), its config and its tokenizer.
+
+  `meta` is meta.json's content ({} for a HF directory); `add_bos` says whether prompts start
+  with BOS, as the policy was trained (see `encode_prompts`).
+  """
+
+  config: ModelConfig
+  model: Transformer
+  tokenizer: Any
+  meta: dict = {}
+
+  @property
+  def add_bos(self) -> bool:
+    return bool(self.meta.get("add_bos", True))
+
+  def encode_prompts(self, texts: Sequence[str]) -> list[list[int]]:
+    """Prompt token ids in the policy's convention (the sampler's input)."""
+    return self.tokenizer.encode(list(texts), add_bos=self.add_bos)
+
+
+# ─────────────────────────────────────── model config ⇄ JSON ───────────────────────────────────────
+
+
+def config_to_json(config: ModelConfig) -> str:
+  return json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True)
+
+
+def config_from_json(text: str) -> ModelConfig:
+  d = json.loads(text)
+  if d.get("rope_scaling") is not None:
+    d["rope_scaling"] = RopeScaling(**d["rope_scaling"])
+  if d.get("sliding_layers") is not None:
+    d["sliding_layers"] = tuple(d["sliding_layers"])
+  known = {f.name for f in dataclasses.fields(ModelConfig)}
+  unknown = sorted(set(d) - known)
+  if unknown:
+    raise ValueError(f"{MODEL_CONFIG_FILE} has fields that ModelConfig does not know: {unknown}")
+  return ModelConfig(**d)
+
+
+# ─────────────────────────────────────── save ───────────────────────────────────────
+
+
+def _pure_params(model_or_params) -> dict:
+  if isinstance(model_or_params, nnx.Module):
+    model_or_params = nnx.state(model_or_params, nnx.Param)
+  if isinstance(model_or_params, nnx.State):
+    model_or_params = nnx.to_pure_dict(model_or_params)
+  return model_or_params
+
+
+def _write_atomic(path: pathlib.Path, data: bytes) -> None:
+  tmp = path.with_name(path.name + ".tmp")
+  tmp.write_bytes(data)
+  os.replace(tmp, path)
+
+
+def save_policy(path: str | os.PathLike, model_or_params, model_config: ModelConfig, tokenizer, *,
+                extra: dict | None = None, add_bos: bool = True) -> pathlib.Path:
+  """Writes a policy directory (layout in the module docstring); returns its path.
+
+  Args:
+    path: the directory (created; files of an earlier policy there are replaced, others are kept).
+    model_or_params: a `Transformer`, its `nnx.State`, or the pure parameter dict.
+    model_config: the model's config.
+    tokenizer: a `SentencePieceTokenizer` (anything with `save(path)` writing a `.model` file).
+    extra: JSON-serialisable entries merged into meta.json.
+    add_bos: the prompt convention the policy was trained with.
+
+  meta.json is removed first and written last, so a save that dies half-way never leaves a
+  directory that looks complete (the SFT cache trusts meta.json).
+  """
+  path = pathlib.Path(path).expanduser().absolute()
+  tokenizer.check_vocab(model_config.vocab_size)
+  path.mkdir(parents=True, exist_ok=True)
+  (path / META_FILE).unlink(missing_ok=True)
+  tokenizer.save(path / TOKENIZER_FILE)
+  _write_atomic(path / MODEL_CONFIG_FILE, config_to_json(model_config).encode())
+  params = _pure_params(model_or_params)
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top  (heavy; on use)
+
+  with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
+    ckptr.save(path / PARAMS_DIR, args=ocp.args.StandardSave(params), force=True)
+  meta = {"format_version": FORMAT_VERSION, "add_bos": bool(add_bos), "tokenizer_vocab_size": tokenizer.vocab_size,
+          "num_params": int(sum(np.size(x) for x in jax.tree.leaves(params)))}
+  meta.update(extra or {})
+  _write_atomic(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True, default=_json_default).encode())
+  return path
+
+
+def _json_default(x):
+  if isinstance(x, (np.generic, np.ndarray)) or hasattr(x, "tolist"):
+    return np.asarray(x).tolist()
+  if isinstance(x, (tuple, set)):
+    return list(x)
+  raise TypeError(f"meta.json: cannot serialise {type(x).__name__}")
+
+
+# ─────────────────────────────────────── load ───────────────────────────────────────
+
+
+def is_policy_dir(path: str | os.PathLike) -> bool:
+  """Whether `path` holds a complete policy written by `save_policy`."""
+  path = pathlib.Path(path).expanduser()
+  return all((path / f).exists() for f in (META_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, PARAMS_DIR))
+
+
+def read_meta(path: str | os.PathLike) -> dict:
+  return json.loads((pathlib.Path(path).expanduser() / META_FILE).read_text())
+
+
+def check_vocab(tokenizer, model_config: ModelConfig, tokenizer_file, config_file) -> None:
+  """Raises ValueError naming both sizes and both files unless every token id has an embedding row."""
+  if tokenizer.vocab_size > model_config.vocab_size:
+    raise ValueError(
+        f"tokenizer vocabulary ({tokenizer.vocab_size} tokens, {tokenizer_file}) exceeds the model's "
+        f"vocab_size ({model_config.vocab_size}, {config_file}): token ids ≥ {model_config.vocab_size} "
+        "would have no embedding row. Use the tokenizer the policy was trained with, or a model config "
+        "with a larger vocab_size.")
+
+
+def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = None,
+                rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> Policy:
+  """Reads a policy directory written by `save_policy`, or a HF checkpoint directory.
+
+  Args:
+    path: the directory.
+    mesh: place each parameter with its logical sharding on this mesh (default: the default device).
+    rules: logical axis rules for `mesh`.
+
+  Raises:
+    FileNotFoundError: `path` is neither a complete policy directory nor a HF checkpoint.
+    ValueError: the tokenizer has more tokens than the model has embedding rows.
+  """
+  path = pathlib.Path(path).expanduser().absolute()
+  if not is_policy_dir(path):
+    if (path / "config.json").exists():
+      return _load_hf_policy(path, mesh, rules)
+    missing = [f for f in (META_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, PARAMS_DIR) if not (path / f).exists()]
+    raise FileNotFoundError(
+        f"{path} is not a policy directory (missing {', '.join(missing)}) nor a HF checkpoint (config.json)")
+  meta = read_meta(path)
+  if meta.get("format_version", 0) > FORMAT_VERSION:
+    raise ValueError(f"{path / META_FILE}: format_version {meta['format_version']} is newer than this code "
+                     f"reads ({FORMAT_VERSION})")
+  config = config_from_json((path / MODEL_CONFIG_FILE).read_text())
+  tokenizer = tokenizer_lib.SentencePieceTokenizer.load(path / TOKENIZER_FILE)
+  check_vocab(tokenizer, config, path / TOKENIZER_FILE, path / MODEL_CONFIG_FILE)
+
+  graphdef, abstract = nnx.split(abstract_model(config))
+  if mesh is not None:
+    shardings = param_shardings(abstract, mesh, rules)
+  else:
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    shardings = jax.tree.map(lambda _: device, nnx.to_pure_dict(abstract))
+  target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                        nnx.to_pure_dict(abstract), shardings)
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top  (heavy; on use)
+
+  with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
+    params = ckptr.restore(path / PARAMS_DIR, args=ocp.args.StandardRestore(target))
+  nnx.replace_by_pure_dict(abstract, params)
+  return Policy(config=config, model=nnx.merge(graphdef, abstract), tokenizer=tokenizer, meta=meta)
+
+
+def _load_hf_policy(path: pathlib.Path, mesh, rules) -> Policy:
+  """A HF checkpoint directory: `models.load_hf` + its tokenizer (tokenizer.json or tokenizer.model)."""
+  model = load_hf(path, mesh=mesh, rules=rules)
+  tokenizer = tokenizer_lib.load_tokenizer(path)
+  tokenizer_file = path / ("tokenizer.json" if (path / "tokenizer.json").exists() else "tokenizer.model")
+  check_vocab(tokenizer, model.config, tokenizer_file, path / "config.json")
+  # HF chat/base models carry their own BOS convention; the tokenizer's bos_id decides.
+  return Policy(config=model.config, model=model, tokenizer=tokenizer,
+                meta={"add_bos": tokenizer.bos_id is not None, "source": "hf"})
