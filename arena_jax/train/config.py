@@ -19,7 +19,7 @@ def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
   c.tasks = tasks.default_config()      # the task trained on is tasks.train_task (arena_jax/tasks/config.py)
-  c.num_steps = 40                      # optimizer steps
+  c.num_steps = 80                      # optimizer steps
 
   # Where the policy comes from: an SFT / saved policy dir, a local HF checkpoint, or (tests only)
   # a randomly initialised named model with a tokenizer trained on the task corpus.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 
 DEMO_EVAL = dict(num_examples=200, num_samples=8, max_new_tokens=96)
@@ -61,6 +62,8 @@ def run_demo(root: str = "runs", *, rl_steps: int | None = None, sft_config=None
 
   # ── 3. Reasoning Arena-Live RL ──
   workdir = os.path.join(root, "demo_arena_live")
+  if os.path.isdir(workdir):  # the demo's own RL run: every `make demo` trains it afresh
+    shutil.rmtree(workdir)
   print(f"== 3/4  Reasoning Arena-Live RL: {rc.num_steps} steps of {rc.rollout.prompts_per_step} prompts × "
         f"G={rc.rollout.group_size}, embedded judge server ==", flush=True)
   rl_summary = train(rc, workdir)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from arena_jax.train.metrics import read_metrics
 
 PANELS = (
@@ -27,7 +29,9 @@ def plot_curves(workdir: str, path: str | None = None) -> str:
     for key in keys:
       pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
       if pts:
-        ax.plot(*zip(*pts), label=key.split("/")[-1], lw=1.4)
+        steps, values = map(np.asarray, zip(*pts))
+        line, = ax.plot(steps, values, lw=0.8, alpha=0.35)
+        ax.plot(steps, _smooth(values), color=line.get_color(), lw=1.8, label=key.split("/")[-1])
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
@@ -37,3 +41,11 @@ def plot_curves(workdir: str, path: str | None = None) -> str:
   fig.savefig(path, dpi=110)
   plt.close(fig)
   return path
+
+
+def _smooth(values: np.ndarray, window: int = 10) -> np.ndarray:
+  """Trailing moving average over up to `window` steps (per-step values of a small batch are noisy)."""
+  c = np.concatenate([[0.0], np.cumsum(values, dtype=float)])
+  end = np.arange(1, len(values) + 1)
+  start = np.maximum(end - window, 0)
+  return (c[end] - c[start]) / (end - start)

@@ -168,7 +168,12 @@ class Trainer:
 
   # ── restore ──
   def restore(self) -> int:
-    step = self.checkpointer.latest_step() if self.config.resume else None
+    latest = self.checkpointer.latest_step()
+    if not self.config.resume and latest is not None:
+      raise FileExistsError(
+          f"{self.checkpointer.directory} already holds checkpoints up to step {latest}: pass "
+          "--config.resume=True to continue that run, or choose a new --workdir")
+    step = latest if self.config.resume else None
     if step is None:
       return 0
     target = jax.tree.map(np.asarray, self.state)
