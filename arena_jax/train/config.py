@@ -17,7 +17,8 @@ def base_config() -> ml_collections.ConfigDict:
   from arena_jax import judges, tasks  # pylint: disable=g-import-not-at-top
 
   c = ml_collections.ConfigDict()
-  c.seed = 0
+  c.seed = 0                            # sampling, judge presentation orders, random init
+  c.data_seed = 0                       # the order of the training prompts
   c.tasks = tasks.default_config()      # the task trained on is tasks.train_task (arena_jax/tasks/config.py)
   c.num_steps = 80                      # optimizer steps
 

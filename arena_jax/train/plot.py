@@ -31,7 +31,7 @@ def plot_curves(workdir: str, path: str | None = None) -> str:
       if pts:
         steps, values = map(np.asarray, zip(*pts))
         line, = ax.plot(steps, values, lw=0.8, alpha=0.35)
-        ax.plot(steps, _smooth(values), color=line.get_color(), lw=1.8, label=key.split("/")[-1])
+        ax.plot(steps, smooth(values), color=line.get_color(), lw=1.8, label=key.split("/")[-1])
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
@@ -43,7 +43,7 @@ def plot_curves(workdir: str, path: str | None = None) -> str:
   return path
 
 
-def _smooth(values: np.ndarray, window: int = 10) -> np.ndarray:
+def smooth(values: np.ndarray, window: int = 10) -> np.ndarray:
   """Trailing moving average over up to `window` steps (per-step values of a small batch are noisy)."""
   c = np.concatenate([[0.0], np.cumsum(values, dtype=float)])
   end = np.arange(1, len(values) + 1)

@@ -140,7 +140,8 @@ class Trainer:
     # ── data ──
     self.task = tasks.get_task(config.tasks.train_task, config.tasks)
     source = tasks.load_split(config.tasks, config.tasks.train_task, "train")
-    self.iterator = tasks.PromptIterator(source, self.b, seed=config.seed)
+    # The data order has its own seed, so runs that differ only in `seed` (sampling, judge) see the same prompts.
+    self.iterator = tasks.PromptIterator(source, self.b, seed=config.data_seed)
 
     # ── policy, sampler, optimizer ──
     self.policy = init_policy(config, workdir)
@@ -346,11 +347,16 @@ def train(config, workdir: str) -> dict:
 
     progress = tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
 
+  last_end = [time.perf_counter()]
+
   def finish(step: int, pending, stop: _StopFlag) -> bool:
     """Applies step `step`; returns True when the run must stop after it."""
     t = time.perf_counter()
     m = trainer.apply(step, *pending)
-    m["time/step"] = time.perf_counter() - t + pending[0].sample_s + pending[0].verify_s
+    now = time.perf_counter()
+    m["time/step"] = now - t + pending[0].sample_s + pending[0].verify_s  # this step's own work
+    m["time/wall"] = now - last_end[0]  # wall-clock between optimizer steps (overlap included)
+    last_end[0] = now
     writer.write(step + 1, m)
     trainer.history.append({"step": step + 1, **m})
     if progress is not None:
