@@ -252,6 +252,10 @@ class _ArithmeticState:
       missing = [n for n in self.ops if n not in self.covered]
       line.skipped = len(missing)
       self.covered.update(missing)
+      # Unshown operations count as done with their true values, and the answer stands as the claim
+      # for the root: a second "Answer:" line is then checked against it (not a KeyError).
+      self.claimed.update({n: n.value for n in missing})
+      self.claimed[self.root] = value
       line.valid = value == self.root.value
     if not line.valid:
       line.note = f"the answer {ex.format_number(value)} is wrong"

@@ -9,6 +9,7 @@ the Bradley–Terry fit (a jitted device call, SPEC §6) is timed on its own.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import threading
@@ -44,6 +45,7 @@ class JudgeOutcome:
   scores: list[list[float | None]] = dataclasses.field(default_factory=list)  # pointwise
   calls: int = 0
   failures: int = 0
+  failure_reasons: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   prompt_tokens: int = 0
   completion_tokens: int = 0
 
@@ -98,6 +100,7 @@ class JudgeRunner:
       out.native_ranks.append(run.scheduler.native_ranking())
       out.calls += run.calls
       out.failures += run.failures
+      out.failure_reasons.update(r.failure_reason for _, _, r in run.results if not r.ok)
       out.prompt_tokens += run.prompt_tokens
       out.completion_tokens += run.completion_tokens
     return out
@@ -117,6 +120,8 @@ class JudgeRunner:
       for r in group:
         out.calls += r.calls
         out.failures += not r.ok
+        if not r.ok:
+          out.failure_reasons[r.failure_reason] += 1
         out.prompt_tokens += r.prompt_tokens
         out.completion_tokens += r.completion_tokens
     return out

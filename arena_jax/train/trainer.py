@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any, Sequence
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -284,6 +285,14 @@ class Trainer:
                 "judge/failure_rate": outcome.failures / max(outcome.calls, 1),
                 "judge/groups_all_failed": counts["groups_all_failed"],
                 "judge/tokens": outcome.prompt_tokens + outcome.completion_tokens})
+      if counts["groups_all_failed"]:
+        # A judge that is down (or failing) mid-run must not stop training, nor pass unnoticed: these
+        # groups keep reward 1/2 everywhere, i.e. zero advantage (SPEC §4: dropped, never ties).
+        logging.warning(
+            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed): they get zero "
+            "advantage this step; see judge/failures, judge/groups_all_failed in metrics.jsonl", step + 1,
+            counts["groups_all_failed"], len(outcome.indices), outcome.failures, outcome.calls)
+      m.update({f"judge/failed/{reason}": n for reason, n in outcome.failure_reasons.items()})
     else:
       rewards = verifier
       if self.mode.uses_judge:  # a judged mode whose step had no group to judge
@@ -335,6 +344,11 @@ def train(config, workdir: str) -> dict:
   """Runs RL from `config` in `workdir`; returns a summary (steps, last metrics, paths)."""
   from arena_jax import judges  # pylint: disable=g-import-not-at-top
 
+  # Fail fast, before the policy is loaded or anything compiles: a bad field, then a configured judge
+  # URL that does not answer (issue #10 §3; a judge that dies mid-run is handled in `apply`).
+  validate_config(config)
+  if get_mode(config.reward.mode).uses_judge:
+    judges.check_judge_urls(config.judge)
   trainer = Trainer(config, workdir)
   start = trainer.restore()
   c = config

@@ -178,3 +178,13 @@ def test_check_process_never_evaluates_model_output():
   assert r.invalid_steps == (0,)
   with pytest.raises(NotImplementedError):
     tasks.get_task("jsonl").check_process(None, "")
+
+
+def test_repeated_answer_lines_after_skipped_operations_do_not_crash():
+  # Seen in RL: a sampled trace that skips the last operation and states two answers made the
+  # checker raise KeyError (HTTP 500 from the embedded judge). The second answer is judged too.
+  from arena_jax import tasks as tasks_lib
+  trace = "9 + 9 = 18.\n\n9 * 4 = 36.\n\n36 + 36 = 92.\n\nAnswer: 8.\n\nAnswer: 86"
+  report = tasks_lib.check_arithmetic("8 + 9 + (3 + 9 * 4)", "56", trace)
+  assert not report.answer_correct
+  assert report.first_error_step >= 0
