@@ -108,7 +108,11 @@ class SentencePieceTokenizer(_Common):
     return cls(pathlib.Path(path).read_bytes())
 
   def save(self, path: str | os.PathLike) -> None:
-    pathlib.Path(path).write_bytes(self._proto)
+    # Write then rename: a crash mid-write never leaves a truncated model where a resume looks for it.
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(self._proto)
+    os.replace(tmp, path)
 
   @property
   def model_proto(self) -> bytes:

@@ -47,19 +47,28 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 def write_policy_spec(workdir: str, model_config, tokenizer, *, add_bos: bool = True) -> None:
-  """What an evaluator needs besides the parameters: the model config and the tokenizer."""
+  """What an evaluator needs besides the parameters: the model config and the tokenizer.
+
+  Every file is written to a temporary name and renamed, so a crash never leaves a torn one that a
+  resumed run or an evaluator would then read.
+  """
   from arena_jax.train.policy_io import config_to_json  # pylint: disable=g-import-not-at-top
 
   os.makedirs(workdir, exist_ok=True)
-  with open(os.path.join(workdir, "model_config.json"), "w", encoding="utf-8") as f:
-    f.write(config_to_json(model_config))
+  _write_text(os.path.join(workdir, "model_config.json"), config_to_json(model_config))
   if hasattr(tokenizer, "save"):
-    tokenizer.save(os.path.join(workdir, "tokenizer.model"))
+    tokenizer.save(os.path.join(workdir, "tokenizer.model"))  # atomic too
     tok_file = "tokenizer.model"
   else:  # a HF tokenizer: point at its file
     tok_file = os.path.abspath(getattr(tokenizer, "path", ""))
-  with open(os.path.join(workdir, POLICY_SPEC), "w", encoding="utf-8") as f:
-    json.dump({"tokenizer": tok_file, "add_bos": bool(add_bos)}, f)
+  _write_text(os.path.join(workdir, POLICY_SPEC), json.dumps({"tokenizer": tok_file, "add_bos": bool(add_bos)}))
+
+
+def _write_text(path: str, text: str) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.write(text)
+  os.replace(tmp, path)
 
 
 def load_run_policy(workdir: str):

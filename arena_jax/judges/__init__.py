@@ -10,21 +10,33 @@
   jury        the Reasoning Jury (SPEC §8): Phase 1 jurors, consolidation / deliberation; `JuryJudge`
   metrics     balanced F1, ProcessBench acc1 / acc2 / F1
   tournament  `run_tournament` / `run_tournaments`: arena schedulers against the async judge (SPEC §5)
-  backends    judges by name (`make_judge`), `judge_endpoints` (the embedded server when no URL is set)
+  backends    judges by name (`make_judge`), `judge_endpoints` (the embedded server when no URL is set),
+              `check_judge_urls` (fail fast at start when a configured judge does not answer)
   server      the embedded judge server (`EmbeddedJudgeServer`; `python -m launch.serve_judge`)
   files       JSONL batch judging behind `launch/judge_pairs.py` and `launch/jury.py`
 
 Importing this package starts nothing: servers, sessions and event loops are created on use.
 """
 from arena_jax.judges import hygiene, prompts, server
-from arena_jax.judges.backends import BACKENDS, judge_endpoints, make_judge, make_jury, register_backend
+from arena_jax.judges.backends import (
+    BACKENDS,
+    check_judge_urls,
+    configured_urls,
+    judge_endpoints,
+    make_judge,
+    make_jury,
+    register_backend,
+)
 from arena_jax.judges.client import (
     ClientStats,
     Completion,
     JudgeClient,
+    JudgeUnreachableError,
     ResponseCache,
     backoff_delay,
     chat_completions_url,
+    check_endpoints,
+    models_url,
     retry_after_seconds,
     split_urls,
 )

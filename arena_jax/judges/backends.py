@@ -15,10 +15,11 @@ Adding a backend touches one file: a factory `(config, urls) -> judge` decorated
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Callable, Iterator, Sequence
 
 from arena_jax.judges import config as config_lib
-from arena_jax.judges.client import JudgeClient, split_urls
+from arena_jax.judges.client import JudgeClient, check_endpoints, split_urls
 from arena_jax.judges.jury import Jury, JuryJudge
 from arena_jax.judges.pairwise import PairwiseJudge
 from arena_jax.judges.pointwise import PointwiseJudge
@@ -90,3 +91,21 @@ def judge_endpoints(config) -> Iterator[tuple[str, ...]]:
     return
   with EmbeddedJudgeServer(config.server, model=config.model) as server:
     yield (server.url,)
+
+
+def configured_urls(config) -> tuple[str, ...]:
+  """Every judge URL `config` names for its backend: `urls`, or a jury's jurors and consolidator."""
+  urls = list(split_urls(config.urls))
+  if config.backend == "jury":
+    urls += list(config.jury.jurors) + ([config.jury.consolidator] if config.jury.consolidator else [])
+  return tuple(dict.fromkeys(urls))  # once each, in order
+
+
+def check_judge_urls(config) -> None:
+  """Fails fast, within `client.startup_check_s`, when a configured judge URL does not answer (issue #10 §3).
+
+  Nothing to check when `config` names no URL: the embedded server is started (and waited for) by
+  `judge_endpoints`. Raises `JudgeUnreachableError` naming each URL that did not answer.
+  """
+  api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
+  check_endpoints(configured_urls(config), api_key=api_key, timeout_s=config.client.startup_check_s)

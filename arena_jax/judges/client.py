@@ -20,7 +20,9 @@ asynchronous and must be fast, robust and countable:
   * temperature, max_tokens and seed are sent explicitly with every request; `message.content` is the
     answer, `message.reasoning_content` / `message.reasoning` (vLLM / SGLang reasoning parsers) is kept;
   * an optional on-disk cache keyed by the request (model, messages, sampling parameters) returns
-    parsed answers without a call.
+    parsed answers without a call;
+  * `check_endpoints` (before training starts) fails fast, naming each URL, when a judge does not
+    answer `GET /v1/models` or rejects the key (issue #10 §3); mid-run, failures are only counted.
 
 Transport: aiohttp. Measured on this project's 2-core machine against an aiohttp server with 100 ms
 latency at 64 concurrent requests, aiohttp reached 0.90 of the latency bound, the `openai` package's
@@ -136,6 +138,77 @@ def chat_completions_url(base: str) -> str:
   if base.endswith("/v1"):
     return base + "/chat/completions"
   return base + "/v1/chat/completions"
+
+
+def models_url(base: str) -> str:
+  """The model-list URL (`GET /v1/models`) of a base URL given in any form `chat_completions_url` takes."""
+  return chat_completions_url(base)[:-len("/chat/completions")] + "/models"
+
+
+class JudgeUnreachableError(ConnectionError):
+  """A configured judge endpoint did not answer before training started (see `check_endpoints`)."""
+
+
+def _probe(base: str, headers: dict, deadline: float, interval_s: float) -> str | None:
+  """None once `base` answers `GET /v1/models`; else why it did not by `deadline`.
+
+  Any HTTP answer but 401 / 403 proves a server is listening (some deployments do not list models):
+  5xx and 429 are the client's business once training runs. A rejected key is final at once.
+  """
+  import http.client  # pylint: disable=g-import-not-at-top
+  import urllib.error  # pylint: disable=g-import-not-at-top
+  import urllib.request  # pylint: disable=g-import-not-at-top
+
+  # No proxies, as for the aiohttp session (trust_env=False): the check must see what training will see.
+  opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+  request = urllib.request.Request(models_url(base), headers=headers, method="GET")
+  reason = "no attempt"
+  while True:
+    remaining = deadline - time.monotonic()
+    try:
+      with opener.open(request, timeout=max(min(remaining, 10.0), 0.05)) as resp:
+        resp.read(1 << 16)
+      return None
+    except urllib.error.HTTPError as e:
+      if e.code in (401, 403):
+        return (f"HTTP {e.code}: the judge rejected the API key (set the env var named by judge.api_key_env "
+                "to the key the server expects)")
+      return None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:  # refused, DNS, timeout
+      reason = f"{type(getattr(e, 'reason', e)).__name__}: {getattr(e, 'reason', e)}"
+    if time.monotonic() + interval_s >= deadline:
+      return reason
+    time.sleep(interval_s)
+
+
+def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, timeout_s: float = 10.0,
+                    interval_s: float = 0.5) -> None:
+  """Waits up to `timeout_s` for every judge URL to answer `GET /v1/models` (issue #10 §3).
+
+  A judge that is down *before* training starts is a configuration error (a typo, a server not
+  launched, a firewall): the run fails at once, naming each URL and why, instead of dropping every
+  judgment of every step. Refused connections are retried every `interval_s` until the deadline,
+  so a server that is still binding its port gets the whole window. A judge that dies *mid-run* is
+  handled by the trainer (failed matches dropped and counted; zero advantage for all-failed groups).
+
+  Raises:
+    JudgeUnreachableError: listing the URLs that did not answer.
+  """
+  import concurrent.futures  # pylint: disable=g-import-not-at-top
+
+  urls = split_urls(urls)
+  if not urls or timeout_s <= 0:
+    return
+  headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+  deadline = time.monotonic() + timeout_s
+  with concurrent.futures.ThreadPoolExecutor(len(urls)) as pool:
+    reasons = list(pool.map(lambda u: _probe(u, headers, deadline, interval_s), urls))
+  bad = [f"  {u} ({models_url(u)}): {r}" for u, r in zip(urls, reasons) if r is not None]
+  if bad:
+    raise JudgeUnreachableError(
+        f"{len(bad)} of {len(urls)} judge URL(s) did not answer within {timeout_s:g} s:\n" + "\n".join(bad)
+        + "\nStart the judge server(s), fix judge.urls, or leave judge.urls empty for the embedded judge "
+        "(judge.client.startup_check_s sets this wait; 0 skips the check).")
 
 
 def split_urls(urls: str | Sequence[str]) -> tuple[str, ...]:

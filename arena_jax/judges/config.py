@@ -90,6 +90,7 @@ def default_config() -> ml_collections.ConfigDict:
       max_retry_after_s=60.0,     # honour Retry-After up to this; a longer one is a final failure
       failures_before_cooldown=3,  # consecutive failures that take an endpoint out of rotation ...
       cooldown_s=5.0,             # ... for this long (while another endpoint is healthy)
+      startup_check_s=10.0,       # every URL must answer GET /v1/models within this before training (0 = skip)
       cache_dir="",               # on-disk answer cache keyed by the request ("" = off)
   ))
   c.jury = ml_collections.ConfigDict(dict(
@@ -202,6 +203,7 @@ def validate_config(config: ml_collections.ConfigDict, prefix: str = "judge") ->
   _number(cl, p, "max_retry_after_s", 0.0)
   _number(cl, p, "failures_before_cooldown", 1, integer=True)
   _number(cl, p, "cooldown_s", 0.0)
+  _number(cl, p, "startup_check_s", 0.0)
   _string(cl, p, "cache_dir")
 
   p = f"{prefix}.jury"

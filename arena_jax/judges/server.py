@@ -658,8 +658,20 @@ async def serve_in_process(config: ml_collections.ConfigDict | None = None, **ov
     await runner.cleanup()
 
 
-async def serve(cfg: ml_collections.ConfigDict, stop: asyncio.Event | None = None) -> None:
-  """Serves until `stop` is set (or SIGINT / SIGTERM); prints one ready line with the URL to stdout."""
+async def _watch_parent(parent_pid: int, stop: asyncio.Event, interval_s: float = 0.5) -> None:
+  """Sets `stop` once the process that started this server is gone (its child gets a new parent).
+
+  A trainer killed with SIGKILL (a preempted VM, the OOM killer) cannot stop its embedded judge; without
+  this the orphan would keep its port and CPU for good (issue #10 §2).
+  """
+  while os.getppid() == parent_pid:
+    await asyncio.sleep(interval_s)
+  stop.set()
+
+
+async def serve(cfg: ml_collections.ConfigDict, stop: asyncio.Event | None = None, *, parent_pid: int = 0) -> None:
+  """Serves until `stop` is set (or SIGINT / SIGTERM, or process `parent_pid` ends when it is not 0);
+  prints one ready line with the URL to stdout."""
   runner, url = await _start(cfg, shutdown_timeout=5.0)
   print(f"arena_jax judge server: serving {cfg.model} on {url}", flush=True)
   stop = stop or asyncio.Event()
@@ -669,15 +681,18 @@ async def serve(cfg: ml_collections.ConfigDict, stop: asyncio.Event | None = Non
       loop.add_signal_handler(sig, stop.set)
     except (NotImplementedError, RuntimeError):  # not the main thread / platform
       pass
+  watcher = asyncio.ensure_future(_watch_parent(parent_pid, stop)) if parent_pid else None
   try:
     await stop.wait()
   finally:
+    if watcher is not None:
+      watcher.cancel()
     await runner.cleanup()
 
 
-def run_server(cfg: ml_collections.ConfigDict) -> None:
-  """Blocking entry point of `launch/serve_judge.py`."""
-  asyncio.run(serve(cfg))
+def run_server(cfg: ml_collections.ConfigDict, *, parent_pid: int = 0) -> None:
+  """Blocking entry point of `launch/serve_judge.py` (and of `EmbeddedJudgeServer`'s child process)."""
+  asyncio.run(serve(cfg, parent_pid=parent_pid))
 
 
 # ───────────────────────────────────────── in-process handle ─────────────────────────────────────────
@@ -736,7 +751,9 @@ class EmbeddedJudgeServer:
     self._stderr = tempfile.TemporaryFile(mode="w+b")
     knobs = json.dumps(self.config.to_dict())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    self._proc = subprocess.Popen([sys.executable, "-m", "arena_jax.judges.server", "--config_json", knobs],
+    # --parent_pid: the child stops by itself if this process dies without stopping it (SIGKILL).
+    self._proc = subprocess.Popen([sys.executable, "-m", "arena_jax.judges.server", "--config_json", knobs,
+                                   "--parent_pid", str(os.getpid())],
                                   stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL, env=env)
     lines: queue.Queue = queue.Queue()
 
@@ -757,8 +774,12 @@ class EmbeddedJudgeServer:
         self.url = m.group(1)
         return self.url
       if line is None or time.monotonic() > deadline:
+        if self._proc.poll() is None:
+          self._proc.kill()
+        self._proc.wait()
+        why = self._read_stderr()[-2000:]  # before stop(), which closes the file that holds the reason
         self.stop()
-        raise RuntimeError(f"the embedded judge server did not start: {self._read_stderr()[-2000:]}")
+        raise RuntimeError(f"the embedded judge server did not start: {why}")
 
   def _read_stderr(self) -> str:
     if self._stderr is None:
@@ -802,8 +823,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   """`python -m arena_jax.judges.server --config_json '{...}'` (what `EmbeddedJudgeServer` runs)."""
   parser = argparse.ArgumentParser(description="arena_jax embedded judge server (use launch/serve_judge.py)")
   parser.add_argument("--config_json", default="{}", help="server knobs as JSON (see judges.server_config())")
+  parser.add_argument("--parent_pid", type=int, default=0, help="stop when this process ends (0 = never)")
   args = parser.parse_args(argv)
-  run_server(_config_from_json(args.config_json))
+  run_server(_config_from_json(args.config_json), parent_pid=args.parent_pid)
 
 
 if __name__ == "__main__":

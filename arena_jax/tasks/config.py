@@ -14,6 +14,7 @@ Demonstration kinds (`sft.fractions`, must sum to 1; see `demonstrations.py`):
 """
 from __future__ import annotations
 
+import math
 import os
 
 import ml_collections
@@ -174,7 +175,7 @@ def validate_config(config: ml_collections.ConfigDict, prefix: str = "tasks") ->
   _template(j, p)
   _int(j, p, "num_workers", 1)
   _int(j, p, "max_items_per_worker", 1)
-  if not isinstance(j.timeout_s, (int, float)) or isinstance(j.timeout_s, bool) or not j.timeout_s > 0:
+  if not isinstance(j.timeout_s, (int, float)) or isinstance(j.timeout_s, bool) or not 0 < j.timeout_s < math.inf:
     _fail(f"{p}.timeout_s", f"must be a positive number of seconds, got {j.timeout_s!r}")
   uses_jsonl = config.train_task == "jsonl" or "jsonl" in config.eval_tasks
   if uses_jsonl:
@@ -195,9 +196,9 @@ def validate_config(config: ml_collections.ConfigDict, prefix: str = "tasks") ->
   fr = config.sft.fractions
   if set(fr.keys()) != set(DEMO_KINDS):
     _fail(f"{p}.fractions", f"must have exactly the kinds {DEMO_KINDS}, got {tuple(fr.keys())}")
-  for k in DEMO_KINDS:
-    if not isinstance(fr[k], (int, float)) or isinstance(fr[k], bool) or fr[k] < 0:
-      _fail(f"{p}.fractions.{k}", f"must be a non-negative number, got {fr[k]!r}")
+  for k in DEMO_KINDS:  # (`not 0 <= x <= 1` refuses nan too, which the sum below would report naming no field)
+    if not isinstance(fr[k], (int, float)) or isinstance(fr[k], bool) or not 0 <= fr[k] <= 1:
+      _fail(f"{p}.fractions.{k}", f"must be a number in [0, 1], got {fr[k]!r}")
   total = sum(fr[k] for k in DEMO_KINDS)
   if abs(total - 1.0) > 1e-6:
     _fail(f"{p}.fractions", f"must sum to 1, got {total:.6g}")

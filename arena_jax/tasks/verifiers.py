@@ -15,6 +15,10 @@ _FRAC = re.compile(r"^\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}$")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(,\d{3})+(\.\d+)?$")
 _DECIMAL = re.compile(r"^-?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d{1,3})?$")
 _RATIO = re.compile(r"^(-?\d+)\s*/\s*(-?\d+)$")
+# Longer strings are not read as numbers: Python refuses int() of more than 4300 digits (a ValueError
+# that would end the run on one degenerate completion), and no answer here is that long. Free-form
+# answers that do not parse go to the timed math-verify pool instead (`JsonlTask`).
+MAX_NUMBER_CHARS = 1000
 
 
 def _boxed_spans(text: str) -> list[tuple[int, str]]:
@@ -71,6 +75,8 @@ def parse_number(text: str | None) -> Fraction | None:
   s = _clean(str(text)).replace("−", "-").replace(" ", "").replace("\\!", "")
   if s.startswith("+"):
     s = s[1:]
+  if len(s) > MAX_NUMBER_CHARS:
+    return None
   if _THOUSANDS.match(s):
     s = s.replace(",", "")
   m = _FRAC.match(s) or _RATIO.match(s)

@@ -13,12 +13,18 @@ import orbax.checkpoint as ocp
 
 
 class Checkpointer:
-  """Keeps the last `keep` checkpoints under `directory`."""
+  """Keeps the last `keep` checkpoints under `directory`.
 
-  def __init__(self, directory: str, *, keep: int = 3):
+  `cleanup_tmp=True` (the trainer's, never a reader's) deletes the temporary directories of saves that
+  a crash cut short: they are never read, but one is a full-size copy of the state (issue #10 §2).
+  A reader (the evaluator) must not pass it: it would delete a save the trainer has in progress.
+  """
+
+  def __init__(self, directory: str, *, keep: int = 3, cleanup_tmp: bool = False):
     self.directory = os.path.abspath(directory)
     self._manager = ocp.CheckpointManager(
-        self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+        self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
+                                                             cleanup_tmp_directories=cleanup_tmp))
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()

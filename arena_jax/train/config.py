@@ -5,6 +5,8 @@ field and says what to change (STYLE §2).
 """
 from __future__ import annotations
 
+import math
+
 import ml_collections
 
 from arena_jax import arena
@@ -173,5 +175,48 @@ def validate_config(c: ml_collections.ConfigDict) -> None:
   if rows % (o.minibatches * o.micro_batches):
     _fail("optim.micro_batches", f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
           f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts")
-  if c.checkpoint.every < 1 or c.checkpoint.keep < 1:
-    _fail("checkpoint", f"every and keep must be ≥ 1, got every={c.checkpoint.every}, keep={c.checkpoint.keep}")
+  for name in ("every", "keep"):
+    if c.checkpoint[name] < 1:
+      _fail(f"checkpoint.{name}", f"must be ≥ 1, got {c.checkpoint[name]}")
+  _validate_remaining(c)
+
+
+def _validate_remaining(c: ml_collections.ConfigDict) -> None:
+  """The fields the checks above leave out, so that every field is checked up front (issue #10 §3):
+  a typo such as b2=9.99 or top_k=-1 fails here, not as a NaN or a shape error minutes into a run."""
+  for name in ("seed", "data_seed"):
+    if name in c and (isinstance(c[name], bool) or not isinstance(c[name], int) or c[name] < 0):
+      _fail(name, f"must be an integer ≥ 0, got {c[name]!r}")
+  # inf / nan pass one-sided checks such as `lr > 0`; no float of the run config means them.
+  for section in ("rollout", "reward", "loss", "optim"):
+    for name, value in c[section].items():
+      if isinstance(value, float) and not math.isfinite(value):
+        _fail(f"{section}.{name}", f"must be a finite number, got {value}")
+  if c.init.random_model:
+    from arena_jax.models.config import MODEL_CONFIGS  # pylint: disable=g-import-not-at-top
+
+    if c.init.random_model not in MODEL_CONFIGS:
+      _fail("init.random_model", f"unknown model {c.init.random_model!r}; choose one of {sorted(MODEL_CONFIGS)}")
+    if c.init.tokenizer_vocab < 16:
+      _fail("init.tokenizer_vocab", f"must be ≥ 16 (PAD, EOS, BOS, UNK and the digits), got {c.init.tokenizer_vocab}")
+  if c.rollout.top_k < 0:
+    _fail("rollout.top_k", f"must be ≥ 0 (0 = no top-k), got {c.rollout.top_k}")
+  if not 0 <= c.reward.std_ddof < c.rollout.group_size:
+    _fail("reward.std_ddof", f"must be in [0, group_size) = [0, {c.rollout.group_size}), got {c.reward.std_ddof}")
+  o = c.optim
+  if o.warmup_steps < 0:
+    _fail("optim.warmup_steps", f"must be ≥ 0, got {o.warmup_steps}")
+  for name in ("b1", "b2"):
+    if not 0 <= o[name] < 1:
+      _fail(f"optim.{name}", f"Adam's decay rate must be in [0, 1), got {o[name]}")
+  if not o.eps > 0:
+    _fail("optim.eps", f"must be > 0, got {o.eps}")
+  if not o.weight_decay >= 0:
+    _fail("optim.weight_decay", f"must be ≥ 0, got {o.weight_decay}")
+  if not o.max_grad_norm >= 0:
+    _fail("optim.max_grad_norm", f"must be ≥ 0 (0 = no clipping), got {o.max_grad_norm}")
+  flags = {"resume": c.resume, "loss.mask_truncated": c.loss.mask_truncated, "log.progress": c.log.progress,
+           "log.tensorboard": c.log.tensorboard, "log.plot": c.log.plot}
+  for name, value in flags.items():
+    if not isinstance(value, bool):
+      _fail(name, f"must be True or False, got {value!r}")

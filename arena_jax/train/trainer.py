@@ -164,7 +164,8 @@ class Trainer:
     self.update_fn = step_lib.make_update_fn(
         self.policy.config, self.optimizer, config.loss, temperature=self.sampler.logprob_temperature,
         micro_batches=config.optim.micro_batches, use_reference=use_ref)
-    self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep)
+    self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
+                                     cleanup_tmp=True)
     self.judge = None
     self.history: list[dict] = []
 

@@ -1,0 +1,209 @@
+"""Soak: a long RL run through a faulty judge, a judge crash and a trainer crash, losing nothing (issue #10 §5).
+
+    python -m benchmarks.soak [--steps 200] [--every 20] [--seed 0] [--workdir DIR]
+
+The tiny arena_live config (`configs/arith_arena_live.py:smoke`, 4 groups × 4 samples) trains for
+`--steps` RL steps with `python -m launch.train`, against an embedded judge server (its own process,
+`python -m launch.serve_judge`) that injects the fault mix of issue #10 on every request:
+
+  10% HTTP 5xx (500 / 503), 5% HTTP 429 with Retry-After, 5% hangs far past the client timeout,
+  5% well-formed answers with no verdict in them,
+
+and, at a random point in the first third of the run, the judge server is SIGKILLed and started again on
+the same port a few steps later; at a random point in the middle of the run the trainer itself is
+SIGKILLed (maybe mid-step, maybe mid-save) and resumed with `--config.resume=True`. The client retries
+once (no parse retries), so failed matches are frequent; they are dropped and counted (SPEC §4).
+
+The last line is JSON:
+  steps               distinct steps logged (= --steps when nothing was lost)
+  judge_failure_rate  failed judge calls / judge calls, over the final log
+  matches_dropped     failed judge calls (each a dropped match)
+  checkpoints         distinct checkpoint steps seen on disk during the run
+  resumes             trainer restarts from a checkpoint (1)
+  replayed_steps      steps logged before the kill and trained again after it (≤ --every)
+  lost_steps          progress lost beyond the checkpoint interval, plus steps missing from the final log,
+                      plus duplicated rows: must be 0
+  nan_steps           logged steps with a non-finite metric: must be 0
+and the judge's injected fault counts, the outage steps, wall-clock seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from benchmarks import common
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+READY = re.compile(r"serving \S+ on (http://\S+)")
+FAULTS = {"error_rate": 0.15, "error_statuses": "(500, 503, 429)", "retry_after_s": 0.2, "hang_rate": 0.05,
+          "hang_s": 60.0, "malformed_rate": 0.05}
+CLIENT = {"timeout_s": 0.5, "max_retries": 1, "max_parse_retries": 0, "backoff_initial_s": 0.05,
+          "backoff_max_s": 0.2, "startup_check_s": 60.0}
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+class Judge:
+  """`launch/serve_judge.py` with the fault mix, on a fixed port so that it can come back after a kill."""
+
+  def __init__(self, port: int, seed: int):
+    self.port, self.seed, self.proc, self.counts = port, seed, None, {}
+
+  def start(self, generation: int) -> None:
+    flags = [f"--server.{k}={v}" for k, v in FAULTS.items()] + [f"--server.seed={self.seed + generation}"]
+    self.proc = subprocess.Popen([sys.executable, "-m", "launch.serve_judge", f"--port={self.port}", *flags],
+                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = self.proc.stdout.readline()
+    if not READY.search(line):
+      raise RuntimeError(f"the judge server did not start: {line!r}")
+
+  def kill(self) -> None:
+    """Adds the server's fault counters to the totals, then SIGKILLs it (no clean shutdown)."""
+    try:
+      with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as r:
+        for k, v in json.loads(r.read()).items():
+          if isinstance(v, int) and k not in ("in_flight", "max_in_flight"):
+            self.counts[k] = self.counts.get(k, 0) + v
+    except OSError:
+      pass
+    self.proc.kill()
+    self.proc.wait()
+
+
+def _rows(workdir: str) -> list[dict]:
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return []
+  out = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      try:
+        out.append(json.loads(line))
+      except json.JSONDecodeError:
+        pass  # a row torn by the SIGKILL
+  return out
+
+
+def _ckpts(workdir: str) -> set[int]:
+  try:
+    return {int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit()}
+  except FileNotFoundError:
+    return set()
+
+
+def _finite(row: dict) -> bool:
+  return all(not (isinstance(v, float) and not math.isfinite(v)) and v not in ("nan", "inf", "-inf")
+             for v in row.values())
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--steps", type=int, default=200)
+  parser.add_argument("--every", type=int, default=20, help="checkpoint interval")
+  parser.add_argument("--seed", type=int, default=0, help="where the kills land and the judge's fault draws")
+  parser.add_argument("--workdir", default="", help="default: a fresh temporary directory")
+  parser.add_argument("--data_dir", default="", help="task datasets (default: inside the workdir)")
+  args = parser.parse_args(argv)
+  n, every = args.steps, args.every
+  rng = random.Random(args.seed)
+  workdir = args.workdir or tempfile.mkdtemp(prefix="arena_soak_")
+  data_dir = args.data_dir or os.path.join(workdir, "datasets")
+  judge_down_at = rng.randint(max(2, n // 6), max(3, n // 3))
+  judge_up_at = judge_down_at + max(3, n // 40)
+  kill_at = rng.randint(max(judge_up_at + 2, (2 * n) // 5), max(judge_up_at + 3, (7 * n) // 10))
+  judge = Judge(_free_port(), args.seed)
+  flags = [f"--workdir={workdir}", f"--config.tasks.data_dir={data_dir}", f"--config.num_steps={n}",
+           f"--config.checkpoint.every={every}", f"--config.judge.urls=('http://127.0.0.1:{judge.port}',)",
+           *[f"--config.judge.client.{k}={v}" for k, v in CLIENT.items()]]
+
+  def launch(name, *extra):
+    log = open(os.path.join(workdir, name), "wb")  # pylint: disable=consider-using-with
+    cmd = [sys.executable, "-m", "launch.train", "--config=configs/arith_arena_live.py:smoke", *flags, *extra]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log
+
+  seen: set[int] = set()
+
+  def wait(proc, count):
+    """Polls the log (and the checkpoint directory) until `count` rows are written or the process ends."""
+    while proc.poll() is None and len(_rows(workdir)) < count:
+      seen.update(_ckpts(workdir))
+      time.sleep(0.02)
+    seen.update(_ckpts(workdir))
+
+  start = time.perf_counter()
+  judge.start(0)
+  os.makedirs(workdir, exist_ok=True)
+  proc, log = launch("train_1.log")
+  try:
+    wait(proc, judge_down_at)
+    judge.kill()                                  # the judge dies mid-run ...
+    wait(proc, judge_up_at)
+    judge.start(1)                                # ... and comes back on the same port
+    wait(proc, kill_at)
+    time.sleep(rng.uniform(0.0, 0.3))             # a random point inside the step (maybe mid-save)
+    proc.send_signal(signal.SIGKILL)              # the trainer dies (preemption, OOM killer)
+    proc.wait()
+    log.close()
+    seen.update(_ckpts(workdir))
+    logged_before = max((r["step"] for r in _rows(workdir)), default=0)
+    resumed_from = max(_ckpts(workdir), default=0)
+    proc, log = launch("train_2.log", "--config.resume=True")
+    wait(proc, n + 1)
+    rc = proc.wait()
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+    log.close()
+    judge.kill()
+  wall = time.perf_counter() - start
+  if rc != 0:
+    with open(os.path.join(workdir, "train_2.log"), encoding="utf-8", errors="replace") as f:
+      sys.exit(f"the resumed run failed (exit {rc}):\n{f.read()[-3000:]}")
+
+  rows = _rows(workdir)
+  steps = [r["step"] for r in rows]
+  calls = sum(r.get("judge/calls", 0) for r in rows)
+  failures = sum(r.get("judge/failures", 0) for r in rows)
+  replayed = logged_before - resumed_from
+  missing = len(set(range(1, n + 1)) - set(steps))
+  duplicated = len(steps) - len(set(steps))
+  figures = {
+      "steps": len(set(steps)),
+      "judge_failure_rate": failures / max(calls, 1),
+      "matches_dropped": failures,
+      "checkpoints": len(seen),
+      "resumes": 1,
+      "replayed_steps": replayed,
+      "lost_steps": max(0, replayed - every) + missing + duplicated,
+      "nan_steps": sum(not _finite(r) for r in rows),
+      "judge_calls": calls,
+      "judge_outage_steps": sum(r.get("judge/failure_rate", 0.0) == 1.0 for r in rows),
+      "groups_all_failed": sum(r.get("judge/groups_all_failed", 0) for r in rows),
+      "injected": {k: judge.counts.get(k, 0) for k in ("requests", "errors", "hangs", "malformed")},
+      "judge_killed_at_step": judge_down_at, "judge_back_at_step": judge_up_at,
+      "trainer_killed_after_step": logged_before, "resumed_from_step": resumed_from,
+      "checkpoint_every": every, "wall_s": round(wall, 1), "workdir": workdir,
+  }
+  table = [(k, v) for k, v in figures.items() if k not in ("injected", "workdir")]
+  table += [(f"injected/{k}", v) for k, v in figures["injected"].items()]
+  common.print_table(["soak", "value"], table)
+  common.emit_json(figures)
+
+
+if __name__ == "__main__":
+  main()
