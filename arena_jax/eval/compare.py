@@ -77,12 +77,9 @@ def run_study(study) -> dict:
   """Trains and evaluates every (mode, seed) not yet done; returns {run name: summary}."""
   from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
   from arena_jax.train import sft, train  # pylint: disable=g-import-not-at-top
-  import importlib.util  # pylint: disable=g-import-not-at-top
+  from arena_jax.train.config import load_config_file  # pylint: disable=g-import-not-at-top
 
-  spec = importlib.util.spec_from_file_location("sft_cfg", "configs/sft.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  sft.train_sft(module.get_config(), study.sft_dir)  # cached when it exists with this config
+  sft.train_sft(load_config_file("configs/sft.py"), study.sft_dir)  # cached when it exists with this config
   runs = {}
   for mode_name in study.modes:
     for seed in study.seeds:

@@ -62,6 +62,19 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
+def load_config_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
+  """`get_config(arg)` of a config file (what `--config=path:arg` does), for code outside absl mains."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+
+  spec = importlib.util.spec_from_file_location(f"_config_{pathlib.Path(path).stem}", path)
+  if spec is None or not pathlib.Path(path).is_file():
+    raise FileNotFoundError(f"no config file at {path!r}")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(arg)
+
+
 DEFAULT_POLICY_DIR = "runs/sft_demo"  # where `make demo`'s SFT warm start writes its policy
 
 

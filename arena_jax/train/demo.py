@@ -29,17 +29,10 @@ def _eval_config(data_dir: str, tasks_config, **overrides):
 
 def run_demo(root: str = "runs", *, rl_steps: int | None = None, sft_config=None, rl_config=None) -> dict:
   """Runs the demo under `root`; returns the summary it prints (see module docstring)."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
-
   from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
   from arena_jax.train import sft, train  # pylint: disable=g-import-not-at-top
+  from arena_jax.train.config import load_config_file as load  # pylint: disable=g-import-not-at-top
   from arena_jax.train.policy_io import load_policy  # pylint: disable=g-import-not-at-top
-
-  def load(path, arg=None):
-    spec = importlib.util.spec_from_file_location("cfg", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(arg)
 
   t0 = time.time()
   # ── 1. SFT warm start (cached) ──
