@@ -6,26 +6,37 @@ PY := $(VENV)/bin/python
 export JAX_PLATFORMS ?= cpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench reproduce venv clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install whenever setup.py (the one place that pins versions) changes.
+# Re-install whenever setup.py (the one place that pins versions) changes. The demo needs only the
+# package; tests and benchmarks add the `test` and `hf` (torch + transformers, parity) extras.
 $(VENV)/.installed: setup.py | $(VENV)/bin/python
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: setup.py $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test,hf]'
 	touch $@
 
 venv: $(VENV)/.installed
 
+# The main job on the embedded default: SFT warm start (cached in runs/sft_demo), Reasoning Arena-Live
+# RL against the embedded judge server, before/after evaluation, runs/demo_arena_live/curves.png.
 demo: venv
-	$(PY) -m benchmarks.tournament_fidelity --demo
+	$(PY) -m launch.demo
 
 # pytest exits 5 when it collects no tests; make treats any non-zero status as a failure.
-test: venv
+test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
-bench: venv
+# The reproduction study (issue #7): every reward mode × 3 seeds from the same SFT base → docs/results/.
+reproduce: venv
+	$(PY) -m launch.compare
+
+bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.bt_fit
 	$(PY) -m benchmarks.tournament_fidelity
 	$(PY) -m benchmarks.sampler
@@ -34,3 +45,19 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .jax_cache *.egg-info
+
+# Ahead-of-time compiles of the real-size train and sample steps for TPU topologies, on this CPU host
+# (docs/tpu.md). libtpu (the `tpu` extra) goes into its own venv: the default one never loads it.
+VENV_TPU := .venv-tpu
+.PHONY: aot
+
+$(VENV_TPU)/.installed: setup.py
+	$(PYTHON) -m venv $(VENV_TPU)
+	$(VENV_TPU)/bin/python -m pip install -q -e '.[tpu]'
+	touch $@
+
+aot: $(VENV_TPU)/.installed
+	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_ministral3_8b.py:v5p:2x2x2
+	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_ministral3_8b.py:v5e:8x8
+	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5p:2x2x2
+	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5e:8x8

@@ -22,6 +22,8 @@ INSTALL_REQUIRES = [
     "math-verify==0.9.0",
     "safetensors==0.8.0",
     "tqdm==4.70.1",
+    "tensorboardx==2.6.5",
+    "matplotlib==3.11.2",
     "aiohttp==3.14.5",
 ]
 
@@ -32,12 +34,23 @@ EXTRAS_REQUIRE = {
         "pytest-timeout==2.4.0",
         "hypothesis==6.170.17",
         "choix==0.4.1",
+        # The quickstart notebook is executed by tests/docs (nbclient + an IPython kernel).
+        "nbclient==0.11.0",
+        "nbformat==5.10.4",
+        "ipykernel==7.4.0",
     ],
     # Reference implementations for parity tests; torch 2.13.0 is the CPU build these machines carry.
     "hf": [
         "torch==2.13.0",
         "transformers==5.24.0",
         "tokenizers==0.23.3",
+    ],
+    # libtpu for AOT compiles of real-size steps against TPU topologies (launch/aot_compile.py) and for
+    # runs on TPU VMs; jax 0.10.2's own `jax[tpu]` extra names libtpu 0.0.42.*. `make aot` installs it
+    # into a separate venv, so the default one never loads libtpu.
+    "tpu": [
+        "libtpu==0.0.42.1",
+        "requests==2.34.2",
     ],
 }
 

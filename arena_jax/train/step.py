@@ -52,8 +52,14 @@ def init_state(params, optimizer) -> TrainState:
 
 
 def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, micro_batches: int,
-                   use_reference: bool):
-  """Returns jitted `update(state, rollout, ref_params) -> (state, metrics)` (state donated)."""
+                   use_reference: bool, jit: bool = True, micro_batch_sharding=None, grad_sharding=None):
+  """Returns jitted `update(state, rollout, ref_params) -> (state, metrics)` (state donated).
+
+  For a mesh (`arena_jax.parallel.train_step_fn`): `jit=False` returns the traceable function, to be
+  jitted with shardings; `micro_batch_sharding` (a `Rollout` of shardings of the [micro_batches,
+  R / micro_batches, …] split) keeps every micro-batch spread over the batch shards, and
+  `grad_sharding` lays the gradient accumulator out like the parameters.
+  """
 
   def loss_fn(params, ref_params, mb: Rollout):
     model = model_from_params(model_config, params)
@@ -74,6 +80,8 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
 
   def update(state: TrainState, rollout: Rollout, ref_params):
     split = jax.tree.map(lambda x: x.reshape((micro_batches, -1) + x.shape[1:]), rollout)
+    if micro_batch_sharding is not None:
+      split = jax.lax.with_sharding_constraint(split, micro_batch_sharding)
 
     def body(carry, mb):
       grads, loss_sum, denom, metrics = carry
@@ -82,13 +90,18 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
       metrics = jax.tree.map(jnp.add, metrics, out.metrics)
       return (grads, loss_sum + out.loss_sum, denom + out.denominator, metrics), None
 
-    zeros = jax.tree.map(jnp.zeros_like, state.params)
+    # Accumulate in float32 whatever the parameter dtype (bf16 sums of many micro-batches lose bits).
+    zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.promote_types(p.dtype, jnp.float32)), state.params)
+    if grad_sharding is not None:
+      zeros = jax.lax.with_sharding_constraint(zeros, grad_sharding)
     first = jax.tree.map(lambda x: x[0], split)
     _, out0 = jax.eval_shape(lambda: grad_fn(state.params, ref_params, first))
     metrics0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), out0.metrics)
     (grads, loss_sum, denom, metrics), _ = jax.lax.scan(body, (zeros, 0.0, 0.0, metrics0), split)
     denom = jnp.maximum(denom, 1.0)
-    grads = jax.tree.map(lambda g: g / denom, grads)
+    # Back to the parameter dtype, so that the optimizer state keeps its dtype from step to step (a
+    # float32 gradient would turn bf16 moments into float32 ones after the first update).
+    grads = jax.tree.map(lambda g, p: (g / denom).astype(p.dtype), grads, state.params)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     values = metric_values(metrics)
@@ -97,7 +110,7 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
     values["update_norm"] = optax.tree.norm(updates)
     return TrainState(state.step + 1, params, opt_state), values
 
-  return jax.jit(update, donate_argnums=0)
+  return jax.jit(update, donate_argnums=0) if jit else update
 
 
 def rows_to_rollout(prompt_tokens, prompt_lengths, tokens, lengths, old_logprobs, advantages, truncated) -> Rollout:

@@ -1,0 +1,35 @@
+"""Shared pieces of the mesh tests: a toy model whose every sharded dimension divides 8, a train batch."""
+import jax
+import ml_collections
+import numpy as np
+import pytest
+
+from arena_jax import models
+from arena_jax.train import step as step_lib
+
+# vocab, heads, KV heads and MLP split over `tensor` (up to 8), embed over `fsdp`; grouped-query (2 per KV head).
+CONFIG = models.ModelConfig(vocab_size=128, d_model=64, num_layers=2, num_heads=16, num_kv_heads=8, head_dim=4,
+                            mlp_dim=128, init_std=1.0)
+MESHES = [(8, 1, 1), (2, 2, 2), (1, 1, 8)]
+NEEDS_8 = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices (tests/conftest.py)")
+
+
+def loss_config(kl_coef=0.01):
+  return ml_collections.ConfigDict(dict(eps_low=1.0, eps_high=4.0, aggregation="token_mean", mask_truncated=False,
+                                        kl_coef=kl_coef))
+
+
+def optim_config(lr=1e-4):
+  return ml_collections.ConfigDict(dict(lr=lr, warmup_steps=0, b1=0.9, b2=0.99, eps=1e-8, weight_decay=0.01,
+                                        max_grad_norm=1.0))
+
+
+def rollout(rows=16, prompt_len=8, new_tokens=8, seed=0):
+  """A random but well-formed batch: right-padded prompts, completions of random lengths."""
+  rng = np.random.default_rng(seed)
+  lengths = rng.integers(1, prompt_len + 1, rows)
+  prompts = np.where(np.arange(prompt_len)[None] < lengths[:, None], rng.integers(1, 128, (rows, prompt_len)), 0)
+  tokens = rng.integers(1, 128, (rows, new_tokens))
+  done = rng.integers(1, new_tokens + 1, rows)
+  old = rng.normal(size=(rows, new_tokens)) * 0.1 - np.log(128)
+  return step_lib.rows_to_rollout(prompts, lengths, tokens, done, old, rng.normal(size=rows), done == new_tokens)
