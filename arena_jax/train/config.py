@@ -10,6 +10,7 @@ import math
 import ml_collections
 
 from arena_jax import arena
+from arena_jax import parallel
 from arena_jax.rl import cispo
 from arena_jax.rl.modes import REWARD_MODES, get_mode
 
@@ -56,6 +57,8 @@ def base_config() -> ml_collections.ConfigDict:
       micro_batches=1,                  # exact gradient accumulation inside one update
       minibatches=1,                    # optimizer updates per RL step (later ones are off-policy: IS weights)
   ))
+  # Devices: (data, fsdp, tensor), −1 fills; default = FSDP over every local device (arena_jax/parallel.py).
+  c.mesh = parallel.mesh_config()
   c.checkpoint = ml_collections.ConfigDict(dict(every=20, keep=3))
   c.resume = False
   c.log = ml_collections.ConfigDict(dict(progress=True, tensorboard=True, plot=True))
@@ -122,8 +125,12 @@ def _fail(field: str, message: str):
   raise ValueError(f"config.{field}: {message}")
 
 
-def validate_config(c: ml_collections.ConfigDict) -> None:
-  """Raises ValueError naming the first bad field (see module docstring)."""
+def validate_config(c: ml_collections.ConfigDict, *, check_devices: bool = True) -> None:
+  """Raises ValueError naming the first bad field (see module docstring).
+
+  `check_devices=False` skips the mesh-versus-local-devices check: for configs written for another
+  machine (a TPU slice checked on a laptop; `launch/aot_compile.py` checks against the target topology).
+  """
   from arena_jax import judges, tasks  # pylint: disable=g-import-not-at-top
 
   tasks.validate_config(c.tasks, prefix="config.tasks")
@@ -192,6 +199,12 @@ def validate_config(c: ml_collections.ConfigDict) -> None:
     if c.checkpoint[name] < 1:
       _fail(f"checkpoint.{name}", f"must be ≥ 1, got {c.checkpoint[name]}")
   _validate_remaining(c)
+  # The mesh against the devices this process sees (parallel.py's errors name config.mesh.*), and the
+  # update's rows against the mesh's batch shards: both before anything is built or compiled.
+  if not check_devices:
+    return
+  train_mesh, _ = parallel.make_meshes(c.mesh)
+  parallel.check_train_batch(rows // o.minibatches, o.micro_batches, train_mesh, parallel.axis_rules(c.mesh.rules))
 
 
 def _validate_remaining(c: ml_collections.ConfigDict) -> None:

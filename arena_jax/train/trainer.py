@@ -151,19 +151,26 @@ class Trainer:
       from arena_jax.eval.watch import write_policy_spec  # pylint: disable=g-import-not-at-top
 
       write_policy_spec(workdir, self.policy.config, tok, add_bos=self.policy.add_bos)
+    # ── meshes: the train step and the sampler run sharded over all devices (config.mesh) ──
+    from arena_jax import parallel  # pylint: disable=g-import-not-at-top
+
+    self.mesh, sample_mesh = parallel.make_meshes(config.mesh)
+    rules = parallel.axis_rules(config.mesh.rules)
     self.sampler = Sampler(
         config=self.policy.config, max_new_tokens=r.max_new_tokens, num_samples=self.g,
         method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
-        stop_tokens=(tok.eos_id,), pad_id=tok.pad_id,
+        stop_tokens=(tok.eos_id,), pad_id=tok.pad_id, mesh=sample_mesh, rules=rules,
         greedy_first=self.mode.judge_form == "pairwise" and self.topology in judging.ANCHORED)
     self.optimizer = step_lib.make_optimizer(config.optim)
-    self.state = step_lib.init_state(self.policy.params, self.optimizer)
+    self.shardings = parallel.train_shardings(self.policy.config, self.optimizer, self.mesh, rules)
     use_ref = config.loss.kl_coef > 0
-    # A frozen copy: the live params are donated to the update.
-    self.ref_params = jax.tree.map(jnp.copy, self.policy.params) if use_ref else None
-    self.update_fn = step_lib.make_update_fn(
-        self.policy.config, self.optimizer, config.loss, temperature=self.sampler.logprob_temperature,
-        micro_batches=config.optim.micro_batches, use_reference=use_ref)
+    # A frozen copy, placed like the params: the live params are donated to the update.
+    self.ref_params = (jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params)
+                       if use_ref else None)
+    self.state = parallel.init_train_state(self.policy.params, self.optimizer, self.shardings)
+    self.update_fn = parallel.train_step_fn(
+        self.policy.config, self.optimizer, config.loss, self.mesh, temperature=self.sampler.logprob_temperature,
+        micro_batches=config.optim.micro_batches, use_reference=use_ref, rules=rules)
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
                                      cleanup_tmp=True)
     self.judge = None
@@ -179,9 +186,11 @@ class Trainer:
     step = latest if self.config.resume else None
     if step is None:
       return 0
-    target = jax.tree.map(np.asarray, self.state)
-    state, meta = self.checkpointer.restore(step, target)
-    self.state = jax.tree.map(jnp.asarray, state)
+    from arena_jax import parallel  # pylint: disable=g-import-not-at-top
+
+    # Each device reads only its shards, onto this run's mesh (which may differ from the saving run's).
+    target = parallel.abstract_train_state(self.policy.config, self.optimizer, self.shardings)
+    self.state, meta = self.checkpointer.restore(step, target)
     self.iterator.restore(meta["iterator"])
     print(f"resumed from step {step} ({self.checkpointer.directory})", flush=True)
     return int(step)
@@ -214,7 +223,7 @@ class Trainer:
       rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen_batches)
       t0 = time.perf_counter()
       prompts = self._encode_prompts(examples)
-      out = jax.device_get(self.sampler(self.state.params, prompts, rng))
+      out = jax.device_get(self.sampler(self.sampler.shard_params(self.state.params), prompts, rng))
       t1 = time.perf_counter()
       texts = self.policy.tokenizer.decode_batch(out.tokens, out.lengths)
       rewards = np.asarray(self.task.verify_batch([e for e in examples for _ in range(self.g)], texts),
@@ -308,6 +317,7 @@ class Trainer:
     train_metrics = []
     for k in range(parts):
       mb = jax.tree.map(lambda x: x.reshape((parts, -1) + x.shape[1:])[k], rollout)
+      mb = jax.device_put(mb, self.shardings.rollout)
       self.state, values = self.update_fn(self.state, mb, self.ref_params)
       train_metrics.append(jax.device_get(values))
     t3 = time.perf_counter()
@@ -343,8 +353,13 @@ class Trainer:
 
 def train(config, workdir: str) -> dict:
   """Runs RL from `config` in `workdir`; returns a summary (steps, last metrics, paths)."""
-  from arena_jax import judges  # pylint: disable=g-import-not-at-top
+  from arena_jax import judges, parallel  # pylint: disable=g-import-not-at-top
 
+  parallel.initialize(config.mesh.distributed)  # multi-host: before anything touches the devices
+  if jax.process_count() > 1:
+    raise NotImplementedError(
+        "the RL loop runs in one process (any number of local devices); its per-host flow over several "
+        "processes (docs/tpu.md, 'One RL step on several hosts') is not wired into the trainer yet")
   # Fail fast, before the policy is loaded or anything compiles: a bad field, then a configured judge
   # URL that does not answer (issue #10 §3; a judge that dies mid-run is handled in `apply`).
   validate_config(config)

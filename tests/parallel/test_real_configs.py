@@ -30,7 +30,7 @@ def test_every_topology_line_is_consistent(name, tmp_path):
   for topology in module.SLICES:
     c = module.get_config(topology)
     c.tasks.jsonl.train_path = c.tasks.jsonl.test_path = str(data)  # the placeholders name files of the TPU VM
-    validate_config(c)
+    validate_config(c, check_devices=False)  # the slice's devices are checked just below
     assert c.mesh.distributed and c.judge.urls and c.init.hf_path and c.aot.topology == topology
     chip, dims = parallel.parse_topology(topology)
     devices = math.prod(dims)
