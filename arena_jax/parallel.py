@@ -19,11 +19,13 @@ Logical axis names (`arena_jax.models.sharding.LOGICAL_AXIS_RULES`) say how ever
   KV cache         batch → (data, fsdp), kv_heads → tensor, cache_seq, head_dim → ∅
 A dimension a rule would split unevenly is replicated instead, so every config runs on every mesh.
 
-Multi-host: `initialize` (jax.distributed), per-host data shards (each host's `tasks.PromptIterator`
-draws `prompts_per_step / process_count` prompts, see `process_batch_size`), `local_rows` /
-`global_array` between host rows and global arrays, `local_groups` (each host judges the groups whose
-rows its devices hold, against `host_judge_urls`), `host_sum` for metrics, and only
-`is_main_process()` writes logs and metrics. Orbax checkpoints are multi-host already
+Multi-host (the trainer's per-host flow, docs/tpu.md "One RL step on several hosts"): `initialize`
+(jax.distributed); each host draws `process_batch_size(prompts_per_step)` prompts, block `host_block`
+of the global batch, and verifies and judges those groups against `host_judge_urls`; `gather` /
+`gather_rows` / `gather_json` bring the small per-step arrays to every host, `host_sum` sums counters,
+`read_replicated` reads the replicated metrics, `barrier` orders a file write before its readers, and
+only `is_main_process()` writes logs and metrics. `local_rows` / `global_array` / `local_groups` map
+between host rows and global arrays. Orbax checkpoints are multi-host already
 (`arena_jax.train.Checkpointer`: every process writes its own shards); restore into
 `abstract_train_state(...)` to get sharded arrays back on any mesh.
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import os
 from typing import Any, NamedTuple, Sequence
@@ -374,6 +377,44 @@ def host_judge_urls(urls: Sequence[str], process_index: int | None = None,
     return urls[p::n]
   k = p % len(urls)
   return urls[k:] + urls[:k]
+
+
+def read_replicated(tree):
+  """Host values of fully replicated global arrays (e.g. the train step's metrics) on every process;
+  one process: `jax.device_get`."""
+  if jax.process_count() == 1:
+    return jax.device_get(tree)
+  return jax.tree.map(lambda x: np.asarray(x.addressable_data(0)) if isinstance(x, jax.Array) else x, tree)
+
+
+def gather_rows(local: np.ndarray, pad_value=0) -> np.ndarray:
+  """`gather` for host-local arrays whose trailing dimensions may differ between hosts (e.g. prompts
+  padded to each host's own bucket): padded with `pad_value` to the largest host's shape first."""
+  local = np.asarray(local)
+  if jax.process_count() == 1:
+    return local
+  shapes = gather(np.asarray(local.shape[1:], np.int64)[None])
+  target = tuple(int(n) for n in shapes.max(0))
+  pad = [(0, 0)] + [(0, t - n) for t, n in zip(target, local.shape[1:])]
+  return gather(np.pad(local, pad, constant_values=pad_value))
+
+
+def gather_json(obj) -> list:
+  """Every host's JSON-serialisable `obj`, in process order, on every host (one process: [obj])."""
+  if jax.process_count() == 1:
+    return [obj]
+  data = np.frombuffer(json.dumps(obj).encode(), np.uint8)
+  sizes = gather(np.asarray([len(data)], np.int64))
+  padded = gather(np.pad(data, (0, int(sizes.max()) - len(data)))[None])
+  return [json.loads(bytes(row[:n]).decode()) for row, n in zip(padded, sizes)]
+
+
+def barrier(name: str) -> None:
+  """Waits for every process (e.g. until process 0 has written a file the others read); one process: no-op."""
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
+    multihost_utils.sync_global_devices(name)
 
 
 def host_sum(tree):

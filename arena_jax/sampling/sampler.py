@@ -232,6 +232,14 @@ class Sampler:
       tokens = np.concatenate([tokens, np.full((padded - num_prompts, tokens.shape[1]), self.pad_id, np.int32)])
       lengths = np.concatenate([lengths, np.ones(padded - num_prompts, np.int32)])
     params = _pure_params(params)
+    if self.mesh is not None and jax.process_count() > 1:
+      # A multi-process jit refuses numpy inputs with non-trivial shardings: every host passes the same
+      # prompts, placed here as global arrays (a key array cannot be placed across hosts, its data can).
+      b1 = self._batch_sharding(1)
+      tokens, lengths, active, key = jax.device_put(
+          (tokens, lengths, active, np.asarray(jax.random.key_data(rng))),
+          (self._batch_sharding(2), b1, b1, NamedSharding(self.mesh, PartitionSpec())))
+      rng = jax.random.wrap_key_data(key)
     state = self._prefill_fn(params, tokens, lengths, active, rng)
     # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
     out, _ = self._decode_fn(params, state, jnp.asarray(tokens))

@@ -203,6 +203,7 @@ def validate_config(c: ml_collections.ConfigDict, *, check_devices: bool = True)
   # update's rows against the mesh's batch shards: both before anything is built or compiled.
   if not check_devices:
     return
+  parallel.process_batch_size(r.prompts_per_step)  # every host draws the same number of prompts
   train_mesh, _ = parallel.make_meshes(c.mesh)
   parallel.check_train_batch(rows // o.minibatches, o.micro_batches, train_mesh, parallel.axis_rules(c.mesh.rules))
 

@@ -24,18 +24,24 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
-def test_two_processes_one_mesh(tmp_path):
+def run_two_processes(module: str, *args: str, timeout: int = 600) -> list[str]:
+  """Runs `python -m module OUT_JSON *args` as processes 0 and 1 of one jax.distributed cluster on this
+  machine (OUT_JSON = the first of `args` with {i} filled in); returns their logs, asserting exit 0."""
   port = free_port()
   procs = []
   for i in range(2):
     env = dict(os.environ, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i),
                PYTHONPATH=ROOT)
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", "tests.parallel.multihost_worker", str(tmp_path / f"out{i}.json"), str(tmp_path / "ckpt")],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-  logs = [p.communicate(timeout=600)[0] for p in procs]
+    procs.append(subprocess.Popen([sys.executable, "-m", module, args[0].format(i=i), *args[1:]], cwd=ROOT, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  logs = [p.communicate(timeout=timeout)[0] for p in procs]
   for p, log in zip(procs, logs):
-    assert p.returncode == 0, log[-3000:]
+    assert p.returncode == 0, log[-4000:]
+  return logs
+
+
+def test_two_processes_one_mesh(tmp_path):
+  run_two_processes("tests.parallel.multihost_worker", str(tmp_path / "out{i}.json"), str(tmp_path / "ckpt"))
   outs = [json.loads((tmp_path / f"out{i}.json").read_text()) for i in range(2)]
 
   # Each host holds its own block of rows and owns the groups in it; the global array is whole.
