@@ -60,7 +60,9 @@ class Batch:
   iterator_after: Any = None  # the data iterator's state right after this batch was drawn
   block: slice = dataclasses.field(default_factory=lambda: slice(None))  # this host's groups (parallel.host_block)
   gen_batches: int = 1
-  trajectories: int = 0
+  trajectories: int = 0       # every sample generated for this step (dynamic sampling: > rows)
+  gen_tokens: int = 0         # their completion tokens
+  gen_correct: float = 0.0    # the sum of their verifier rewards
   sample_s: float = 0.0
   verify_s: float = 0.0
 
@@ -234,8 +236,8 @@ class Trainer:
 
     rs = self.config.reward
     kept: list[tuple] = []
-    gen_batches = trajectories = 0
-    sample_s = verify_s = 0.0
+    gen_batches = trajectories = gen_tokens = 0
+    gen_correct = sample_s = verify_s = 0.0
     while True:
       if gen_batches >= rs.max_gen_batches:
         found = int(parallel.host_sum(np.asarray(min(len(kept), self.b_local))))
@@ -258,6 +260,8 @@ class Trainer:
       t2 = time.perf_counter()
       gen_batches += 1
       trajectories += self.b * self.g
+      gen_tokens += int(out.lengths.sum())  # the gathered outputs: every host's rows
+      gen_correct += float(parallel.host_sum(np.asarray(rewards.sum(), np.float64)))
       sample_s, verify_s = sample_s + t1 - t0, verify_s + t2 - t1
       p = out.prompt_tokens.shape[1]
       for i in range(self.b_local):
@@ -283,7 +287,8 @@ class Trainer:
         prompt_lengths=cat(3), tokens=cat(4), logprobs=cat(5), lengths=cat(6), truncated=cat(7),
         completion_step=cat(8), texts=[t for k in kept for t in k[9]],
         verifier=parallel.gather(np.stack([k[10] for k in kept])), iterator_after=self.iterator.state,
-        block=self.block, gen_batches=gen_batches, trajectories=trajectories, sample_s=sample_s, verify_s=verify_s)
+        block=self.block, gen_batches=gen_batches, trajectories=trajectories, gen_tokens=gen_tokens,
+        gen_correct=gen_correct, sample_s=sample_s, verify_s=verify_s)
 
   # ── judging ──
   def judged_groups(self, batch: Batch) -> np.ndarray:
@@ -370,15 +375,17 @@ class Trainer:
           "or check the rewards (all metrics of the step are in metrics.jsonl up to the previous step).")
 
     m.update({
-        "reward/verifier": float(verifier.mean()), "accuracy": float(verifier.mean()),
+        # accuracy: over every generated sample (what the policy achieves; with dynamic sampling the
+        # trained groups are a selection); reward/verifier: over the trained groups.
+        "reward/verifier": float(verifier.mean()), "accuracy": batch.gen_correct / max(batch.trajectories, 1),
         "reward/trained": float(rewards.mean()),
         "groups/all_correct": float((verifier.min(-1) >= 1).mean()),
         "groups/all_wrong": float((verifier.max(-1) <= 0).mean()),
         "groups/diverse": float(diverse.mean()),
         "groups/routed": float(len(self.judged_groups(batch)) / self.b) if self.mode.uses_judge else 0.0,
         "gen/batches": batch.gen_batches, "gen/trajectories": batch.trajectories,
-        "gen/tokens": int(batch.lengths.sum()),
-        "gen/tokens_per_s": float(batch.lengths.sum() / max(batch.sample_s, 1e-9)),
+        "gen/tokens": batch.gen_tokens, "gen/tokens_trained": int(batch.lengths.sum()),
+        "gen/tokens_per_s": float(batch.gen_tokens / max(batch.sample_s, 1e-9)),
         "adv/nonzero_fraction": float((np.abs(adv) > 1e-6).mean()), "adv/l1": float(np.abs(adv).mean()),
         "time/sample": batch.sample_s, "time/verify": batch.verify_s, "time/judge_wait": t1 - t0,
         "time/bt_fit": t2 - t1, "time/update": t3 - t2,

@@ -44,9 +44,15 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
 def test_dynamic_sampling_trains_only_on_diverse_groups(data_dir, coin_verifier, tmp_path):
   c = smoke_config("rlvr", data_dir, dynamic_sampling=True)
   train(c, str(tmp_path))
-  for r in read_metrics(str(tmp_path)):
+  rows = read_metrics(str(tmp_path))
+  for r in rows:
     assert r["groups/diverse"] == 1.0
     assert r["gen/trajectories"] == r["gen/batches"] * 16 and r["gen/batches"] >= 1
+    # What was generated is counted, not only what was kept: the cost of dynamic sampling.
+    assert r["gen/tokens"] >= r["gen/tokens_trained"] and r["gen/tokens"] <= r["gen/batches"] * 16 * 16
+    if r["gen/batches"] > 1:
+      assert r["gen/tokens"] > r["gen/tokens_trained"]
+  assert any(r["gen/batches"] > 1 for r in rows)  # the refill happened in this run
 
 
 def test_dynamic_sampling_stops_with_a_clear_error_when_nothing_is_diverse(data_dir, tmp_path):
