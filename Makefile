@@ -42,6 +42,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.sampler
 	$(PY) -m benchmarks.judge_throughput
 	$(PY) -m benchmarks.jury_f1
+	$(PY) -m benchmarks.soak
 
 clean:
 	rm -rf $(VENV) .pytest_cache .jax_cache *.egg-info
