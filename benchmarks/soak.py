@@ -42,6 +42,7 @@ import tempfile
 import time
 import urllib.request
 
+from arena_jax.train.metrics import read_metrics
 from benchmarks import common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,17 +87,7 @@ class Judge:
 
 
 def _rows(workdir: str) -> list[dict]:
-  path = os.path.join(workdir, "metrics.jsonl")
-  if not os.path.exists(path):
-    return []
-  out = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        out.append(json.loads(line))
-      except json.JSONDecodeError:
-        pass  # a row torn by the SIGKILL
-  return out
+  return read_metrics(workdir)  # a row torn by the SIGKILL is skipped
 
 
 def _ckpts(workdir: str) -> set[int]:

@@ -136,17 +136,8 @@ def evaluate_step(workdir: str, step: int, config) -> dict:
 
 
 def evaluated_steps(out_dir: str) -> set[int]:
-  path = os.path.join(out_dir, RESULTS_FILE)
-  if not os.path.exists(path):
-    return set()
-  steps = set()
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        steps.add(int(json.loads(line)["step"]))
-      except (ValueError, KeyError, TypeError):
-        continue  # a row torn by a crash mid-write: that step is evaluated again
-  return steps
+  """Steps with a result row (a row torn by a crash mid-write does not count: that step is evaluated again)."""
+  return {int(r["step"]) for r in read_results(out_dir) if isinstance(r, dict) and "step" in r}
 
 
 def _append(out_dir: str, row: dict) -> None:
@@ -163,15 +154,9 @@ def _append(out_dir: str, row: dict) -> None:
 
 
 def read_results(out_dir: str) -> list[dict]:
-  path = os.path.join(out_dir, RESULTS_FILE)
-  rows = []
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      for line in f:
-        try:
-          rows.append(json.loads(line))
-        except json.JSONDecodeError:
-          continue
+  from arena_jax.train.metrics import read_jsonl  # pylint: disable=g-import-not-at-top
+
+  rows = [r for r in read_jsonl(os.path.join(out_dir, RESULTS_FILE)) if isinstance(r, dict) and "step" in r]
   return sorted(rows, key=lambda r: r["step"])
 
 

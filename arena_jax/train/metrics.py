@@ -34,15 +34,7 @@ class MetricsWriter:
       self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"), purge_step=resume_step)
 
   def _truncate_after(self, step: int) -> None:
-    kept = []
-    with open(self.path, encoding="utf-8") as f:
-      for line in f:
-        try:
-          row = json.loads(line)
-        except json.JSONDecodeError:
-          continue  # a row torn by a crash mid-write
-        if row.get("step", -1) <= step:
-          kept.append(line if line.endswith("\n") else line + "\n")
+    kept = [json.dumps(row) + "\n" for row in read_jsonl(self.path) if row.get("step", -1) <= step]
     tmp = self.path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
       f.writelines(kept)
@@ -66,12 +58,23 @@ class MetricsWriter:
       self._tb = None
 
 
-def read_metrics(workdir: str) -> list[dict]:
-  path = os.path.join(workdir, "metrics.jsonl")
+def read_jsonl(path: str) -> list[dict]:
+  """The rows of an append-only JSONL log ([] if absent), skipping a line torn by a crash mid-write."""
   if not os.path.exists(path):
     return []
+  rows = []
   with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
+    for line in f:
+      try:
+        rows.append(json.loads(line))
+      except json.JSONDecodeError:
+        continue  # torn (a SIGKILL mid-write) or blank
+  return rows
+
+
+def read_metrics(workdir: str) -> list[dict]:
+  """The rows of `<workdir>/metrics.jsonl`, one per step (a torn last row skipped)."""
+  return read_jsonl(os.path.join(str(workdir), "metrics.jsonl"))
 
 
 def _scalar(v):

@@ -19,14 +19,14 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any
 
 from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from arena_jax import arena, rl
+from arena_jax import rl
 from arena_jax.rl.modes import get_mode
 from arena_jax.train import judging
 from arena_jax.train import step as step_lib

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from arena_jax import judges
+from arena_jax.train.metrics import read_metrics
 from tests.train.conftest import smoke_config  # noqa: F401  (re-exported for the test files)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,17 +93,7 @@ def worst_case_judge_s(config, stages: int) -> float:
 
 def read_rows(workdir) -> list[dict]:
   """metrics.jsonl rows, skipping a last line torn by a SIGKILL mid-write."""
-  path = os.path.join(str(workdir), "metrics.jsonl")
-  if not os.path.exists(path):
-    return []
-  rows = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        rows.append(json.loads(line))
-      except json.JSONDecodeError:
-        pass
-  return rows
+  return read_metrics(str(workdir))
 
 
 # ───────────────────────── the trainer as a subprocess (launch/train.py) ─────────────────────────
