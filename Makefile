@@ -32,7 +32,7 @@ demo: venv
 test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
-# The reproduction study (issue #7): every reward mode × 3 seeds from the same SFT base → docs/results/.
+# The reproduction study: every reward mode × 3 seeds from the same SFT base → docs/results/.
 reproduce: venv
 	$(PY) -m launch.compare
 

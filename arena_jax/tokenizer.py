@@ -22,6 +22,8 @@ from typing import Iterable, Protocol, Sequence
 import numpy as np
 import sentencepiece as spm
 
+from arena_jax import fileio
+
 PAD_ID, EOS_ID, BOS_ID, UNK_ID = 0, 1, 2, 3
 
 
@@ -108,11 +110,8 @@ class SentencePieceTokenizer(_Common):
     return cls(pathlib.Path(path).read_bytes())
 
   def save(self, path: str | os.PathLike) -> None:
-    # Write then rename: a crash mid-write never leaves a truncated model where a resume looks for it.
-    path = pathlib.Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(self._proto)
-    os.replace(tmp, path)
+    # Atomic: a crash mid-write never leaves a truncated model where a resume looks for it.
+    fileio.atomic_write(path, self._proto)
 
   @property
   def model_proto(self) -> bytes:

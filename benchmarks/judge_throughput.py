@@ -1,4 +1,4 @@
-"""Pairs judged per second through the async client against the embedded judge server (issue #5 §8).
+"""Pairs judged per second through the async client against the embedded judge server.
 
     python -m benchmarks.judge_throughput [--latency_ms 100] [--concurrency 1,8,64] [--rounds 10]
         [--debias random] [--repeats 3]
@@ -63,7 +63,7 @@ def main(argv=None):
         failed = sum(not r.ok for r in results[-1])
         stats = judge.client.stats
         rows.append([c, len(batch), calls, seconds, pairs_per_s, bound, pairs_per_s / bound, failed,
-                     stats.prompt_tokens // max(stats.calls, 1)])
+                     stats.usage.prompt_tokens // max(stats.usage.calls, 1)])
         by[str(c)] = {"pairs": len(batch), "seconds": seconds, "pairs_per_s": pairs_per_s, "bound": bound,
                       "efficiency": pairs_per_s / bound, "failed": failed}
         loop.run_until_complete(judge.close())

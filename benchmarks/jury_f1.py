@@ -1,4 +1,4 @@
-"""Step-level flaw detection of one juror vs a Reasoning Jury of three (issue #5 §8; SPEC §8).
+"""Step-level flaw detection of one juror vs a Reasoning Jury of three (SPEC §8).
 
     python -m benchmarks.jury_f1 [--traces 300] [--miss_rate 0.3] [--false_alarm_rate 0.1]
         [--debate_miss_rate 0.1] [--debate_false_alarm_rate 0.05] [--seed 0]
@@ -75,8 +75,8 @@ def main(argv=None):
       verdicts = asyncio.run(_audit_and_close(jury, demos))
       det = judges.step_detection([v.flagged_steps("neutral") for v in verdicts], truth)
       pb = judges.processbench_scores([v.first_error_step("major") for v in verdicts], labels)
-      calls = sum(v.calls for v in verdicts) / len(verdicts)
-      tokens = sum(v.prompt_tokens + v.completion_tokens for v in verdicts) / len(verdicts)
+      usage = sum((v.usage for v in verdicts), judges.Usage())
+      calls, tokens = usage.calls / len(verdicts), usage.total_tokens / len(verdicts)
       failed = sum(not v.ok for v in verdicts)
       rows.append([name, det["tpr"], det["tnr"], det["balanced_f1"], pb["acc1"], pb["acc2"], pb["f1"], calls, tokens,
                    failed])

@@ -1,10 +1,10 @@
-"""Soak: a long RL run through a faulty judge, a judge crash and a trainer crash, losing nothing (issue #10 §5).
+"""Soak: a long RL run through a faulty judge, a judge crash and a trainer crash, losing nothing.
 
     python -m benchmarks.soak [--steps 200] [--every 20] [--seed 0] [--workdir DIR]
 
 The tiny arena_live config (`configs/arith_arena_live.py:smoke`, 4 groups × 4 samples) trains for
 `--steps` RL steps with `python -m launch.train`, against an embedded judge server (its own process,
-`python -m launch.serve_judge`) that injects the fault mix of issue #10 on every request:
+`python -m launch.serve_judge`) that injects this fault mix on every request:
 
   10% HTTP 5xx (500 / 503), 5% HTTP 429 with Retry-After, 5% hangs far past the client timeout,
   5% well-formed answers with no verdict in them,

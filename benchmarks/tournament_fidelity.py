@@ -117,13 +117,7 @@ def main(argv=None):
   parser.add_argument("--no_debias", action="store_true", help="present pairs in canonical order (no SPEC §4 randomisation)")
   parser.add_argument("--margin", type=float, default=arena.DEFAULT_MARGIN, help="soft margin m (SPEC §4)")
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--demo", action="store_true", help="the `make demo` variant: fewer groups and a preamble")
   args = parser.parse_args(argv)
-  if args.demo:
-    args.groups = min(args.groups, 150)
-    print("make demo: the RL trainer has not landed yet (issue #6), so the demo runs the tournament-fidelity\n"
-          "simulation: every tournament topology ranks simulated trajectories through a noisy, position-biased\n"
-          "judge, and each ranking is compared with the latent truth and with round-robin + Bradley–Terry.\n")
   arena.check_margin(args.margin)
   rng = np.random.default_rng(args.seed)
   sizes = [int(x) for x in args.sizes.split(",")]

@@ -1,6 +1,10 @@
-"""Reward mode `arenarl` (SPEC §7) on the arithmetic testbed. `--config=configs/arith_arenarl.py:smoke` for seconds."""
-from arena_jax.train.config import mode_config
+"""Reward mode `arenarl` (SPEC §7), on the arithmetic testbed of configs/arith_arena_live.py. `:smoke` for seconds."""
+import pathlib
+
+from arena_jax.train.config import load_config_module
+
+common = load_config_module(pathlib.Path(__file__).with_name("common.py"))
 
 
 def get_config(arg=None):
-  return mode_config("arenarl", arg)
+  return common.arith_config("arenarl", arg)

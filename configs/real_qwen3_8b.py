@@ -1,4 +1,4 @@
-"""Reasoning Arena-Live with Qwen3-8B as the policy (the second 8B-class decoder of issue #8), on a TPU pod slice.
+"""Reasoning Arena-Live with Qwen3-8B as the policy (a second 8B-class decoder besides the paper's), on a TPU pod slice.
 
     # on every worker of the slice at once (docs/tpu.md):
     python -m launch.train --config=configs/real_qwen3_8b.py:v5p:2x2x2 --workdir=/mnt/gcs/runs/arena_live

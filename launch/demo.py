@@ -2,24 +2,30 @@
 
     python -m launch.demo                 # everything under runs/
     python -m launch.demo --rl_steps=10   # a shorter RL phase
+    python -m launch.demo --sft_config=configs/sft.py:smoke --rl_config=configs/arith_arena_live.py:smoke
 
-This file is intentionally short: the steps live in `arena_jax.train.demo`.
+The configs default to the repository's files, whatever the working directory. This file is
+intentionally short: the steps live in `experiments/demo.py`.
 """
 from absl import app
 from absl import flags
 from absl import logging
+from ml_collections import config_flags
 
-from arena_jax.train import demo
+from experiments import CONFIGS
+from experiments import demo
 
+_SFT = config_flags.DEFINE_config_file("sft_config", str(CONFIGS / "sft.py"), "The SFT warm start's config.")
+_RL = config_flags.DEFINE_config_file("rl_config", str(CONFIGS / "arith_arena_live.py"), "The RL run's config.")
 _ROOT = flags.DEFINE_string("root", "runs", "Where the SFT policy and the RL run are written.")
-_STEPS = flags.DEFINE_integer("rl_steps", None, "RL optimizer steps (default: configs/arith_arena_live.py).")
+_STEPS = flags.DEFINE_integer("rl_steps", None, "RL optimizer steps (default: the RL config's num_steps).")
 
 
 def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
     logging.set_verbosity(logging.WARNING)
-  demo.run_demo(_ROOT.value, rl_steps=_STEPS.value)
+  demo.run_demo(_SFT.value, _RL.value, root=_ROOT.value, rl_steps=_STEPS.value)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Checkpoint-driven evaluation of an RL run (issue #7).
+"""Checkpoint-driven evaluation of an RL run (`arena_jax.eval.watch`; the metrics of SPEC §9).
 
     python -m launch.eval --workdir=runs/arena_live                      # every checkpoint not yet evaluated
     python -m launch.eval --workdir=runs/arena_live --step=40            # one checkpoint

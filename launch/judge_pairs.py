@@ -1,4 +1,4 @@
-"""Judges a JSONL file of trace pairs with an OpenAI-compatible judge (issue #5 §7).
+"""Judges a JSONL file of trace pairs with an OpenAI-compatible judge (SPEC §4).
 
     python -m launch.judge_pairs --judge_url http://h1:8000/v1,http://h2:8000/v1 \
         --input pairs.jsonl --output verdicts.jsonl [--judge.model=...] [--judge.debias=both]

@@ -1,4 +1,4 @@
-"""Audits traces with the Reasoning Jury and scores it where labels exist (issue #5 §7; SPEC §8).
+"""Audits traces with the Reasoning Jury and scores it where labels exist (SPEC §8).
 
     python -m launch.jury --jurors http://a:8000/v1,http://b:8000/v1,http://c:8000/v1 \
         --mode consolidation|deliberation --input traces.jsonl --output flaws.jsonl

@@ -1,4 +1,4 @@
-"""Serves the embedded judge: OpenAI-compatible `/v1/chat/completions`, `/v1/models`, `/health` (issue #5 §6).
+"""Serves the embedded judge: OpenAI-compatible `/v1/chat/completions`, `/v1/models`, `/health`.
 
     python -m launch.serve_judge --port 8000
     python -m launch.serve_judge --port 8000 --server.latency_ms=100 --server.noise=0.5 \
@@ -6,6 +6,7 @@
 
 Every knob of `arena_jax.judges.server_config()` is a `--server.<knob>` flag. It binds 127.0.0.1
 unless --host says otherwise; a bearer key is read from the env var named by --server.api_key_env.
+This is the judge server's only command line (`judges.EmbeddedJudgeServer` starts its child without one).
 """
 from absl import app
 from absl import flags
@@ -25,7 +26,7 @@ def main(argv):
     cfg.port = _PORT.value
   if _HOST.value is not None:
     cfg.host = _HOST.value
-  judges.server.run_server(judges.validate_server_config(cfg, "server"))
+  judges.run_server(judges.validate_server_config(cfg, "server"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""SFT warm start of the embedded policy (issue #6): tokenizer, demonstrations, AdamW, held-out eval.
+"""SFT warm start of the embedded policy: tokenizer, demonstrations, AdamW, held-out eval.
 
     python -m launch.sft                                          # configs/sft.py → runs/sft_demo
     python -m launch.sft --config=configs/sft.py:smoke --workdir=/tmp/sft_smoke

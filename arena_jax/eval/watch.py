@@ -1,7 +1,8 @@
 """Checkpoint-driven evaluation: one checkpoint, or every new checkpoint of a run exactly once.
 
 A run directory written by the RL trainer holds `checkpoints/<step>/` (orbax, finalised atomically),
-`model_config.json` and the policy's tokenizer (`policy.json` names it and the prompt convention).
+`model_config.json` and the policy's tokenizer (`policy.json` names it and the prompt convention;
+`arena_jax.train.policy_io.write_policy_spec` / `load_run_policy`).
 `evaluate_step` scores one checkpoint on the configured benchmarks (in distribution: the arithmetic
 test split; out of distribution: countdown; optionally a JSONL math file) with `evaluate` (greedy
 accuracy, mean pass ratio@n, unbiased pass@k, response length).
@@ -18,74 +19,50 @@ import os
 import time
 from typing import Callable
 
+import jax
 import ml_collections
 import numpy as np
 
+from arena_jax import config_schema as cs
+from arena_jax import fileio
+from arena_jax import tasks
+from arena_jax.config_schema import field
+from arena_jax.sampling.accuracy import evaluate, flatten_metrics
+from arena_jax.tasks import config as tasks_config
+from arena_jax.train import checkpoint
+from arena_jax.train import policy_io
+
 RESULTS_FILE = "eval.jsonl"
 TABLE_FILE = "eval.md"
-POLICY_SPEC = "policy.json"
+
+
+def _unchecked(default, valid: str, meaning: str) -> cs.Field:
+  return field(default, meaning, valid=valid, checked=False)
+
+
+# What `launch/eval.py` evaluates, declared once (default, valid values, meaning; docs/configuration.md).
+# Nothing checks these up front: a bad value fails when the evaluation reaches it.
+EVAL = cs.Section(dict(
+    benchmarks=_unchecked(("arithmetic", "countdown"), "task names", "Benchmarks per checkpoint: arithmetic (in "
+                          "distribution), countdown (out of distribution), jsonl (`tasks.jsonl.test_path`)."),
+    num_examples=_unchecked(200, "int ≥ 1", "Problems per benchmark (the first ones of the test split)."),
+    num_samples=_unchecked(16, "int ≥ 0", "n: mean pass ratio@n (the paper's pass ratio@16) and pass@k for k ≤ n; "
+                           "0 = greedy only."),
+    temperature=_unchecked(1.0, "> 0", "Temperature of the n samples."),
+    greedy=_unchecked(True, "bool", "Also decode each problem greedily (greedy accuracy)."),
+    max_new_tokens=_unchecked(96, "int ≥ 1", "Completion budget; a truncated completion is scored as it is."),
+    batch_size=_unchecked(64, "int ≥ 1", "Prompts per sampler call."),
+    seed=_unchecked(0, "int", "Sampling key (folded with the benchmark index)."),
+    tasks=tasks_config.TASKS.but(documented_apart=True),
+))
 
 
 def default_config() -> ml_collections.ConfigDict:
-  """What `launch/eval.py` evaluates (embed as `config.eval`, or pass on its own)."""
-  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
-
-  c = ml_collections.ConfigDict()
-  c.benchmarks = ("arithmetic", "countdown")  # task names; "jsonl" reads tasks.jsonl.test_path
-  c.num_examples = 200            # per benchmark (the first ones of the test split)
-  c.num_samples = 16              # n: mean pass ratio@n (the paper's pass ratio@16) and pass@k, k ≤ n
-  c.temperature = 1.0
-  c.greedy = True
-  c.max_new_tokens = 96
-  c.batch_size = 64
-  c.seed = 0
-  c.tasks = tasks.default_config()
-  return c
+  """What `launch/eval.py` evaluates (embed as `config.eval`, or pass on its own): every default of `EVAL`."""
+  return EVAL.defaults()
 
 
 # ───────────────────────────────────────── one checkpoint ─────────────────────────────────────────
-
-
-def write_policy_spec(workdir: str, model_config, tokenizer, *, add_bos: bool = True) -> None:
-  """What an evaluator needs besides the parameters: the model config and the tokenizer.
-
-  Every file is written to a temporary name and renamed, so a crash never leaves a torn one that a
-  resumed run or an evaluator would then read.
-  """
-  from arena_jax.train.policy_io import config_to_json  # pylint: disable=g-import-not-at-top
-
-  os.makedirs(workdir, exist_ok=True)
-  _write_text(os.path.join(workdir, "model_config.json"), config_to_json(model_config))
-  if hasattr(tokenizer, "save"):
-    tokenizer.save(os.path.join(workdir, "tokenizer.model"))  # atomic too
-    tok_file = "tokenizer.model"
-  else:  # a HF tokenizer: point at its file
-    tok_file = os.path.abspath(getattr(tokenizer, "path", ""))
-  _write_text(os.path.join(workdir, POLICY_SPEC), json.dumps({"tokenizer": tok_file, "add_bos": bool(add_bos)}))
-
-
-def _write_text(path: str, text: str) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(tmp, path)
-
-
-def load_run_policy(workdir: str):
-  """(model_config, tokenizer, add_bos) of a run directory (see `write_policy_spec`)."""
-  from arena_jax.tokenizer import load_tokenizer  # pylint: disable=g-import-not-at-top
-  from arena_jax.train.policy_io import config_from_json  # pylint: disable=g-import-not-at-top
-
-  spec_path = os.path.join(workdir, POLICY_SPEC)
-  if not os.path.exists(spec_path):
-    raise FileNotFoundError(f"{spec_path} is missing: {workdir} is not a run directory written by the RL trainer")
-  with open(spec_path, encoding="utf-8") as f:
-    spec = json.load(f)
-  with open(os.path.join(workdir, "model_config.json"), encoding="utf-8") as f:
-    config = config_from_json(f.read())
-  tok = spec["tokenizer"]
-  tokenizer = load_tokenizer(tok if os.path.isabs(tok) else os.path.join(workdir, tok))
-  return config, tokenizer, spec.get("add_bos", True)
 
 
 def checkpoint_steps(workdir: str) -> list[int]:
@@ -97,9 +74,8 @@ def checkpoint_steps(workdir: str) -> list[int]:
 
 
 def load_params(workdir: str, step: int):
-  from arena_jax.train.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
-
-  ckpt = Checkpointer(os.path.join(workdir, "checkpoints"))
+  """The parameters of checkpoint `step` of a run."""
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
   try:
     state, _ = ckpt.restore(step, None)
   finally:
@@ -109,11 +85,6 @@ def load_params(workdir: str, step: int):
 
 def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = True) -> dict:
   """{benchmark: evaluate(...) metrics} for parameters of `model_config`."""
-  import jax  # pylint: disable=g-import-not-at-top
-
-  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
-  from arena_jax.eval.accuracy import evaluate, flatten_metrics  # pylint: disable=g-import-not-at-top
-
   out = {}
   for k, name in enumerate(config.benchmarks):
     task = tasks.get_task(name, config.tasks)
@@ -128,7 +99,8 @@ def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = 
 
 
 def evaluate_step(workdir: str, step: int, config) -> dict:
-  model_config, tokenizer, add_bos = load_run_policy(workdir)
+  """{benchmark: metrics} of checkpoint `step` of a run (its policy spec: `policy_io.load_run_policy`)."""
+  model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
   return evaluate_params(load_params(workdir, step), model_config, tokenizer, config, add_bos=add_bos)
 
 
@@ -137,7 +109,7 @@ def evaluate_step(workdir: str, step: int, config) -> dict:
 
 def evaluated_steps(out_dir: str) -> set[int]:
   """Steps with a result row (a row torn by a crash mid-write does not count: that step is evaluated again)."""
-  return {int(r["step"]) for r in read_results(out_dir) if isinstance(r, dict) and "step" in r}
+  return {int(r["step"]) for r in read_results(out_dir)}
 
 
 def _append(out_dir: str, row: dict) -> None:
@@ -154,9 +126,8 @@ def _append(out_dir: str, row: dict) -> None:
 
 
 def read_results(out_dir: str) -> list[dict]:
-  from arena_jax.train.metrics import read_jsonl  # pylint: disable=g-import-not-at-top
-
-  rows = [r for r in read_jsonl(os.path.join(out_dir, RESULTS_FILE)) if isinstance(r, dict) and "step" in r]
+  """The result rows of `out_dir`, by step (a row torn by a crash mid-write is skipped)."""
+  rows = [r for r in fileio.read_jsonl(os.path.join(out_dir, RESULTS_FILE), strict=False) if "step" in r]
   return sorted(rows, key=lambda r: r["step"])
 
 
@@ -206,8 +177,7 @@ def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 1
             for k, v in metrics.items():
               if isinstance(v, (int, float)) and np.isfinite(v):
                 writer.add_scalar(f"eval/{bench}/{k}", v, step)
-        with open(os.path.join(out_dir, TABLE_FILE), "w", encoding="utf-8") as f:
-          f.write(markdown_table(read_results(out_dir)))
+        fileio.atomic_write(os.path.join(out_dir, TABLE_FILE), markdown_table(read_results(out_dir)))
       if stop_after_step is not None and any(s >= stop_after_step for s in done):
         break
       if stop_after_step is None and timeout_s is None:

@@ -1,8 +1,10 @@
-"""Judges over RPC: client, prompts, pairwise / pointwise / jury backends, the embedded server (issue #5).
+"""Judges over RPC: client, prompts, pairwise / pointwise / jury backends, the embedded server.
 
   config      `default_config()` / `validate_config()`: urls, model, client, debiasing, jury, server knobs
   client      `JudgeClient`: async OpenAI-compatible chat completions — load spreading, limits, retries,
               parse retries, explicit failures, token / latency accounting, on-disk cache
+  usage       `Usage`: what a call, a judgment, an audit or a tournament cost (calls, HTTP requests,
+              tokens, latency); `+` for sequential work, `Usage.parallel` for concurrent work
   prompts     templates as files (`templates/*.txt`) and the verdict / rubric / flaw parsers
   hygiene     trace neutralisation (verdict tokens, delimiters, step marks) and truncation with a marker
   pairwise    `PairwiseJudge.compare` → `JudgeResult` (soft outcome of the first trace, SPEC §4), debiasing
@@ -12,12 +14,14 @@
   tournament  `run_tournament` / `run_tournaments`: arena schedulers against the async judge (SPEC §5)
   backends    judges by name (`make_judge`), `judge_endpoints` (the embedded server when no URL is set),
               `check_judge_urls` (fail fast at start when a configured judge does not answer)
-  server      the embedded judge server (`EmbeddedJudgeServer`; `python -m launch.serve_judge`)
+  simulated   `JudgeLogic`: the rule-based process judge that the embedded server answers with
+  server      the embedded judge's HTTP server (`make_app`, `run_server`; `python -m launch.serve_judge`)
+  embedded    `EmbeddedJudgeServer` (a child process) and `serve_in_process` (the running event loop)
   files       JSONL batch judging behind `launch/judge_pairs.py` and `launch/jury.py`
 
 Importing this package starts nothing: servers, sessions and event loops are created on use.
 """
-from arena_jax.judges import hygiene, prompts, server
+from arena_jax.judges import embedded, hygiene, prompts, server, simulated
 from arena_jax.judges.backends import (
     BACKENDS,
     check_judge_urls,
@@ -49,7 +53,8 @@ from arena_jax.judges.config import (
     validate_config,
     validate_server_config,
 )
-from arena_jax.judges.files import format_jury_metrics, judge_pairs_file, jury_file, jury_metrics, read_jsonl
+from arena_jax.judges.embedded import EmbeddedJudgeServer, serve_in_process
+from arena_jax.judges.files import format_jury_metrics, judge_pairs_file, jury_file, jury_metrics
 from arena_jax.judges.hygiene import count_tokens, neutralise, sanitize, truncate
 from arena_jax.judges.jury import Claim, Jury, JuryJudge, JuryVerdict
 from arena_jax.judges.metrics import balanced_f1, processbench_scores, processbench_step_truth, step_detection
@@ -65,5 +70,7 @@ from arena_jax.judges.prompts import (
     parse_rating,
     parse_sections,
 )
-from arena_jax.judges.server import EmbeddedJudgeServer, JudgeLogic, make_app, serve_in_process
+from arena_jax.judges.server import make_app, run_server
+from arena_jax.judges.simulated import JudgeLogic
 from arena_jax.judges.tournament import TournamentJob, TournamentRun, run_tournament, run_tournaments
+from arena_jax.judges.usage import Usage

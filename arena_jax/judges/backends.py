@@ -1,4 +1,4 @@
-"""Judge backends by name (STYLE §4; issue #5 §5) and where the judge runs.
+"""Judge backends by name (STYLE §4) and where the judge runs.
 
     with judges.judge_endpoints(config) as urls:          # the embedded server when config.urls is ()
       judge = judges.make_judge(config, urls)             # config.backend: pairwise | pointwise | jury
@@ -23,7 +23,7 @@ from arena_jax.judges.client import JudgeClient, check_endpoints, split_urls
 from arena_jax.judges.jury import Jury, JuryJudge
 from arena_jax.judges.pairwise import PairwiseJudge
 from arena_jax.judges.pointwise import PointwiseJudge
-from arena_jax.judges.server import EmbeddedJudgeServer
+from arena_jax.judges.embedded import EmbeddedJudgeServer
 
 BACKENDS: dict[str, Callable] = {}
 
@@ -102,7 +102,7 @@ def configured_urls(config) -> tuple[str, ...]:
 
 
 def check_judge_urls(config) -> None:
-  """Fails fast, within `client.startup_check_s`, when a configured judge URL does not answer (issue #10 §3).
+  """Fails fast, within `client.startup_check_s`, when a configured judge URL does not answer.
 
   Nothing to check when `config` names no URL: the embedded server is started (and waited for) by
   `judge_endpoints`. Raises `JudgeUnreachableError` naming each URL that did not answer.

@@ -1,4 +1,4 @@
-"""Async OpenAI-compatible chat-completions client for LLM judges (issue #5 §1; DESIGN: "judge client (async RPC)").
+"""Async OpenAI-compatible chat-completions client for LLM judges (DESIGN: "judge client (async RPC)").
 
 Judges in practice are LLMs behind vLLM or SGLang speaking `POST /v1/chat/completions`. The trainer
 fires many judge calls at once (every match of every non-diverse group, SPEC §3–§5), so the client is
@@ -16,13 +16,15 @@ asynchronous and must be fast, robust and countable:
     `max_tokens` (`finish_reason == "length"`) gets a separate, capped number of fresh requests, each
     with the next seed (at temperature 0 the same seed would return the same answer);
   * a final failure is an explicit failed `Completion` with a reason — never an exception, never a
-    default verdict — and every request, retry, failure, token and second is counted in `stats`;
+    default verdict (SPEC §4: a failed judgment is dropped and counted) — and every request, retry,
+    failure, token and second is counted in `stats`;
   * temperature, max_tokens and seed are sent explicitly with every request; `message.content` is the
     answer, `message.reasoning_content` / `message.reasoning` (vLLM / SGLang reasoning parsers) is kept;
   * an optional on-disk cache keyed by the request (model, messages, sampling parameters) returns
     parsed answers without a call;
   * `check_endpoints` (before training starts) fails fast, naming each URL, when a judge does not
-    answer `GET /v1/models` or rejects the key (issue #10 §3); mid-run, failures are only counted.
+    answer `GET /v1/models` or rejects the key: a judge that is down at start is a configuration
+    error, while one that fails mid-run costs only the judgments it drops, which are counted.
 
 Transport: aiohttp. Measured on this project's 2-core machine against an aiohttp server with 100 ms
 latency at 64 concurrent requests, aiohttp reached 0.90 of the latency bound, the `openai` package's
@@ -33,16 +35,23 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import dataclasses
 import email.utils
 import hashlib
+import http.client
 import json
 import os
 import random
 import time
+import urllib.error
+import urllib.request
 from typing import Any, Callable, Sequence
 
 import aiohttp
+
+from arena_jax import fileio
+from arena_jax.judges.usage import Usage
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 _DETAIL_CHARS = 300
@@ -56,9 +65,10 @@ class Completion:
     "bad_response" (HTTP 200 without a completion), "unparseable", "truncated" (cut at max_tokens);
     `failure_detail` says more.
   parsed: what `parse(content)` returned (the content itself without a parser).
-  attempts: HTTP requests made (0 when served from the cache); parse_attempts: answers received.
-  prompt_tokens / completion_tokens: summed over every answer received (all of them cost tokens).
-  latency_s: wall time of the call, waiting for a slot, retries and backoff included.
+  usage: one call; `http_requests` made (0 when served from the cache); tokens summed over every
+    answer received (all of them cost tokens); `latency_s` the wall time of the call, waiting for a
+    slot, retries and backoff included.
+  parse_attempts: answers received.
   """
 
   content: str | None = None
@@ -68,10 +78,7 @@ class Completion:
   failure_reason: str | None = None
   failure_detail: str = ""
   status: int | None = None
-  prompt_tokens: int = 0
-  completion_tokens: int = 0
-  latency_s: float = 0.0
-  attempts: int = 0
+  usage: Usage = Usage(calls=1)
   parse_attempts: int = 0
   endpoint: str | None = None
   seed: int | None = None
@@ -84,26 +91,27 @@ class Completion:
 
 @dataclasses.dataclass
 class ClientStats:
-  """Counters of a `JudgeClient` (cumulative; `as_dict()` for logging)."""
+  """Counters of a `JudgeClient` (cumulative; `as_dict()` for logging).
 
-  calls: int = 0
+  usage: calls started, HTTP requests sent, tokens of answers received from a server (cache hits
+    cost none), and the calls' latencies summed (`as_dict` adds their mean).
+  """
+
+  usage: Usage = Usage()
   succeeded: int = 0
   failed: int = 0
   failures: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-  http_requests: int = 0
   transport_retries: int = 0
   parse_retries: int = 0
   cache_hits: int = 0
-  prompt_tokens: int = 0
-  completion_tokens: int = 0
-  latency_s: float = 0.0
   max_latency_s: float = 0.0
   per_endpoint: dict = dataclasses.field(default_factory=dict)
 
   def as_dict(self) -> dict:
+    """Flat counters: the usage fields beside the others."""
     d = dataclasses.asdict(self)
-    d["failures"] = dict(self.failures)
-    d["mean_latency_s"] = self.latency_s / self.calls if self.calls else 0.0
+    d.update(d.pop("usage"), failures=dict(self.failures))
+    d["mean_latency_s"] = self.usage.latency_s / self.usage.calls if self.usage.calls else 0.0
     return d
 
 
@@ -155,10 +163,6 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float) -> str 
   Any HTTP answer but 401 / 403 proves a server is listening (some deployments do not list models):
   5xx and 429 are the client's business once training runs. A rejected key is final at once.
   """
-  import http.client  # pylint: disable=g-import-not-at-top
-  import urllib.error  # pylint: disable=g-import-not-at-top
-  import urllib.request  # pylint: disable=g-import-not-at-top
-
   # No proxies, as for the aiohttp session (trust_env=False): the check must see what training will see.
   opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
   request = urllib.request.Request(models_url(base), headers=headers, method="GET")
@@ -183,7 +187,7 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float) -> str 
 
 def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, timeout_s: float = 10.0,
                     interval_s: float = 0.5) -> None:
-  """Waits up to `timeout_s` for every judge URL to answer `GET /v1/models` (issue #10 §3).
+  """Waits up to `timeout_s` for every judge URL to answer `GET /v1/models`.
 
   A judge that is down *before* training starts is a configuration error (a typo, a server not
   launched, a firewall): the run fails at once, naming each URL and why, instead of dropping every
@@ -194,8 +198,6 @@ def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, ti
   Raises:
     JudgeUnreachableError: listing the URLs that did not answer.
   """
-  import concurrent.futures  # pylint: disable=g-import-not-at-top
-
   urls = split_urls(urls)
   if not urls or timeout_s <= 0:
     return
@@ -270,10 +272,7 @@ class ResponseCache:
   def put(self, key: str, record: dict) -> None:
     path = self._path(key)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.{id(record)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-      json.dump(record, f, ensure_ascii=False)
-    os.replace(tmp, path)
+    fileio.atomic_write(path, json.dumps(record, ensure_ascii=False))
 
 
 class JudgeClient:
@@ -414,7 +413,7 @@ class JudgeClient:
 
   async def _post(self, endpoint: _Endpoint, data: bytes) -> _Attempt:
     endpoint.requests += 1
-    self.stats.http_requests += 1
+    self.stats.usage += Usage(http_requests=1)
     self.stats.per_endpoint[endpoint.base]["requests"] += 1
     try:
       async with self._session.post(endpoint.url, data=data, headers=self._headers, timeout=self._timeout) as resp:
@@ -452,7 +451,7 @@ class JudgeClient:
       finally:
         # Only transport-level failures count against an endpoint's health (a 400 is the request's fault).
         self._release(endpoint, failed=attempt is not None and attempt.error is not None and attempt.retryable)
-      result.attempts += 1
+      result.usage += Usage(http_requests=1)
       result.endpoint, result.status = endpoint.base, attempt.status
       if attempt.error is None:
         return attempt.body
@@ -495,7 +494,7 @@ class JudgeClient:
     start = time.perf_counter()
     payload = self.payload(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
     result = Completion()
-    self.stats.calls += 1
+    self.stats.usage += Usage(calls=1)
     key = request_key(payload) if self.cache is not None else None
     if key is not None and self._from_cache(key, parse, result):
       return self._finish(result, start)
@@ -522,8 +521,8 @@ class JudgeClient:
       result.parsed, result.failure_reason, result.failure_detail = parsed, None, ""
       if key is not None:
         self.cache.put(key, {"content": result.content, "reasoning": result.reasoning,
-                             "finish_reason": result.finish_reason, "prompt_tokens": result.prompt_tokens,
-                             "completion_tokens": result.completion_tokens, "seed": result.seed})
+                             "finish_reason": result.finish_reason, "prompt_tokens": result.usage.prompt_tokens,
+                             "completion_tokens": result.usage.completion_tokens, "seed": result.seed})
       return self._finish(result, start)
     return self._finish(result, start)
 
@@ -537,7 +536,8 @@ class JudgeClient:
     result.content, result.reasoning = record.get("content"), record.get("reasoning")
     result.finish_reason, result.seed = record.get("finish_reason"), record.get("seed")
     result.parsed, result.cached = parsed, True
-    result.prompt_tokens, result.completion_tokens = record.get("prompt_tokens", 0), record.get("completion_tokens", 0)
+    result.usage += Usage(prompt_tokens=record.get("prompt_tokens", 0),
+                          completion_tokens=record.get("completion_tokens", 0))
     self.stats.cache_hits += 1
     return True
 
@@ -551,22 +551,22 @@ class JudgeClient:
     result.reasoning = reasoning if isinstance(reasoning, str) else None
     result.finish_reason = choice.get("finish_reason")
     usage = body.get("usage") or {}
-    result.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-    result.completion_tokens += int(usage.get("completion_tokens") or 0)
+    result.usage += Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                          completion_tokens=int(usage.get("completion_tokens") or 0))
 
   def _finish(self, result: Completion, start: float) -> Completion:
-    result.latency_s = time.perf_counter() - start
+    latency_s = time.perf_counter() - start
+    result.usage = dataclasses.replace(result.usage, latency_s=latency_s)
     s = self.stats
     if result.ok:
       s.succeeded += 1
     else:
       s.failed += 1
       s.failures[result.failure_reason] += 1
-    if not result.cached:
-      s.prompt_tokens += result.prompt_tokens
-      s.completion_tokens += result.completion_tokens
-    s.latency_s += result.latency_s
-    s.max_latency_s = max(s.max_latency_s, result.latency_s)
+    # Calls and HTTP requests were counted as they started; a cache hit's tokens were paid for earlier.
+    tokens = (0, 0) if result.cached else (result.usage.prompt_tokens, result.usage.completion_tokens)
+    s.usage += Usage(prompt_tokens=tokens[0], completion_tokens=tokens[1], latency_s=latency_s)
+    s.max_latency_s = max(s.max_latency_s, latency_s)
     return result
 
 

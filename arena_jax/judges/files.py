@@ -1,4 +1,4 @@
-"""JSONL batch judging behind the CLIs `launch/judge_pairs.py` and `launch/jury.py` (issue #5 §7).
+"""JSONL batch judging behind the CLIs `launch/judge_pairs.py` and `launch/jury.py`.
 
 Both read a JSONL file, judge every row concurrently, and append one output row per input row as
 soon as it is judged (in completion order, each carrying its input `row` index and `id`), so an
@@ -23,55 +23,35 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tqdm
 
+from arena_jax import fileio
 from arena_jax import tasks
 from arena_jax.judges import backends
 from arena_jax.judges import metrics
 from arena_jax.judges.pairwise import PairwiseJudge
+from arena_jax.judges.usage import Usage
 
 _VERDICT_NAMES = {1: "A", 0: "tie", -1: "B"}
-
-
-def read_jsonl(path: str, required: Sequence[Sequence[str]] = ()) -> list[dict]:
-  """The rows of a JSONL file; each `required` entry is a group of alternatives, one of which must be there."""
-  rows = []
-  with open(os.path.expanduser(path), encoding="utf-8") as f:
-    for n, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      try:
-        row = json.loads(line)
-      except ValueError as e:
-        raise ValueError(f"{path}:{n}: not valid JSON ({e})") from e
-      if not isinstance(row, dict):
-        raise ValueError(f"{path}:{n}: a row must be a JSON object")
-      for group in required:
-        if not any(isinstance(row.get(k), (str, list)) for k in group):
-          raise ValueError(f"{path}:{n}: the row needs the field {' or '.join(map(repr, group))}")
-      rows.append(row)
-  return rows
 
 
 def _resume(output_path: str, retry_failed: bool) -> dict[int, dict]:
   """Rows already written {row: output row}; with `retry_failed`, failed rows are dropped from the file."""
   if not os.path.exists(output_path):
     return {}
-  done: dict[int, dict] = {}
-  with open(output_path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        row = json.loads(line)
-      except ValueError:
-        continue  # a line cut by an interruption: judged again
-      if isinstance(row, dict) and isinstance(row.get("row"), int):
-        done[row["row"]] = row
+  # A line cut by an interruption is skipped (strict=False), so its row is judged again.
+  done = {r["row"]: r for r in fileio.read_jsonl(output_path, strict=False) if isinstance(r.get("row"), int)}
   if retry_failed:
     done = {k: v for k, v in done.items() if not v.get("failure_reason")}
-  tmp = output_path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    for k in sorted(done):
-      f.write(json.dumps(done[k], ensure_ascii=False) + "\n")
-  os.replace(tmp, output_path)
+  fileio.write_jsonl(output_path, (done[k] for k in sorted(done)))
   return done
+
+
+def _usage_fields(u: Usage, *, http_requests: bool = True) -> dict:
+  """The cost columns of an output row."""
+  fields = {"calls": u.calls, "http_requests": u.http_requests, "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens, "latency_s": round(u.latency_s, 4)}
+  if not http_requests:
+    del fields["http_requests"]
+  return fields
 
 
 async def _run_rows(todo: Sequence[int], work: Callable, output_path: str, *, workers: int, progress: bool,
@@ -99,7 +79,7 @@ async def _run_rows(todo: Sequence[int], work: Callable, output_path: str, *, wo
 async def judge_pairs_file(config, input_path: str, output_path: str, *, urls: Sequence[str] | None = None,
                            retry_failed: bool = False, progress: bool = True) -> dict:
   """Judges every pair of `input_path` into `output_path` (module docstring); returns a summary."""
-  rows = read_jsonl(input_path, required=[("problem",), ("trace_a",), ("trace_b",)])
+  rows = fileio.read_jsonl(input_path, strict=True, required=[("problem",), ("trace_a",), ("trace_b",)])
   done = _resume(output_path, retry_failed)
   todo = [i for i in range(len(rows)) if i not in done]
   judge = backends.BACKENDS["pairwise"](config, urls)
@@ -111,8 +91,7 @@ async def judge_pairs_file(config, input_path: str, output_path: str, *, urls: S
     return {"row": i, "id": r.get("id"), "verdict": None if res.verdict is None else _VERDICT_NAMES[int(res.verdict)],
             "outcome": res.outcome, "judge_text": res.raw, "reasoning": res.reasoning,
             "failure_reason": res.failure_reason, "failure_detail": res.failure_detail, "swapped": res.swapped,
-            "calls": res.calls, "http_requests": res.http_requests, "prompt_tokens": res.prompt_tokens,
-            "completion_tokens": res.completion_tokens, "latency_s": round(res.latency_s, 4)}
+            **_usage_fields(res.usage)}
 
   workers = config.client.concurrency * len(judge.client.urls)
   try:
@@ -171,7 +150,7 @@ async def jury_file(config, input_path: str, output_path: str, *, urls: Sequence
                     mode: str | None = None, retry_failed: bool = False, progress: bool = True) -> dict:
   """Audits every trace of `input_path` with the Reasoning Jury into `output_path`; returns a summary
   with metrics when the rows carry labels (module docstring)."""
-  rows = read_jsonl(input_path, required=[("problem",), ("trace", "completion", "steps")])
+  rows = fileio.read_jsonl(input_path, strict=True, required=[("problem",), ("trace", "completion", "steps")])
   done = _resume(output_path, retry_failed)
   todo = [i for i in range(len(rows)) if i not in done]
   jury = backends.make_jury(config, urls, mode=mode)
@@ -184,8 +163,7 @@ async def jury_file(config, input_path: str, output_path: str, *, urls: Sequence
     v = await jury.audit(str(r["problem"]), trace, str(reference), key=("row", i, r.get("id")))
     out = {"row": i, "id": r.get("id"), **v.to_json(), "num_steps": v.num_steps,
            "flagged_steps": sorted(v.flagged_steps(min_impact)), "predicted_error_step": v.first_error_step(min_impact),
-           "failure_reason": v.failure_reason, "calls": v.calls, "prompt_tokens": v.prompt_tokens,
-           "completion_tokens": v.completion_tokens, "latency_s": round(v.latency_s, 4)}
+           "failure_reason": v.failure_reason, **_usage_fields(v.usage, http_requests=False)}
     if "label" in r:
       out["label"] = r["label"]
     return out

@@ -1,4 +1,4 @@
-"""Trace hygiene: what a policy wrote is neutralised and bounded before a judge sees it (issue #5 §3).
+"""Trace hygiene: what a policy wrote is neutralised and bounded before a judge sees it.
 
 The policy is optimised against the judge, so anything in a trace that the judge's *protocol* reads
 is an attack surface:

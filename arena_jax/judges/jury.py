@@ -49,13 +49,10 @@ from arena_jax.judges import prompts
 from arena_jax.judges.client import Completion, JudgeClient
 from arena_jax.judges.pairwise import BaseJudge, derive_seed, text_key
 from arena_jax.judges.pointwise import ScoreResult
+from arena_jax.judges.prompts import severity
+from arena_jax.judges.usage import Usage
 
-_SEVERITY = {name: i for i, name in enumerate(tasks.IMPACTS)}
 MODES = config_lib.JURY_MODES
-
-
-def severity(impact: str) -> int:
-  return _SEVERITY.get(impact, -1)
 
 
 @dataclasses.dataclass
@@ -79,7 +76,11 @@ class Claim:
 
 @dataclasses.dataclass
 class JuryVerdict:
-  """The outcome of one audit (see module docstring); `ok` is False only when no juror answered."""
+  """The outcome of one audit (see module docstring); `ok` is False only when no juror answered.
+
+  usage: every call of the audit (`failed_calls` of them failed); `latency_s` is the audit's wall
+    time, less than the calls' sum because the Phase-1 jurors are asked concurrently.
+  """
 
   flaws: list[dict]
   phase1: list[list[dict] | None]
@@ -90,12 +91,8 @@ class JuryVerdict:
   fallback: bool = False
   failure_reason: str | None = None
   transcript: list[dict] = dataclasses.field(default_factory=list)
-  calls: int = 0
+  usage: Usage = Usage()
   failed_calls: int = 0
-  http_requests: int = 0
-  prompt_tokens: int = 0
-  completion_tokens: int = 0
-  latency_s: float = 0.0
 
   @property
   def ok(self) -> bool:
@@ -118,7 +115,7 @@ class JuryVerdict:
   def to_json(self) -> dict:
     return {"flaws": self.flaws, "consensus": {
         "mode": self.mode, "jurors_answered": sum(p is not None for p in self.phase1), "jurors": len(self.phase1),
-        "rounds": self.rounds, "converged": self.converged, "fallback": self.fallback, "calls": self.calls,
+        "rounds": self.rounds, "converged": self.converged, "fallback": self.fallback, "calls": self.usage.calls,
         "failed_calls": self.failed_calls, "failure_reason": self.failure_reason, "phase1": self.phase1,
         "transcript": self.transcript}}
 
@@ -146,11 +143,8 @@ class Jury:
 
   @staticmethod
   def _count(verdict: JuryVerdict, c: Completion) -> Completion:
-    verdict.calls += 1
+    verdict.usage += c.usage  # the latency is replaced by the audit's wall time at its end
     verdict.failed_calls += not c.ok
-    verdict.http_requests += c.attempts
-    verdict.prompt_tokens += c.prompt_tokens
-    verdict.completion_tokens += c.completion_tokens
     return c
 
   def quorum(self, num_active: int) -> int:
@@ -197,7 +191,7 @@ class Jury:
       await self._deliberate(verdict, fields, active, key)
     else:
       verdict.flaws = self._vote(verdict, active)
-    verdict.latency_s = loop.time() - start
+    verdict.usage = dataclasses.replace(verdict.usage, latency_s=loop.time() - start)
     return verdict
 
   def _claims(self, verdict: JuryVerdict, active: list[int]) -> list[Claim]:
@@ -353,8 +347,7 @@ class JuryJudge(BaseJudge):
 
   async def score(self, problem: str, reference: str, trace: str, *, key: Any = None) -> ScoreResult:
     v = await self.jury.audit(problem, trace, reference, key=key)
-    common = dict(raw=json.dumps(v.to_json(), ensure_ascii=False), calls=v.calls, http_requests=v.http_requests,
-                  prompt_tokens=v.prompt_tokens, completion_tokens=v.completion_tokens, latency_s=v.latency_s)
+    common = dict(raw=json.dumps(v.to_json(), ensure_ascii=False), usage=v.usage)
     if not v.ok:
       return ScoreResult(None, "jury_failed", v.failure_reason or "", **common)
     return ScoreResult(self.score_flaws(v.flaws), flaws=tuple(v.flaws), **common)

@@ -1,4 +1,4 @@
-"""Pairwise judging with order debiasing (issue #5 §4; SPEC §4).
+"""Pairwise judging with order debiasing (SPEC §4).
 
 `PairwiseJudge.compare(problem, reference, first, second)` asks the judge which of two traces is
 better and returns a `JudgeResult` whose `outcome` is the soft score of the canonical *first* trace,
@@ -27,6 +27,7 @@ from arena_jax.arena.outcomes import Verdict, check_margin, outcome_to_verdict, 
 from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
 from arena_jax.judges.client import Completion, JudgeClient
+from arena_jax.judges.usage import Usage
 
 
 def derive_seed(*parts: Any) -> int:
@@ -64,7 +65,8 @@ class JudgeResult:
   failure_reason: None, or the client's reason ("timeout", "http_503", "unparseable", ...).
   raw: the judge's answer text (both answers, separated by a rule, in `both` mode).
   swapped: whether the second trace was shown as A (in `both` mode: the first call's order, False).
-  calls / http_requests: judge calls and HTTP requests spent; tokens and latency summed over them.
+  usage: what the judge calls cost; in `both` mode the two orders are asked concurrently, so their
+    counts add up and the latency is the slower call's (`Usage.parallel`).
   """
 
   outcome: float | None
@@ -74,11 +76,7 @@ class JudgeResult:
   raw: str = ""
   reasoning: str = ""
   swapped: bool = False
-  calls: int = 0
-  http_requests: int = 0
-  prompt_tokens: int = 0
-  completion_tokens: int = 0
-  latency_s: float = 0.0
+  usage: Usage = Usage()
   cached: bool = False
 
   @property
@@ -97,7 +95,7 @@ class BaseJudge:
     self.templates = prompts.load_templates(config.template_dir)
 
   def clean(self, text: str, *, budget: bool = True) -> str:
-    """Trace hygiene (issue #5 §3): neutralised, and truncated to the token budget when `budget`."""
+    """Trace hygiene (`hygiene.sanitize`): neutralised, and truncated to the token budget when `budget`."""
     return hygiene.sanitize(text or "", self.config.token_budget if budget else None,
                             tail_fraction=self.config.tail_fraction, delimiters=self.templates.delimiters)
 
@@ -143,10 +141,7 @@ class PairwiseJudge(BaseJudge):
     return self._combine([(completion, swapped)])
 
   def _combine(self, answers: list[tuple[Completion, bool]]) -> JudgeResult:
-    totals = dict(calls=len(answers), http_requests=sum(c.attempts for c, _ in answers),
-                  prompt_tokens=sum(c.prompt_tokens for c, _ in answers),
-                  completion_tokens=sum(c.completion_tokens for c, _ in answers),
-                  latency_s=max(c.latency_s for c, _ in answers), cached=all(c.cached for c, _ in answers),
+    totals = dict(usage=Usage.parallel(*(c.usage for c, _ in answers)), cached=all(c.cached for c, _ in answers),
                   raw="\n\n-----\n\n".join(c.content or "" for c, _ in answers),
                   reasoning="\n\n-----\n\n".join(c.reasoning or "" for c, _ in answers),
                   swapped=answers[0][1] if len(answers) == 1 else False)

@@ -1,4 +1,4 @@
-"""Pointwise rubric judging (issue #5 §5; SPEC §7: `rlaif` and `adaptive_pointwise` reward modes).
+"""Pointwise rubric judging (SPEC §7: `rlaif` and `adaptive_pointwise` reward modes).
 
 `PointwiseJudge.score(problem, reference, trace)` asks the judge for one rubric level
 (`config.rubric_levels`, default 0 / 0.5 / 1 as in DeepSeekMath-V2's proof scoring) and returns a
@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from arena_jax.judges import prompts
 from arena_jax.judges.client import Completion
 from arena_jax.judges.pairwise import BaseJudge, derive_seed, text_key
+from arena_jax.judges.usage import Usage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +29,8 @@ class ScoreRequest:
 
 @dataclasses.dataclass(frozen=True)
 class ScoreResult:
-  """A pointwise judgment: `score` in [0, 1] or None when failed; `flaws` for the jury backend."""
+  """A pointwise judgment: `score` in [0, 1] or None when failed; `flaws` for the jury backend; `usage`
+  what it cost (one call, or a whole jury audit)."""
 
   score: float | None
   failure_reason: str | None = None
@@ -36,11 +38,7 @@ class ScoreResult:
   raw: str = ""
   reasoning: str = ""
   flaws: tuple = ()
-  calls: int = 0
-  http_requests: int = 0
-  prompt_tokens: int = 0
-  completion_tokens: int = 0
-  latency_s: float = 0.0
+  usage: Usage = Usage()
   cached: bool = False
 
   @property
@@ -49,8 +47,8 @@ class ScoreResult:
 
 
 def result_from_completion(c: Completion, score: float | None) -> ScoreResult:
-  return ScoreResult(score, c.failure_reason, c.failure_detail, c.content or "", c.reasoning or "", (), 1, c.attempts,
-                     c.prompt_tokens, c.completion_tokens, c.latency_s, c.cached)
+  return ScoreResult(score, c.failure_reason, c.failure_detail, c.content or "", c.reasoning or "", (), c.usage,
+                     c.cached)
 
 
 class PointwiseJudge(BaseJudge):

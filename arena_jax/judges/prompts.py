@@ -1,4 +1,4 @@
-"""Judge prompts (templates as files) and the parsers of judge answers (issue #5 §2; SPEC §4, §7, §8).
+"""Judge prompts (templates as files) and the parsers of judge answers (SPEC §4, §7, §8).
 
 Templates live in `judges/templates/<name>.txt` so that users can swap in their judge's own prompt
 (`config.template_dir`: a directory whose `<name>.txt` files override the built-in ones). A template
@@ -230,6 +230,11 @@ def step_ref_index(ref: Any, num_steps: int | None) -> int | None:
   if k < 1 or (num_steps is not None and k > num_steps):
     return None
   return k - 1
+
+
+def severity(impact: str) -> int:
+  """The rank of a flaw's impact in `IMPACTS` (neutral 0 … fatal 3); −1 for anything else."""
+  return IMPACTS.index(impact) if impact in IMPACTS else -1
 
 
 def normalise_flaw(flaw: Any, num_steps: int | None, *, num_jurors: int | None = None) -> dict | None:

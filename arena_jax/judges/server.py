@@ -1,466 +1,40 @@
-"""The embedded judge: a real HTTP server speaking the OpenAI chat-completions protocol (issue #5 §6).
+"""The embedded judge's HTTP server: the OpenAI chat-completions protocol, faults and latency.
 
 Everything must run on one machine with no downloads (DESIGN: "The embedded default"), so the judge
-that the client, the tournaments and the trainer talk to by default is this process:
+that the client, the tournaments and the trainer talk to by default is this server, started by
+`python -m launch.serve_judge` or from Python (`embedded.py`: a child process or the running event
+loop). It serves `POST /v1/chat/completions`, `GET /v1/models` and `GET /health` (plus `GET /stats`:
+its counters), binds 127.0.0.1 unless told otherwise, optionally requires a bearer key
+(`api_key_env`), rejects bodies over `max_request_bytes` (HTTP 413) and malformed requests (400), and
+answers with the simulated judge (`simulated.JudgeLogic`).
 
-    python -m launch.serve_judge --port 8000          # or judges.EmbeddedJudgeServer() in Python
-
-It serves `POST /v1/chat/completions`, `GET /v1/models` and `GET /health` (plus `GET /stats`: its
-counters), binds 127.0.0.1 unless told otherwise, optionally requires a bearer key
-(`api_key_env`), and rejects bodies over `max_request_bytes` (HTTP 413).
-
-It reads the project's own templates (`prompts.py`): the `[The Start of X]` sections a prompt has
-tell it what it is asked (pairwise, pointwise, juror, consolidation, debate, moderator, synthesis),
-and `prompts.parse_sections` finds the problem, the reference answer and the traces (hygiene has
-neutralised any forged delimiter inside them). It then judges like a careful but imperfect LLM:
-
-  * the built-in tasks are recognised from the problem text ("Compute <expression>." is arithmetic,
-    "Use 3, 7, 25 to make 46 …" countdown) and each trace is checked step by step by the task's
-    process checker (`tasks.check_arithmetic` / `tasks.check_countdown`). A trace's penalty is
-    invalid + irrelevant steps + skip_weight · operations not shown + answer_weight · [wrong
-    answer]. Pairwise: d = penalty_B − penalty_A + position_bias + Logistic(0, noise); |d| ≤ tie_band
-    is [[C]], else [[A]] when d > 0, [[B]] otherwise. Unknown problems: final-answer correctness
-    against the reference, then a tie;
-  * pointwise: the rubric level (read from the prompt's rubric) nearest to 1 for a flawless trace,
-    the middle for a right answer reached with flaws, 0 for a wrong answer;
-  * juror: the checker's flaws as Phase-1 JSON (SPEC §8), each flawed step missed with probability
-    `miss_rate`, each clean step flagged with `false_alarm_rate`; unknown problems get a generic
-    check of every written equation (LaTeX included). Errors are drawn from a hash of (server seed,
-    request seed, trace, step): jurors asked with different seeds err independently;
-  * consolidation keeps a step's flaw that a majority reported, or that fewer reported and its own
-    check confirms; in deliberation a juror confirms a claim by its own check (`debate_*` rates),
-    the moderator asks the juror with the most open positions about them and stops when every claim
-    is settled, and the synthesis reports the accepted claims.
-
-Knobs (`config.server_config()`): verdict noise, position bias, tie band, latency distribution, and
-faults — HTTP errors (with Retry-After), hangs, dropped connections, non-JSON bodies, answers without
-a parseable verdict — each with a rate, so clients can be tested against all of them. Answers longer
-than the request's max_tokens are cut with finish_reason "length", like a real server.
+Knobs (`config.server_config()`): the judge's own (noise, position bias, tie band, juror error
+rates), a latency distribution, and faults — HTTP errors (with Retry-After), hangs, dropped
+connections, non-JSON bodies, answers without a parseable verdict — each with a rate, so clients can
+be tested against all of them. Answers longer than the request's max_tokens are cut with
+finish_reason "length", like a real server.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
-import dataclasses
-import hashlib
 import hmac
-import json
 import math
 import os
-import queue
 import random
 import re
 import signal
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 import uuid
-from fractions import Fraction
-from typing import AsyncIterator, Sequence
 
 import ml_collections
 from aiohttp import web
 
-from arena_jax import tasks
 from arena_jax.judges import config as config_lib
 from arena_jax.judges import hygiene
-from arena_jax.judges import prompts
+from arena_jax.judges.simulated import JudgeLogic
 
+# The line `serve` prints once it listens; `EmbeddedJudgeServer` (and scripts) read the URL from it.
 READY_PATTERN = re.compile(r"arena_jax judge server: serving \S+ on (http://\S+)")
-
-# Which template a prompt was rendered from, by the sections it has (first match wins).
-_KINDS = (
-    ("synthesis", {"Final Consensus State"}),
-    ("moderator", {"Consensus State"}),
-    ("consolidation", {"Juror Verdicts", "Step-Marked Trace"}),
-    ("debate", {"Claims Under Discussion", "Step-Marked Trace"}),
-    ("juror", {"Step-Marked Trace"}),
-    ("pairwise", {"Trace A", "Trace B"}),
-    ("pointwise", {"Trace"}),
-)
-_ARITHMETIC = re.compile(r"\bCompute\s+([-\d\s.()+*/×÷·−–]+?)\s*\.?[ \t]*$", re.MULTILINE)
-_COUNTDOWN = re.compile(r"\bUse\s+(\d+(?:\s*,\s*\d+)*)\s+to\s+make\s+(\d+)\b", re.IGNORECASE)
-_STEP_MARK = re.compile(r"^\[STEP-(\d+)\][ \t]*", re.MULTILINE)
-_EQUATION = re.compile(r"[-\d \t.()+*/]+(?:=[-\d \t.()+*/]+)+")
-_MAX_LINE = 1000  # longer lines are not steps of a solution; the regex scan stays cheap
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-
-
-# ───────────────────────────────────────── deterministic draws ─────────────────────────────────────────
-
-
-def _unit(*parts) -> float:
-  """A uniform draw in [0, 1) that depends only on `parts` (same question → same answer)."""
-  digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode("utf-8"), digest_size=8).digest()
-  return int.from_bytes(digest, "big") / 2.0 ** 64
-
-
-def _logistic(u: float, scale: float) -> float:
-  u = min(max(u, 1e-12), 1.0 - 1e-12)
-  return scale * math.log(u / (1.0 - u))
-
-
-# ──────────────────────────────────────────── assessments ────────────────────────────────────────────
-
-
-@dataclasses.dataclass
-class _StepFlaw:
-  step: int | None   # 0-based; None = the whole trace
-  what: str
-  impact: str
-  evidence: str
-
-
-@dataclasses.dataclass
-class _Assessment:
-  """What the server's own check finds in one trace."""
-
-  steps: list[str]
-  penalty: float
-  answer: str | None
-  answer_correct: bool | None   # None: no reference to compare with
-  flaws: list[_StepFlaw]
-  invalid: list[int]
-  irrelevant: list[int]
-  skipped: int
-  task: str                     # arithmetic | countdown | generic
-
-  @property
-  def flawed_steps(self) -> set[int]:
-    return {f.step for f in self.flaws if f.step is not None}
-
-
-def _identify(problem: str):
-  """("arithmetic", expression) | ("countdown", (numbers, target)) | (None, None) from the problem text."""
-  m = _ARITHMETIC.search(problem)
-  if m:
-    try:
-      tasks.evaluate(m.group(1))
-      return "arithmetic", m.group(1).strip()
-    except tasks.ParseError:
-      pass
-  m = _COUNTDOWN.search(problem)
-  if m:
-    return "countdown", (tuple(int(n) for n in re.findall(r"\d+", m.group(1))), int(m.group(2)))
-  return None, None
-
-
-def _given(text: str | None) -> str | None:
-  text = (text or "").strip()
-  return None if not text or text == prompts.NOT_GIVEN else text
-
-
-def _answers_match(answer: str | None, reference: str | None) -> bool | None:
-  if reference is None:
-    return None
-  if answer is None:
-    return False
-  if tasks.numbers_equal(answer, reference):
-    return True
-  norm = lambda s: re.sub(r"[\s$]|\\[,!;]", "", s).rstrip(".").lower()
-  return norm(answer) == norm(reference)
-
-
-def _latex_to_arithmetic(text: str) -> str:
-  """Plain arithmetic from the LaTeX / prose of a free-form step (best effort, for the generic check)."""
-  t = re.sub(r"\\[()\[\]]", " ", text)  # inline / display math delimiters
-  t = re.sub(r"\\[dt]?frac\s*\{([^{}]+)\}\s*\{([^{}]+)\}", r"(\1)/(\2)", t)
-  t = re.sub(r"\\(?:times|cdot)", "*", t)
-  t = t.replace("\\div", "/").replace("×", "*").replace("÷", "/").replace("−", "-")
-  t = re.sub(r"\\text\s*\{[^{}]*\}|\\[a-zA-Z]+|[\\${}]", " ", t)
-  return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t)
-
-
-def _balance(side: str) -> str:
-  """A side of an equation cut out of prose, without the unmatched parentheses around it."""
-  while side.startswith("(") and side.count("(") > side.count(")"):
-    side = side[1:].strip()
-  while side.endswith(")") and side.count(")") > side.count("("):
-    side = side[:-1].strip()
-  return side
-
-
-def _wrong_equations(step: str) -> list[str]:
-  """Equations written in `step` whose sides differ (decimals may round), e.g. ["18 - 6 = 11"]."""
-  wrong = []
-  lines = [ln[:_MAX_LINE] for ln in _latex_to_arithmetic(step).splitlines() if "=" in ln]
-  for span in (sp for ln in lines for sp in _EQUATION.findall(ln)):
-    sides = [_balance(s.strip(" .")) for s in span.split("=")]
-    if len(sides) < 2 or any(not s for s in sides):
-      continue
-    try:
-      values = [tasks.evaluate(s) for s in sides]
-    except (tasks.ParseError, ZeroDivisionError):
-      continue
-    if all(_NUMBER.fullmatch(s) for s in sides):
-      continue  # "3 = 3": nothing computed
-    for text, a, b in zip(sides[1:], values, values[1:]):
-      decimals = len(text.split(".")[1]) if _NUMBER.fullmatch(text) and "." in text else None
-      tol = Fraction(1, 2 * 10 ** decimals) if decimals else Fraction(0)
-      if abs(a - b) > tol + abs(b) * Fraction(1, 10 ** 9):
-        wrong.append(span.strip())
-        break
-  return wrong
-
-
-class JudgeLogic:
-  """The judging rules of the embedded server, without HTTP (see the module docstring)."""
-
-  def __init__(self, cfg: ml_collections.ConfigDict):
-    self.cfg = cfg
-
-  # ── checking traces ──
-
-  def assess(self, problem: str, reference: str | None, steps: Sequence[str]) -> _Assessment:
-    """Checks a trace given as its steps (SPEC §8 segmentation) with the task's process checker."""
-    steps = [s.strip() for s in steps]
-    trace = "\n\n".join(steps)
-    task, spec = _identify(problem)
-    cfg = self.cfg
-    if task is not None:
-      if task == "arithmetic":
-        report = tasks.check_arithmetic(spec, reference or tasks.format_number(tasks.evaluate(spec)), trace)
-      else:
-        report = tasks.check_countdown(spec[0], spec[1], trace)
-      if report.num_steps == len(steps):
-        flaws = [_StepFlaw(f.step, f.what, f.impact, f.evidence) for f in report.flaws]
-        penalty = (report.num_invalid + report.num_irrelevant + cfg.skip_weight * report.num_skipped
-                   + cfg.answer_weight * (not report.answer_correct))
-        return _Assessment(steps, penalty, report.answer, report.answer_correct, flaws, list(report.invalid_steps),
-                           list(report.irrelevant_steps), report.num_skipped, task)
-    # Unknown problems (or steps the checker splits differently): written equations and the final answer.
-    answer = tasks.extract_answer(trace)
-    correct = _answers_match(answer, reference)
-    flaws, invalid = [], []
-    for i, step in enumerate(steps):
-      wrong = _wrong_equations(step)
-      if wrong:
-        invalid.append(i)
-        impact = "fatal" if correct is False else "major"
-        flaws.append(_StepFlaw(i, f"the equation {wrong[0]} does not hold", impact, step))
-    if answer is None:
-      flaws.append(_StepFlaw(None, "the trace states no final answer", "fatal", ""))
-    penalty = cfg.answer_weight * (correct is False)
-    return _Assessment(steps, penalty, answer, correct, flaws, invalid, [], 0, "generic")
-
-  def _assess_trace(self, problem, reference, trace) -> _Assessment:
-    return self.assess(problem, reference, tasks.split_steps(trace) or [trace])
-
-  # ── answers by kind ──
-
-  def answer(self, prompt: str, seed: int) -> tuple[str, str, str]:
-    """(kind, content, reasoning) for a prompt rendered from one of the project's templates."""
-    sections = prompts.parse_sections(prompt)
-    kind = next((k for k, need in _KINDS if need <= sections.keys()), None)
-    if kind is None:
-      return "unknown", "I can only judge prompts written with arena_jax's judge templates.", ""
-    content, reasoning = getattr(self, f"_{kind}")(sections, seed)
-    return kind, content, reasoning
-
-  def malformed(self, kind: str) -> str:
-    """An answer a flaky judge might give: it looks fine but has nothing to parse."""
-    if kind in ("juror", "consolidation", "synthesis"):
-      return 'After careful review: {"flaws": [{"what_went_wrong": "the step'
-    if kind == "debate":
-      return 'My position: {"positions": [{"claim": '
-    if kind == "moderator":
-      return "Let us continue the discussion with the next juror."
-    return "Both traces have their merits; it is hard to say which one is better."
-
-  def _pairwise(self, sections, seed):
-    cfg = self.cfg
-    problem, reference = sections.get("Problem", ""), _given(sections.get("Reference Answer"))
-    a = self._assess_trace(problem, reference, sections["Trace A"])
-    b = self._assess_trace(problem, reference, sections["Trace B"])
-    d = b.penalty - a.penalty + cfg.position_bias
-    if cfg.noise > 0:
-      d += _logistic(_unit(cfg.seed, seed, "pair", problem, sections["Trace A"], sections["Trace B"]), cfg.noise)
-    verdict = "C" if abs(d) <= cfg.tie_band else ("A" if d > 0 else "B")
-    lines = [_summary("A", a), _summary("B", b)]
-    for name, s in (("A", a), ("B", b)):
-      if s.steps:
-        lines.append(f'Trace {name} ends with: "{s.steps[-1][:300]}"')
-    reason = {"A": "Trace A has the sounder process.", "B": "Trace B has the sounder process.",
-              "C": "Neither trace is clearly better."}[verdict]
-    explanation = "\n".join(lines + [reason])
-    content = (f"Verdict: [[{verdict}]]\n\n{explanation}" if cfg.verdict_first
-               else f"{explanation}\n\n[[{verdict}]]")
-    reasoning = f"Penalties: A {a.penalty:g}, B {b.penalty:g}; position bias {cfg.position_bias:g}."
-    return content, reasoning
-
-  def _pointwise(self, sections, seed):
-    cfg = self.cfg
-    levels = sorted({float(v) for v in re.findall(r"\[\[\s*([-+]?\d+(?:\.\d+)?)\s*\]\]", sections.get("Rubric", ""))})
-    if len(levels) < 2:
-      levels = [0.0, 0.5, 1.0]
-    problem, reference = sections.get("Problem", ""), _given(sections.get("Reference Answer"))
-    s = self._assess_trace(problem, reference, sections["Trace"])
-    quality = 0.0 if s.answer_correct is False or s.answer is None else (1.0 if s.penalty == 0 and not s.flaws else 0.5)
-    if cfg.noise > 0:
-      quality += 0.25 * _logistic(_unit(cfg.seed, seed, "point", problem, sections["Trace"]), cfg.noise)
-    lo, hi = levels[0], levels[-1]
-    level = min(levels, key=lambda v: abs((v - lo) / (hi - lo) - quality))
-    return f"{_summary('', s)}\n\nRating: [[{level:g}]]", ""
-
-  def _juror_view(self, sections):
-    problem, reference = sections.get("Problem", ""), _given(sections.get("Reference Answer"))
-    marked = sections["Step-Marked Trace"]
-    steps = [s.strip() for s in _STEP_MARK.split(marked)[2::2]] or [marked.strip()]
-    return problem, reference, steps, self.assess(problem, reference, steps)
-
-  def _juror(self, sections, seed):
-    cfg = self.cfg
-    problem, reference, steps, truth = self._juror_view(sections)
-    key = (cfg.seed, seed, problem, "\n".join(steps))
-    by_step: dict[int | None, list[_StepFlaw]] = {}
-    for f in truth.flaws:
-      by_step.setdefault(f.step, []).append(f)
-    reported = []
-    for i in range(len(steps)):
-      if i in by_step:
-        if _unit(*key, i, "miss") >= cfg.miss_rate:
-          reported += [_flaw_json(f, specificity=5) for f in by_step[i]]
-      elif _unit(*key, i, "false_alarm") < cfg.false_alarm_rate:
-        reported.append(_false_alarm(i, steps[i], _unit(*key, i, "which")))
-    if None in by_step and _unit(*key, "global", "miss") >= cfg.miss_rate:
-      reported += [_flaw_json(f, specificity=4) for f in by_step[None]]
-    note = f"I checked all {len(steps)} steps and found {len(reported)} flaw(s)."
-    return f"{note}\n\n```json\n{json.dumps({'flaws': reported}, ensure_ascii=False)}\n```", ""
-
-  def _confirms(self, truth: _Assessment, step: int | None, key, tag) -> bool:
-    """The server's own (noisy) verdict on a claimed flaw at `step`."""
-    cfg = self.cfg
-    real = any(f.step is None for f in truth.flaws) if step is None else step in truth.flawed_steps
-    u = _unit(*key, step, tag)
-    return u >= cfg.debate_miss_rate if real else u < cfg.debate_false_alarm_rate
-
-  def _consolidation(self, sections, seed):
-    problem, reference, steps, truth = self._juror_view(sections)
-    try:
-      verdicts = json.loads(sections["Juror Verdicts"])
-    except ValueError:
-      verdicts = []
-    verdicts = [v for v in verdicts if isinstance(v, dict) and isinstance(v.get("flaws"), list)]
-    n = max(len(verdicts), 1)
-    groups: dict = {}
-    for v in verdicts:
-      for f in v["flaws"]:
-        flaw = prompts.normalise_flaw(f, len(steps))
-        if flaw is None:
-          continue
-        group = flaw["statement_refs"][0] if flaw["statement_refs"] else "global:" + flaw["what_went_wrong"]
-        entry = groups.setdefault(group, {"flaw": flaw, "jurors": set()})
-        juror = v.get("juror")
-        if isinstance(juror, int) and not isinstance(juror, bool):
-          entry["jurors"].add(juror)
-        if prompts_severity(flaw["impact"]) > prompts_severity(entry["flaw"]["impact"]):
-          entry["flaw"]["impact"] = flaw["impact"]
-    key = (self.cfg.seed, seed, problem, "\n".join(steps))
-    kept = []
-    for group, entry in groups.items():
-      step = prompts.step_ref_index(group, len(steps)) if not group.startswith("global:") else None
-      if len(entry["jurors"]) * 2 > n or self._confirms(truth, step, key, "consolidate"):
-        kept.append({**entry["flaw"], "jurors": sorted(entry["jurors"])})
-    return f"Merged {len(groups)} claim(s); {len(kept)} kept.\n\n{json.dumps({'flaws': kept}, ensure_ascii=False)}", ""
-
-  def _debate(self, sections, seed):
-    problem, reference, steps, truth = self._juror_view(sections)
-    try:
-      claims = json.loads(sections["Claims Under Discussion"])
-    except ValueError:
-      claims = []
-    key = (self.cfg.seed, seed, problem, "\n".join(steps))
-    positions = []
-    for c in claims if isinstance(claims, list) else []:
-      if not isinstance(c, dict) or "id" not in c:
-        continue
-      refs = c.get("statement_refs") or []
-      step = prompts.step_ref_index(refs[0], len(steps)) if refs else None
-      agree = self._confirms(truth, step, key, "debate")
-      where = f"STEP-{step + 1}" if step is not None else "the trace"
-      if agree:
-        real = [f.what for f in truth.flaws if f.step == step]
-        argument = f"{where}: {real[0] if real else c.get('what_went_wrong', 'the flaw is there')}."
-      else:
-        quoted = f'"{steps[step][:200]}" is correct.' if step is not None else "no such flaw."
-        argument = f"{where} checks out: {quoted}"
-      positions.append({"claim": str(c["id"]), "stance": "agree" if agree else "disagree", "argument": argument})
-    return json.dumps({"positions": positions}, ensure_ascii=False), ""
-
-  def _moderator(self, sections, seed):
-    del seed  # the moderator's choice is a deterministic rule
-    state = _load_state(sections["Consensus State"])
-    open_claims = [c for c in state["claims"] if c.get("status") == "open"]
-    n = int(state.get("num_jurors", 0))
-    todo = {j: [c["id"] for c in open_claims if _stance(c, j) is None] for j in range(n)}
-    speaker = max(range(n), key=lambda j: (len(todo[j]), -j), default=None)
-    if speaker is None or not todo[speaker]:
-      return json.dumps({"action": "stop"}), ""
-    ask = {"action": "ask", "speaker": speaker + 1, "claims": todo[speaker],
-           "question": f"Juror {speaker + 1}, do you agree with claim(s) {', '.join(todo[speaker])}? "
-                       "Check the steps cited."}
-    return json.dumps(ask), ""
-
-  def _synthesis(self, sections, seed):
-    del seed
-    state = _load_state(sections["Final Consensus State"])
-    quorum = int(state.get("quorum", 1))
-    flaws = []
-    for c in state["claims"]:
-      agree = [j + 1 for j in range(int(state.get("num_jurors", 0))) if _stance(c, j) is True]
-      if len(agree) >= quorum:
-        kept = {k: c.get(k) for k in ("what_went_wrong", "statement_refs", "impact", "evidence")}
-        flaws.append({**kept, "jurors": agree})
-    return json.dumps({"flaws": flaws}, ensure_ascii=False), ""
-
-
-def prompts_severity(impact: str) -> int:
-  return tasks.IMPACTS.index(impact) if impact in tasks.IMPACTS else -1
-
-
-def _load_state(text: str) -> dict:
-  try:
-    state = json.loads(text)
-  except ValueError:
-    return {"claims": [], "num_jurors": 0}
-  if not isinstance(state, dict) or not isinstance(state.get("claims"), list):
-    return {"claims": [], "num_jurors": 0}
-  state["claims"] = [c for c in state["claims"] if isinstance(c, dict) and "id" in c]
-  return state
-
-
-def _stance(claim: dict, juror: int):
-  stances = claim.get("stances") or {}
-  value = stances.get(str(juror + 1)) if isinstance(stances, dict) else None
-  return {"agree": True, "disagree": False}.get(value)
-
-
-def _summary(name: str, s: _Assessment) -> str:
-  fmt = lambda idx: ", ".join(f"STEP-{i + 1}" for i in idx) or "none"
-  answer = "none" if s.answer is None else s.answer
-  verdict = "" if s.answer_correct is None else (" (right)" if s.answer_correct else " (wrong)")
-  who = f"Trace {name}" if name else "The trace"
-  return (f"{who}: {len(s.steps)} steps; invalid: {fmt(s.invalid)}; irrelevant: {fmt(s.irrelevant)}; "
-          f"operations not shown: {s.skipped}; final answer {answer}{verdict}.")
-
-
-def _flaw_json(f: _StepFlaw, specificity: int) -> dict:
-  return {"what_went_wrong": f.what, "statement_refs": [] if f.step is None else [f"STEP-{f.step + 1}"],
-          "impact": f.impact, "evidence": f.evidence, "specificity": specificity}
-
-
-def _false_alarm(step: int, text: str, u: float) -> dict:
-  numbers = _NUMBER.findall(text)
-  what = (f"the value {numbers[int(u * len(numbers))]} in this step is not justified by the previous steps"
-          if numbers else "this step does not follow from the previous ones")
-  return {"what_went_wrong": what, "statement_refs": [f"STEP-{step + 1}"], "impact": "major" if u < 0.5 else "minor",
-          "evidence": text, "specificity": 4}
-
-
-# ─────────────────────────────────────────────── HTTP ───────────────────────────────────────────────
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", headers=None) -> web.Response:
@@ -637,7 +211,8 @@ def make_app(cfg: ml_collections.ConfigDict) -> web.Application:
   return app
 
 
-async def _start(cfg: ml_collections.ConfigDict, shutdown_timeout: float) -> tuple[web.AppRunner, str]:
+async def start(cfg: ml_collections.ConfigDict, *, shutdown_timeout: float) -> tuple[web.AppRunner, str]:
+  """Starts the app of `cfg` on the running event loop; (its runner, to `cleanup()`, and its URL)."""
   runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
   await runner.setup()
   await web.TCPSite(runner, cfg.host, cfg.port, backlog=2048).start()
@@ -645,24 +220,11 @@ async def _start(cfg: ml_collections.ConfigDict, shutdown_timeout: float) -> tup
   return runner, f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
-@contextlib.asynccontextmanager
-async def serve_in_process(config: ml_collections.ConfigDict | None = None, **overrides) -> AsyncIterator[str]:
-  """The embedded judge on the running event loop (no child process: notebooks, tests); yields its URL.
-
-  Same knobs as `EmbeddedJudgeServer`. Handlers still running at exit (injected hangs) are cancelled.
-  """
-  runner, url = await _start(merged_config(config, overrides), shutdown_timeout=0.1)
-  try:
-    yield url
-  finally:
-    await runner.cleanup()
-
-
 async def _watch_parent(parent_pid: int, stop: asyncio.Event, interval_s: float = 0.5) -> None:
   """Sets `stop` once the process that started this server is gone (its child gets a new parent).
 
   A trainer killed with SIGKILL (a preempted VM, the OOM killer) cannot stop its embedded judge; without
-  this the orphan would keep its port and CPU for good (issue #10 §2).
+  this the orphan would keep its port and CPU for good.
   """
   while os.getppid() == parent_pid:
     await asyncio.sleep(interval_s)
@@ -672,7 +234,7 @@ async def _watch_parent(parent_pid: int, stop: asyncio.Event, interval_s: float 
 async def serve(cfg: ml_collections.ConfigDict, stop: asyncio.Event | None = None, *, parent_pid: int = 0) -> None:
   """Serves until `stop` is set (or SIGINT / SIGTERM, or process `parent_pid` ends when it is not 0);
   prints one ready line with the URL to stdout."""
-  runner, url = await _start(cfg, shutdown_timeout=5.0)
+  runner, url = await start(cfg, shutdown_timeout=5.0)
   print(f"arena_jax judge server: serving {cfg.model} on {url}", flush=True)
   stop = stop or asyncio.Event()
   loop = asyncio.get_running_loop()
@@ -691,142 +253,6 @@ async def serve(cfg: ml_collections.ConfigDict, stop: asyncio.Event | None = Non
 
 
 def run_server(cfg: ml_collections.ConfigDict, *, parent_pid: int = 0) -> None:
-  """Blocking entry point of `launch/serve_judge.py` (and of `EmbeddedJudgeServer`'s child process)."""
+  """Serves `cfg` until stopped (blocking): `launch/serve_judge.py` and `EmbeddedJudgeServer`'s child process."""
   asyncio.run(serve(cfg, parent_pid=parent_pid))
 
-
-# ───────────────────────────────────────── in-process handle ─────────────────────────────────────────
-
-
-def _config_from_json(text: str) -> ml_collections.ConfigDict:
-  cfg = config_lib.server_config()
-  for key, value in json.loads(text).items():
-    if key not in cfg:
-      raise ValueError(f"unknown judge server knob {key!r}; knobs: {sorted(cfg.keys())}")
-    cfg[key] = tuple(value) if isinstance(value, list) else value
-  return cfg
-
-
-def merged_config(config: ml_collections.ConfigDict | None, overrides: dict) -> ml_collections.ConfigDict:
-  """`server_config()` updated by `config` (a server ConfigDict or dict) and keyword overrides, validated."""
-  cfg = config_lib.server_config()
-  if config is not None:
-    cfg.update(config.to_dict() if hasattr(config, "to_dict") else dict(config))
-  for key, value in overrides.items():
-    if key not in cfg:
-      raise ValueError(f"unknown judge server knob {key!r}; knobs: {sorted(cfg.keys())}")
-    cfg[key] = value
-  return config_lib.validate_server_config(cfg)
-
-
-class EmbeddedJudgeServer:
-  """Starts the embedded judge in a child process on a free loopback port; `stop()` ends it.
-
-      with judges.EmbeddedJudgeServer(latency_ms=100) as server:
-        client = judges.JudgeClient([server.url], model=server.model)
-
-  `config` is a `server_config()` (e.g. `judge.server`); keyword arguments override its knobs.
-  """
-
-  def __init__(self, config: ml_collections.ConfigDict | None = None, *, startup_timeout_s: float = 60.0,
-               **overrides):
-    self.config = merged_config(config, overrides)
-    self.startup_timeout_s = startup_timeout_s
-    self.url: str | None = None
-    self._proc: subprocess.Popen | None = None
-    self._stderr = None
-
-  @property
-  def model(self) -> str:
-    return self.config.model
-
-  @property
-  def base_url(self) -> str:
-    """The OpenAI-style base URL (`…/v1`)."""
-    return f"{self.url}/v1"
-
-  def start(self) -> str:
-    if self._proc is not None:
-      return self.url
-    self._stderr = tempfile.TemporaryFile(mode="w+b")
-    knobs = json.dumps(self.config.to_dict())
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    # --parent_pid: the child stops by itself if this process dies without stopping it (SIGKILL).
-    self._proc = subprocess.Popen([sys.executable, "-m", "arena_jax.judges.server", "--config_json", knobs,
-                                   "--parent_pid", str(os.getpid())],
-                                  stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL, env=env)
-    lines: queue.Queue = queue.Queue()
-
-    def pump(stream):  # keeps the pipe drained for the whole life of the child
-      for raw in iter(stream.readline, b""):
-        lines.put(raw.decode("utf-8", "replace"))
-      lines.put(None)
-
-    threading.Thread(target=pump, args=(self._proc.stdout,), daemon=True).start()
-    deadline = time.monotonic() + self.startup_timeout_s
-    while True:
-      try:
-        line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-      except queue.Empty:
-        line = None
-      m = READY_PATTERN.search(line or "")
-      if m:
-        self.url = m.group(1)
-        return self.url
-      if line is None or time.monotonic() > deadline:
-        if self._proc.poll() is None:
-          self._proc.kill()
-        self._proc.wait()
-        why = self._read_stderr()[-2000:]  # before stop(), which closes the file that holds the reason
-        self.stop()
-        raise RuntimeError(f"the embedded judge server did not start: {why}")
-
-  def _read_stderr(self) -> str:
-    if self._stderr is None:
-      return ""
-    try:
-      self._stderr.seek(0)
-      return self._stderr.read().decode("utf-8", "replace")
-    except (OSError, ValueError):
-      return ""
-
-  def stop(self) -> None:
-    proc, self._proc = self._proc, None
-    if proc is not None and proc.poll() is None:
-      proc.terminate()
-      try:
-        proc.wait(timeout=10)
-      except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if proc is not None and proc.stdout is not None:
-      proc.stdout.close()
-    if self._stderr is not None:
-      self._stderr.close()
-      self._stderr = None
-
-  def __enter__(self) -> "EmbeddedJudgeServer":
-    self.start()
-    return self
-
-  def __exit__(self, *exc) -> None:
-    self.stop()
-
-  def __del__(self):
-    try:
-      self.stop()
-    except Exception:  # pylint: disable=broad-except  (interpreter shutdown)
-      pass
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-  """`python -m arena_jax.judges.server --config_json '{...}'` (what `EmbeddedJudgeServer` runs)."""
-  parser = argparse.ArgumentParser(description="arena_jax embedded judge server (use launch/serve_judge.py)")
-  parser.add_argument("--config_json", default="{}", help="server knobs as JSON (see judges.server_config())")
-  parser.add_argument("--parent_pid", type=int, default=0, help="stop when this process ends (0 = never)")
-  args = parser.parse_args(argv)
-  run_server(_config_from_json(args.config_json), parent_pid=args.parent_pid)
-
-
-if __name__ == "__main__":
-  main()

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Sequence
 
 from arena_jax.arena.tournaments import Scheduler
 from arena_jax.judges.pairwise import JudgeResult, PairwiseJudge
+from arena_jax.judges.usage import Usage
 
 
 class TournamentJob(NamedTuple):
@@ -36,20 +37,15 @@ class TournamentRun:
   results: list[tuple[int, int, JudgeResult]] = dataclasses.field(default_factory=list)
 
   @property
-  def calls(self) -> int:
-    return sum(r.calls for _, _, r in self.results)
+  def usage(self) -> Usage:
+    """What every judgment cost; `latency_s` is judge time summed over the matches, not the
+    tournament's wall time (the matches of a stage run concurrently)."""
+    return sum((r.usage for _, _, r in self.results), Usage())
 
   @property
   def failures(self) -> int:
+    """Failed judgments (dropped by the scheduler, SPEC §4)."""
     return sum(not r.ok for _, _, r in self.results)
-
-  @property
-  def prompt_tokens(self) -> int:
-    return sum(r.prompt_tokens for _, _, r in self.results)
-
-  @property
-  def completion_tokens(self) -> int:
-    return sum(r.completion_tokens for _, _, r in self.results)
 
 
 async def run_tournament(scheduler: Scheduler, judge: PairwiseJudge, problem: str, reference: str,

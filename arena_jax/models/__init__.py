@@ -6,6 +6,7 @@
   load_hf(path)        a local HF checkpoint (Llama / Mistral / Qwen3 ForCausalLM) as a `Transformer`
   token_logprobs(...)  teacher-forced log π(completion token | prompt, prefix), memory-aware
   KVCache              the sampler's cache: the prompt once per group, completions in chunks
+  pure_params(m)       a Module / nnx.State → the pure parameter dict (what jit, orbax and the sampler take)
   LOGICAL_AXIS_RULES   logical axis names → mesh axes (`make_mesh`, `param_shardings`, `logical_to_spec`)
 
 Importing this room never imports torch or transformers.
@@ -29,10 +30,10 @@ from arena_jax.models.hf import (
 )
 from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.logprobs import chunked_logprobs, token_logprobs
+from arena_jax.models.params import pure_params
 from arena_jax.models.sharding import (
     LOGICAL_AXIS_RULES,
     MESH_AXES,
-    batch_sharding,
     logical_sharding,
     logical_to_spec,
     make_mesh,

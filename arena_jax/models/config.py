@@ -154,13 +154,6 @@ class ModelConfig:
     emb = self.vocab_size * d * (1 if self.tie_embeddings else 2)
     return self.num_layers * (attn + mlp + norms) + emb + d
 
-  def flops_per_token(self, context: float) -> float:
-    """Forward FLOPs for one token attending to `context` keys (2·matmul params + attention)."""
-    d, h, n, k, f = self.d_model, self.head_dim, self.num_heads, self.num_kv_heads, self.mlp_dim
-    matmul = self.num_layers * (d * h * (2 * n + 2 * k) + 3 * d * f) + d * self.vocab_size
-    attention = self.num_layers * 2 * n * h * context  # q·k and p·v
-    return 2.0 * (matmul + attention)
-
 
 # ─────────────────────────────────────── RoPE frequencies ───────────────────────────────────────
 

@@ -86,16 +86,6 @@ def param_shardings(state: nnx.State, mesh: Mesh, rules: Sequence[tuple[str, Any
   return nnx.to_pure_dict(shardings)
 
 
-def batch_sharding(mesh: Mesh, ndim: int, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
-                   batch_size: int | None = None) -> NamedSharding:
-  """Sharding of an array whose leading dimension is the batch (the rest replicated)."""
-  shape = None if batch_size is None else (batch_size,) + (1,) * (ndim - 1)
-  names = ("batch",) + (None,) * (ndim - 1)
-  if shape is None:
-    return NamedSharding(mesh, logical_to_spec(names, None, mesh, rules))
-  return logical_sharding(names, shape, mesh, rules)
-
-
 def num_batch_shards(mesh: Mesh | None, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> int:
   """How many ways the `batch` logical axis is split on `mesh` (1 without a mesh)."""
   if mesh is None:

@@ -48,11 +48,11 @@ def route_rewards(verifier_rewards, judge_rewards, *, threshold: float = DIVERSI
   return jnp.where(diverse[..., None], verifier_rewards, judge_rewards), diverse
 
 
-def rank_quantile_advantages(ranking, *, eps: float = EPS_STD):
+def rank_quantile_advantages(ranking, *, eps: float = EPS_STD, ddof: int = 0):
   """ArenaRL's tournament advantage (SPEC §5): r_i = 1 − rank_i/(G − 1), z-scored within the group.
 
   `ranking` [..., G] has rank 0 for the best trajectory (ties may share a fractional rank).
   """
   g = ranking.shape[-1]
   r = 1.0 - ranking / max(g - 1, 1)
-  return group_advantages(r, eps=eps)
+  return group_advantages(r, eps=eps, ddof=ddof)

@@ -1,75 +1,148 @@
 """The reward modes: the paper's methods and baselines (SPEC §7), selected by `config.reward.mode`.
 
-| mode                 | diverse groups  | non-diverse groups          | judge form |
-|----------------------|-----------------|-----------------------------|------------|
-| `rlvr`               | verifier        | verifier (Â = 0)            | none       |
-| `rlaif`              | pointwise judge | pointwise judge             | pointwise  |
-| `arenarl`            | tournament      | tournament                  | pairwise (ArenaRL topology + rank-quantile, no routing) |
-| `adaptive_pointwise` | verifier        | pointwise judge             | pointwise  |
-| `arena`              | verifier        | round-robin win rate        | pairwise   |
-| `arena_live`         | verifier        | live tournament + BT        | pairwise   |
+| mode                 | diverse groups  | non-diverse groups              | judge form |
+|----------------------|-----------------|---------------------------------|------------|
+| `rlvr`               | verifier        | verifier (Â = 0)                | none       |
+| `rlvr_dapo`          | verifier        | discarded, batch refilled (DAPO)| none       |
+| `rlaif`              | pointwise judge | pointwise judge                 | pointwise  |
+| `arenarl`            | tournament      | tournament                      | pairwise (ArenaRL topology + rank quantile, no routing) |
+| `adaptive_pointwise` | verifier        | pointwise judge                 | pointwise  |
+| `arena`              | verifier        | round-robin win rate            | pairwise   |
+| `arena_live`         | verifier        | live tournament + BT            | pairwise   |
 
-RLVR with dynamic sampling (DAPO) is `rlvr` with `reward.dynamic_sampling=True`: it changes which
-groups are trained on, not how they are rewarded. Adding a mode touches this file only: register a
-`RewardMode` (STYLE §4).
+A mode is one decorated class that carries its behaviour (STYLE §4): which groups it sends to the
+judge (`select`), in which form (`judge_form`, `topology`), how their judgments become judge rewards
+(`aggregation` or an own `aggregate`), and how verifier and judge rewards combine into advantages
+inside the jitted update (`combine`, `advantages`; built on `route_rewards`, SPEC §3). Three bases
+cover the routing choices: `RewardMode` (verifier only), `Routed` (the judge for non-diverse groups,
+SPEC §3) and `JudgeAll` (the judge for every group). Adding a mode is one block, here or anywhere
+that is imported before the config is validated:
+
+    @register_mode
+    class MyMode(Routed):
+      name = "my_mode"
+      judge_form = "pairwise"
+      topology = "swiss"
+      aggregation = "bt"
 """
 from __future__ import annotations
 
-import dataclasses
+from typing import ClassVar, Sequence
 
-JUDGE_GROUPS = ("none", "non_diverse", "all")
+import jax.numpy as jnp
+import numpy as np
+
+from arena_jax.rl.advantages import EPS_STD, group_advantages, route_rewards
+from arena_jax.rl.aggregation import AGGREGATORS, Verdicts
+
 JUDGE_FORMS = (None, "pairwise", "pointwise")
-AGGREGATIONS = (None, "win_rate", "bt", "native")
 
 
-@dataclasses.dataclass(frozen=True)
 class RewardMode:
-  """How a mode turns a step's samples into rewards.
+  """Verifier rewards only (RLVR, SPEC §1): the base every mode refines.
 
-  Attributes:
-    name: the registry name.
-    judge_groups: which groups the judge sees: none, the non-diverse ones (routing, SPEC §3) or all.
-    judge_form: pairwise tournaments or pointwise rubric scores.
+  Class attributes (declarations, read by the trainer, the config checks and the docs):
+    name: the registry name (`config.reward.mode`).
+    judge_groups: which groups go to the judge — "none", "non_diverse" (routing, SPEC §3) or "all";
+      set by the base class, described by `select`.
+    judge_form: None, "pairwise" (tournaments) or "pointwise" (rubric scores).
     topology: the default tournament (`arena_jax.arena.SCHEDULERS`); `reward.topology` overrides.
-    aggregation: how a tournament becomes rewards: win rate, Bradley–Terry (SPEC §6) or the
-      topology's native ranking turned into ArenaRL's rank quantile r_i = 1 − rank_i/(G − 1), whose
-      group advantage is ArenaRL's z-scored rank quantile (SPEC §5).
+    aggregation: the name of the aggregation (`AGGREGATORS`) that turns verdicts into judge rewards.
+    dynamic_sampling: DAPO — keep only reward-diverse groups and generate more until the batch is full.
+    fill: the judge reward of every member of a group with no successful judgment (any constant
+      gives zero advantage; 1/2 is the neutral reward).
   """
 
-  name: str
-  judge_groups: str = "none"
-  judge_form: str | None = None
-  topology: str | None = None
-  aggregation: str | None = None
-
-  def __post_init__(self):
-    if self.judge_groups not in JUDGE_GROUPS:
-      raise ValueError(f"judge_groups must be one of {JUDGE_GROUPS}, got {self.judge_groups!r}")
-    if self.judge_form not in JUDGE_FORMS:
-      raise ValueError(f"judge_form must be one of {JUDGE_FORMS}, got {self.judge_form!r}")
-    if self.aggregation not in AGGREGATIONS:
-      raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
-    if (self.judge_groups == "none") != (self.judge_form is None):
-      raise ValueError(f"mode {self.name!r}: a judge form goes with judged groups and vice versa")
+  name: ClassVar[str] = ""
+  judge_groups: ClassVar[str] = "none"
+  judge_form: ClassVar[str | None] = None
+  topology: ClassVar[str | None] = None
+  aggregation: ClassVar[str | None] = None
+  dynamic_sampling: ClassVar[bool] = False
+  fill: ClassVar[float] = 0.5
 
   @property
   def uses_judge(self) -> bool:
     return self.judge_form is not None
 
-  @property
-  def routed(self) -> bool:
-    """Diverse groups keep the verifier (SPEC §3)."""
-    return self.judge_groups == "non_diverse"
+  # ── host side ──
+
+  def keep(self, diverse: np.ndarray) -> np.ndarray:
+    """Which generated groups the step trains on (bool [n]); DAPO keeps the diverse ones (SPEC §7)."""
+    return diverse if self.dynamic_sampling else np.ones_like(diverse, bool)
+
+  def select(self, diverse: np.ndarray) -> np.ndarray:
+    """Which groups of the step go to the judge (bool [B]), given which are reward-diverse."""
+    return np.zeros_like(diverse, bool)
+
+  def aggregate(self, verdicts: Sequence[Verdicts], group_size: int, *, l2: float,
+                solver: str) -> tuple[np.ndarray, np.ndarray]:
+    """(judge rewards [n, G], ok [n]): the judged groups' verdicts → rewards; a group with no successful
+    judgment (ok False) gets `fill` everywhere."""
+    ok = np.asarray([not v.empty for v in verdicts], bool)
+    rewards = np.full((len(verdicts), group_size), self.fill)
+    if ok.any():
+      live = [v for v, k in zip(verdicts, ok) if k]
+      rewards[ok] = AGGREGATORS[self.aggregation](live, group_size, l2=l2, solver=solver)
+    return rewards, ok
+
+  # ── inside the jitted update ──
+
+  def combine(self, verifier, judge, judged):
+    """r̃ [B, G] from verifier rewards [B, G], judge rewards [B, G] and the judged mask [B]."""
+    del judge, judged
+    return verifier
+
+  def advantages(self, verifier, judge, judged, *, ddof: int = 0, eps: float = EPS_STD):
+    """(rewards r̃ [B, G], advantages Â [B, G]): Â is the group advantage of r̃ (SPEC §1)."""
+    rewards = self.combine(verifier, judge, judged)
+    return rewards, group_advantages(rewards, ddof=ddof, eps=eps)
+
+
+class Routed(RewardMode):
+  """The adaptive router (SPEC §3): diverse groups keep the verifier, the others get the judge."""
+
+  judge_groups = "non_diverse"
+
+  def select(self, diverse):
+    return ~diverse
+
+  def combine(self, verifier, judge, judged):
+    del judged  # the router decides by the verifier rewards' variance, in the jit
+    return route_rewards(verifier, judge)[0]
+
+
+class JudgeAll(RewardMode):
+  """No routing: every group is judged and the judge's rewards replace the verifier's."""
+
+  judge_groups = "all"
+
+  def select(self, diverse):
+    return np.ones_like(diverse, bool)
+
+  def combine(self, verifier, judge, judged):
+    return jnp.where(judged[..., None], judge, verifier)
 
 
 REWARD_MODES: dict[str, RewardMode] = {}
 
 
-def register_mode(mode: RewardMode) -> RewardMode:
-  if mode.name in REWARD_MODES:
-    raise ValueError(f"reward mode {mode.name!r} registered twice")
-  REWARD_MODES[mode.name] = mode
-  return mode
+def register_mode(cls: type[RewardMode]) -> type[RewardMode]:
+  """Class decorator: checks the declarations and registers one instance under `cls.name`."""
+  name = cls.name
+  if not name or name in REWARD_MODES:
+    raise ValueError(f"reward mode {name!r}: a mode needs a unique non-empty name")
+  if cls.judge_form not in JUDGE_FORMS:
+    raise ValueError(f"mode {name!r}: judge_form must be one of {JUDGE_FORMS}, got {cls.judge_form!r}")
+  if (cls.judge_groups == "none") != (cls.judge_form is None):
+    raise ValueError(f"mode {name!r}: a judge form goes with judged groups (a Routed or JudgeAll mode) and vice versa")
+  if cls.judge_form is not None and cls.aggregation not in AGGREGATORS and cls.aggregate is RewardMode.aggregate:
+    raise ValueError(f"mode {name!r}: aggregation must be one of {sorted(AGGREGATORS)} (or define aggregate), "
+                     f"got {cls.aggregation!r}")
+  if cls.judge_form == "pairwise" and not cls.topology:
+    raise ValueError(f"mode {name!r}: a pairwise mode names its default topology")
+  REWARD_MODES[name] = cls()
+  return cls
 
 
 def get_mode(name: str) -> RewardMode:
@@ -78,12 +151,70 @@ def get_mode(name: str) -> RewardMode:
   return REWARD_MODES[name]
 
 
-register_mode(RewardMode("rlvr"))
-register_mode(RewardMode("rlaif", judge_groups="all", judge_form="pointwise"))
-register_mode(RewardMode("arenarl", judge_groups="all", judge_form="pairwise",
-                         topology="seeded_single_elimination", aggregation="native"))
-register_mode(RewardMode("adaptive_pointwise", judge_groups="non_diverse", judge_form="pointwise"))
-register_mode(RewardMode("arena", judge_groups="non_diverse", judge_form="pairwise",
-                         topology="round_robin", aggregation="win_rate"))
-register_mode(RewardMode("arena_live", judge_groups="non_diverse", judge_form="pairwise",
-                         topology="live", aggregation="bt"))
+# ──────────────────────────────────────── the paper's modes ────────────────────────────────────────
+
+
+@register_mode
+class Rlvr(RewardMode):
+  """RLVR (SPEC §1): non-diverse groups get zero advantage."""
+
+  name = "rlvr"
+
+
+@register_mode
+class RlvrDapo(RewardMode):
+  """RLVR with dynamic sampling (DAPO, SPEC §7): only reward-diverse groups are trained on."""
+
+  name = "rlvr_dapo"
+  dynamic_sampling = True
+
+
+@register_mode
+class Rlaif(JudgeAll):
+  """RLAIF: a pointwise rubric judge scores every trajectory (SPEC §7)."""
+
+  name = "rlaif"
+  judge_form = "pointwise"
+  aggregation = "pointwise"
+
+
+@register_mode
+class ArenaRL(JudgeAll):
+  """ArenaRL (SPEC §5): a seeded single-elimination tournament for every group, ranked by the
+  topology's own rule; r_i = 1 − rank_i/(G − 1), whose group advantage is ArenaRL's z-scored rank
+  quantile (`rl.rank_quantile_advantages`)."""
+
+  name = "arenarl"
+  judge_form = "pairwise"
+  topology = "seeded_single_elimination"
+  aggregation = "rank_quantile"
+
+
+@register_mode
+class AdaptivePointwise(Routed):
+  """Routing with a pointwise judge for the non-diverse groups (SPEC §7)."""
+
+  name = "adaptive_pointwise"
+  judge_form = "pointwise"
+  aggregation = "pointwise"
+
+
+@register_mode
+class Arena(Routed):
+  """Reasoning Arena: round-robin win rates for the non-diverse groups (SPEC §3, §5)."""
+
+  name = "arena"
+  judge_form = "pairwise"
+  topology = "round_robin"
+  aggregation = "win_rate"
+
+
+@register_mode
+class ArenaLive(Routed):
+  """Reasoning Arena-Live: live tournaments aggregated by Bradley–Terry for the non-diverse groups
+  (SPEC §3, §5, §6)."""
+
+  name = "arena_live"
+  judge_form = "pairwise"
+  topology = "live"
+  aggregation = "bt"

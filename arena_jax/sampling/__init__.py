@@ -5,6 +5,9 @@
   Greedy, RandomSampling(temperature, top_k, top_p)   sampling methods
   apply_top_k, apply_top_p, sample_categorical, uniforms, mask_after_stop, bucket_length,
   cache_chunking  the pure helpers they are built from
+  evaluate, pass_at_k, flatten_metrics, generate   accuracy of a policy on a task's examples: greedy
+                 accuracy, mean pass ratio@n, unbiased pass@k (sampling scored by the task's verifier;
+                 what SFT reports and `arena_jax.eval`'s checkpoint watcher runs)
 """
 from arena_jax.sampling.methods import (
     Greedy,
@@ -25,3 +28,4 @@ from arena_jax.sampling.sampler import (
     mask_after_stop,
     model_from_params,
 )
+from arena_jax.sampling.accuracy import default_ks, evaluate, flatten_metrics, generate, pass_at_k

@@ -43,6 +43,7 @@ from arena_jax.models.config import ModelConfig
 from arena_jax.models.sharding import (LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards,
                                        param_shardings)
 from arena_jax.models.kv_cache import KVCache
+from arena_jax.models.params import pure_params
 from arena_jax.models.transformer import Transformer, abstract_model
 from arena_jax.sampling.methods import RandomSampling, SamplingMethod, uniforms
 
@@ -151,14 +152,6 @@ def _graphdef(config: ModelConfig):
   return nnx.graphdef(abstract_model(config))
 
 
-def _pure_params(params: Any) -> dict:
-  if isinstance(params, nnx.Module):
-    params = nnx.state(params, nnx.Param)
-  if isinstance(params, nnx.State):
-    params = nnx.to_pure_dict(params)
-  return params
-
-
 # ─────────────────────────────────────── the sampler ───────────────────────────────────────
 
 
@@ -231,7 +224,7 @@ class Sampler:
     if padded != num_prompts:  # filler prompts of one pad token, born done
       tokens = np.concatenate([tokens, np.full((padded - num_prompts, tokens.shape[1]), self.pad_id, np.int32)])
       lengths = np.concatenate([lengths, np.ones(padded - num_prompts, np.int32)])
-    params = _pure_params(params)
+    params = pure_params(params)
     if self.mesh is not None and jax.process_count() > 1:
       # A multi-process jit refuses numpy inputs with non-trivial shardings: every host passes the same
       # prompts, placed here as global arrays (a key array cannot be placed across hosts, its data can).
@@ -272,10 +265,36 @@ class Sampler:
 
   def shard_params(self, params: Any) -> dict:
     """The parameters as a pure dict, placed on `mesh` by their logical axes (as-is without a mesh)."""
-    params = _pure_params(params)
+    params = pure_params(params)
     if self.mesh is None:
       return params
     return jax.device_put(params, self._param_shardings)
+
+  def lower(self, num_prompts: int, prompt_len: int) -> tuple[jax.stages.Lowered, jax.stages.Lowered]:
+    """(prefill, decode) `jax.stages.Lowered` of the two programs a call runs, on abstract inputs.
+
+    B = `num_prompts` prompts padded to the bucket P = `prompt_len` (decoded into B·G rows of
+    `max_new_tokens`); parameters, prompts and key are `jax.ShapeDtypeStruct`s laid out as a call lays
+    them out, so nothing is allocated. `.compile().memory_analysis()` of each is what the program needs
+    per device (`arena_jax.aot`: real-size samplers against TPU topologies). With a mesh, B must be a
+    multiple of its batch shards (a call pads to it).
+    """
+    shards = num_batch_shards(self.mesh, self.rules)
+    if num_prompts < 1 or num_prompts % shards:
+      raise ValueError(f"num_prompts = {num_prompts} must be a positive multiple of the mesh's {shards} batch "
+                       "shards (a call pads the prompts to it)")
+    if prompt_len < 1:
+      raise ValueError(f"prompt_len must be ≥ 1 (got {prompt_len})")
+    sds = jax.ShapeDtypeStruct
+    params = nnx.to_pure_dict(nnx.state(abstract_model(self.config)))
+    if self.mesh is not None:
+      params = jax.tree.map(lambda p, s: sds(p.shape, p.dtype, sharding=s), params, self._param_shardings)
+    tokens = sds((num_prompts, prompt_len), jnp.int32)
+    lengths, active = sds((num_prompts,), jnp.int32), sds((num_prompts,), jnp.bool_)
+    rng = jax.eval_shape(lambda: jax.random.key(0))
+    prefill = self._prefill_fn.lower(params, tokens, lengths, active, rng)
+    state = jax.eval_shape(self._prefill, params, tokens, lengths, active, rng)
+    return prefill, self._decode_fn.lower(params, state, tokens)
 
   # ── jitted programs (built once per sampler) ──
 

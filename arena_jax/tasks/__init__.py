@@ -1,4 +1,4 @@
-"""Tasks and data: synthetic arithmetic and countdown, JSONL math, verifiers, process checks (issue #4).
+"""Tasks and data: synthetic arithmetic and countdown, JSONL math, verifiers, process checks.
 
   config        `default_config()` / `validate_config()`: every knob, checked up front
   registry      `get_task(name, config)` → `Task`: prompt, reference answer, verify, check_process

@@ -1,4 +1,4 @@
-"""Synthetic multi-step arithmetic: the in-distribution task of the embedded default (issue #4).
+"""Synthetic multi-step arithmetic: the in-distribution task of the embedded default.
 
 A problem is a random expression tree with `min_ops..max_ops` operations on operands in
 `[min_operand, max_operand]`, each operation drawn from those whose result stays an integer in

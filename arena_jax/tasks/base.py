@@ -1,4 +1,4 @@
-"""The record every task shares, and the one error type bad data raises (issue #4).
+"""The record every task shares, and the one error type bad data raises.
 
 An `Example` is what a task stores (TFDS), what the prompt iterator yields and what verifiers and
 judges receive. The schema is the same for every task so one TFDS feature spec, one iterator and one

@@ -1,7 +1,9 @@
-"""Task and data configuration: `default_config()` and its up-front validation (issue #4).
+"""Task and data configuration: `default_config()` and its up-front validation.
 
-The defaults are sized for the embedded default (a few-M-parameter policy trained on two CPU
-cores): 2–4 operations on operands up to 20, solutions of 3–6 short steps.
+Every field is declared once below (`TASKS`: default, valid values, meaning; `arena_jax.config_schema`);
+`default_config`, `validate_config` and docs/configuration.md derive from it. The defaults are sized for
+the embedded default (a few-M-parameter policy trained on two CPU cores): 2–4 operations on operands up
+to 20, solutions of 3–6 short steps.
 
 Demonstration kinds (`sft.fractions`, must sum to 1; see `demonstrations.py`):
   clean          the canonical solution;
@@ -14,10 +16,12 @@ Demonstration kinds (`sft.fractions`, must sum to 1; see `demonstrations.py`):
 """
 from __future__ import annotations
 
-import math
 import os
 
 import ml_collections
+
+from arena_jax import config_schema as cs
+from arena_jax.config_schema import field
 
 DEFAULT_DATA_DIR = "~/.cache/arena_jax/datasets"
 PROMPT_TEMPLATE = "Question: {question}\nSolution:\n"
@@ -26,106 +30,185 @@ TASK_NAMES = BUILTIN_TASKS + ("jsonl",)
 DEMO_KINDS = ("clean", "slip", "compensating", "skipped", "bare_answer", "redundant")
 
 
-def default_config() -> ml_collections.ConfigDict:
-  """The tasks configuration (embed as `config.tasks` of a run config)."""
-  c = ml_collections.ConfigDict()
-  # Where the TFDS datasets are built on first use and reused afterwards; ARENA_JAX_DATA_DIR overrides.
-  c.data_dir = os.environ.get("ARENA_JAX_DATA_DIR", DEFAULT_DATA_DIR)
-  c.seed = 0
-  c.train_task = "arithmetic"
-  c.eval_tasks = ("arithmetic", "countdown")  # countdown is the out-of-distribution task
+def _is_template(t) -> bool:
+  try:
+    return isinstance(t, str) and "{question}" in t and t.format(question="q") is not None
+  except (KeyError, IndexError, ValueError):
+    return False
 
-  c.arithmetic = ml_collections.ConfigDict(dict(
-      min_ops=2, max_ops=4,              # operations per problem
-      min_operand=1, max_operand=20,     # operand range (inclusive)
-      max_value=400,                     # every intermediate result lies in [0, max_value]
-      operators="+-*",                   # any of "+-*/" (division only when exact)
-      num_train=20000, num_test=500,
-      test_fraction=0.1,                 # share of the problem space hashed into the test split
-      prompt_template=PROMPT_TEMPLATE,
-  ))
-  c.countdown = ml_collections.ConfigDict(dict(
-      min_numbers=3, max_numbers=4,      # how many numbers are given
-      min_number=1, max_number=20,
-      min_target=10, max_target=200,
-      max_value=500,                     # every intermediate result lies in [1, max_value]
-      operators="+-*/",                  # intermediate results stay positive integers
-      num_train=2000, num_test=500,
-      test_fraction=0.1,
-      prompt_template=PROMPT_TEMPLATE,
-  ))
-  c.jsonl = ml_collections.ConfigDict(dict(
-      train_path="", test_path="",       # local JSONL files; "" = split not used
-      question_field="question", answer_field="answer",
-      solution_field="",                 # optional worked solutions (for SFT), "" = none
-      dedup=True,                        # drop train rows whose question is also in test
-      prompt_template=PROMPT_TEMPLATE,
-      num_workers=2,                     # math-verify worker processes
-      timeout_s=10.0,                    # per-answer limit: a pathological answer scores 0
-      max_items_per_worker=2000,         # recycle workers (sympy caches grow)
-  ))
-  c.sft = ml_collections.ConfigDict(dict(
-      tasks=("arithmetic",),             # countdown stays out of SFT: it is the OOD task
-      seed=0,
-      fractions=ml_collections.ConfigDict({k: v for k, v in zip(
-          DEMO_KINDS, (0.5, 0.15, 0.1, 0.1, 0.05, 0.1))}),
-  ))
-  # Tasks whose prompts and demonstrations make up the tokenizer corpus (`corpus`).
-  c.corpus_tasks = ("arithmetic", "countdown")
-  return c
+
+def _is_operators(ops) -> bool:
+  return isinstance(ops, str) and bool(ops) and not set(ops) - set("+-*/") and len(set(ops)) == len(ops)
+
+
+def _template(meaning: str = "How a problem becomes the prompt.") -> cs.Field:
+  return field(PROMPT_TEMPLATE, meaning, cs.satisfies(
+      "format string with one `{question}`", _is_template, "a format string with one {question} field"))
+
+
+def _operators(default: str, meaning: str) -> cs.Field:
+  return field(default, meaning, cs.satisfies('distinct characters of "+-*/"', _is_operators,
+                                              "a non-empty string of distinct characters from '+-*/'"))
+
+
+def _share(default: float, meaning: str, valid: str = "[0, 1]") -> cs.Field:
+  return field(default, meaning, cs.number(0, 1), valid=valid)
+
+
+ARITHMETIC = cs.Section(dict(
+    min_ops=field(2, "Fewest operations per problem.", cs.integer(1), valid="int ≥ 1, ≤ max_ops"),
+    max_ops=field(4, "Most operations per problem.", cs.integer(1)),
+    min_operand=field(1, "Smallest operand.", cs.integer(0), valid="int ≥ 0, ≤ max_operand"),
+    max_operand=field(20, "Largest operand.", cs.integer(0)),
+    max_value=field(400, "Every intermediate result lies in [0, max_value].", cs.integer(1),
+                    valid="int ≥ max(1, max_operand)"),
+    operators=_operators("+-*", "Operators used; division only when exact."),
+    num_train=field(20000, "Problems in the train split.", cs.integer(0)),
+    num_test=field(500, "Problems in the test split.", cs.integer(0)),
+    test_fraction=field(0.1, "Share of the problem space hashed into the test split: train and test never "
+                        "share a problem.", cs.number(0, 1, lo_open=True, hi_open=True)),
+    prompt_template=_template(),
+), title="multi-step arithmetic, the in-distribution task")
+
+COUNTDOWN = cs.Section(dict(
+    min_numbers=field(3, "Fewest numbers given.", cs.integer(2), valid="int ≥ 2, ≤ max_numbers"),
+    max_numbers=field(4, "Most numbers given.", cs.integer(2)),
+    min_number=field(1, "Smallest given number.", cs.integer(1), valid="int ≥ 1, ≤ max_number"),
+    max_number=field(20, "Largest given number.", cs.integer(1)),
+    min_target=field(10, "Smallest target.", cs.integer(1), valid="int ≥ 1, ≤ max_target"),
+    max_target=field(200, "Largest target.", cs.integer(1)),
+    max_value=field(500, "Every intermediate result lies in [1, max_value].", cs.integer(1),
+                    valid="int ≥ max_target"),
+    operators=_operators("+-*/", "Operators allowed; intermediate results stay positive integers."),
+    num_train=field(2000, "Problems in the train split.", cs.integer(0)),
+    num_test=field(500, "Problems in the test split.", cs.integer(0)),
+    test_fraction=field(0.1, "Share of the problem space hashed into the test split.",
+                        cs.number(0, 1, lo_open=True, hi_open=True)),
+    prompt_template=_template(),
+), title="reach a target with given numbers, the out-of-distribution task")
+
+JSONL = cs.Section(dict(
+    # The two paths are checked by `jsonl_files` below, and only when a jsonl task is selected.
+    train_path=field("", "Local JSONL file of the train split; \"\" = not used. Required when `train_task` is "
+                     "jsonl.", valid='existing file or ""'),
+    test_path=field("", "Local JSONL file of the test split; \"\" = not used.", valid='existing file or ""'),
+    question_field=field("question", "Field holding the question.", cs.string(nonempty=True, noun="field name")),
+    answer_field=field("answer", "Field holding the reference answer (compared by math-verify).",
+                       cs.string(nonempty=True, noun="field name")),
+    solution_field=field("", "Field holding a worked solution (for SFT); \"\" = none.",
+                         cs.string(noun="field name or ''"), valid="string"),
+    dedup=field(True, "Drop train rows whose question is also in the test split.", valid="bool", checked=False),
+    prompt_template=_template(),
+    num_workers=field(2, "math-verify worker processes (`tasks.MathVerifyPool`).", cs.integer(1)),
+    timeout_s=field(10.0, "Per-answer verification limit; an answer that exceeds it scores 0.",
+                    cs.number(0, lo_open=True, why="seconds")),
+    # Workers are recycled because sympy's caches grow with every answer they verify.
+    max_items_per_worker=field(2000, "Answers a worker verifies before it is recycled (sympy caches grow).",
+                               cs.integer(1)),
+), title="your own math data")
+
+FRACTIONS = cs.Section(dict(
+    clean=_share(0.5, "Share of canonical solutions.", valid="[0, 1]; the six sum to 1"),
+    slip=_share(0.15, "One arithmetic slip that propagates: the final answer is wrong."),
+    compensating=_share(0.1, "One wrong intermediate result \"fixed\" by the next step: the answer is right, the "
+                        "process is not."),
+    skipped=_share(0.1, "One operation folded into the step that uses it."),
+    bare_answer=_share(0.05, "Only `Answer: N`."),
+    redundant=_share(0.1, "The canonical solution plus one valid step that contributes nothing."),
+), exact="kinds")
+
+SFT = cs.Section(dict(
+    # Demonstrations of controlled quality need a problem tree, which only the built-in tasks have.
+    tasks=field(("arithmetic",), "Tasks whose demonstrations make up the SFT data (countdown stays out: it is "
+                "the out-of-distribution task).", cs.entries_of(BUILTIN_TASKS)),
+    seed=field(0, "Seed of each demonstration's kind and variant.", cs.integer(0)),
+    fractions=FRACTIONS,
+), title="the demonstrations of the SFT warm start")
+
+TASKS = cs.Section(dict(
+    data_dir=field(DEFAULT_DATA_DIR, "Where the TFDS datasets (array_record) are built on first use and reused. "
+                   "The environment variable `ARENA_JAX_DATA_DIR` replaces the default when the config is created.",
+                   cs.string(nonempty=True, noun="path"),
+                   factory=lambda: os.environ.get("ARENA_JAX_DATA_DIR", DEFAULT_DATA_DIR)),
+    seed=field(0, "Seed of the synthetic problem generators (a different seed is a different dataset).",
+               cs.integer(0)),
+    train_task=field("arithmetic", "The task trained on: RL prompts and verifier; the task SFT is evaluated on.",
+                     cs.one_of(TASK_NAMES)),
+    eval_tasks=field(("arithmetic", "countdown"), "The tasks the run is meant to be evaluated on (checked; listing "
+                     "jsonl requires a jsonl file). The evaluator reads its own `benchmarks`.",
+                     cs.entries_of(TASK_NAMES)),
+    corpus_tasks=field(("arithmetic", "countdown"), "Tasks whose prompts and demonstrations make up the tokenizer "
+                       "corpus (`tasks.corpus`).", cs.entries_of(TASK_NAMES)),
+    arithmetic=ARITHMETIC,
+    countdown=COUNTDOWN,
+    jsonl=JSONL,
+    sft=SFT,
+))
+
+
+def _ordered(c: ml_collections.ConfigDict, report: cs.Reporter, lo: str, hi: str) -> None:
+  if c[lo] > c[hi]:
+    report(lo, f"must be ≤ {report.path(hi)} ({c[hi]}), got {c[lo]}")
+
+
+@ARITHMETIC.rule
+def _arithmetic_ranges(c, report):
+  """min_ops ≤ max_ops, min_operand ≤ max_operand, and max_value ≥ max_operand (an operand is a value)."""
+  _ordered(c, report, "min_ops", "max_ops")
+  _ordered(c, report, "min_operand", "max_operand")
+  if c.max_value < c.max_operand:
+    report("max_value", f"must be ≥ max_operand ({c.max_operand}), got {c.max_value}")
+
+
+@COUNTDOWN.rule
+def _countdown_ranges(c, report):
+  """min_numbers ≤ max_numbers, min_number ≤ max_number, min_target ≤ max_target ≤ max_value."""
+  for lo, hi in (("min_numbers", "max_numbers"), ("min_number", "max_number"), ("min_target", "max_target")):
+    _ordered(c, report, lo, hi)
+  if c.max_value < c.max_target:
+    report("max_value", f"must be ≥ max_target ({c.max_target}), got {c.max_value}")
+
+
+@FRACTIONS.rule
+def _fractions_sum_to_one(c, report):
+  """The six demonstration shares sum to 1."""
+  total = sum(c[k] for k in DEMO_KINDS)
+  if abs(total - 1.0) > 1e-6:
+    report("", f"must sum to 1, got {total:.6g}")
+
+
+@TASKS.rule
+def _jsonl_files(c, report):
+  """When train_task or eval_tasks selects jsonl: the files exist, and train_path is set if it is trained on."""
+  if c.train_task != "jsonl" and "jsonl" not in c.eval_tasks:
+    return
+  j = c.jsonl
+  if not j.train_path and not j.test_path:
+    report("jsonl.train_path", "the jsonl task is selected but neither train_path nor test_path is set")
+  if c.train_task == "jsonl" and not j.train_path:
+    report("jsonl.train_path", "must name a JSONL file when train_task is 'jsonl'")
+  for name in ("train_path", "test_path"):
+    path = j[name]
+    if not isinstance(path, str):
+      report(f"jsonl.{name}", f"must be a file path or '', got {path!r}")
+    if path and not os.path.isfile(os.path.expanduser(path)):
+      report(f"jsonl.{name}", f"no such file: {path!r}")
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The tasks configuration (embed as `config.tasks` of a run config): every declared default."""
+  return TASKS.defaults()
 
 
 def demo_config() -> ml_collections.ConfigDict:
   """The embedded demo's tasks: easier arithmetic (operands ≤ 10, results ≤ 100, 2–4 operations) and
-  mostly clean demonstrations, so that a two-minute SFT gives a *mixed* base policy (see
-  configs/sft.py for the measurements behind these values). SFT and RL of the demo share it."""
+  mostly clean demonstrations, so that a two-minute SFT gives a *mixed* base policy (the measurements
+  behind these values are noted at the `tasks` field of `arena_jax.train.sft.SFT`). SFT and RL of the demo
+  share it."""
   c = default_config()
   c.arithmetic.update(dict(max_operand=10, max_value=100))
   c.sft.fractions.update(dict(clean=0.88, slip=0.03, compensating=0.03, skipped=0.02, bare_answer=0.01, redundant=0.03))
   return c
-
-
-def _fail(path: str, message: str):
-  raise ValueError(f"{path}: {message}")
-
-
-def _int(c, prefix, name, lo=None, hi=None):
-  v = c[name]
-  if isinstance(v, bool) or not isinstance(v, int):
-    _fail(f"{prefix}.{name}", f"must be an integer, got {v!r}")
-  if lo is not None and v < lo:
-    _fail(f"{prefix}.{name}", f"must be >= {lo}, got {v}")
-  if hi is not None and v > hi:
-    _fail(f"{prefix}.{name}", f"must be <= {hi}, got {v}")
-  return v
-
-
-def _range(c, prefix, lo_name, hi_name, lo=None):
-  a, b = _int(c, prefix, lo_name, lo), _int(c, prefix, hi_name, lo)
-  if a > b:
-    _fail(f"{prefix}.{lo_name}", f"must be <= {prefix}.{hi_name} ({b}), got {a}")
-
-
-def _fraction(c, prefix, name):
-  v = c[name]
-  if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < 1:
-    _fail(f"{prefix}.{name}", f"must be a number in (0, 1), got {v!r}")
-
-
-def _operators(c, prefix):
-  ops = c.operators
-  if not isinstance(ops, str) or not ops or set(ops) - set("+-*/") or len(set(ops)) != len(ops):
-    _fail(f"{prefix}.operators", f"must be a non-empty string of distinct characters from '+-*/', got {ops!r}")
-
-
-def _template(c, prefix):
-  t = c.prompt_template
-  try:
-    ok = isinstance(t, str) and "{question}" in t and t.format(question="q") is not None
-  except (KeyError, IndexError, ValueError):
-    ok = False
-  if not ok:
-    _fail(f"{prefix}.prompt_template", f"must be a format string with one {{question}} field, got {t!r}")
 
 
 def validate_config(config: ml_collections.ConfigDict, prefix: str = "tasks") -> ml_collections.ConfigDict:
@@ -133,76 +216,4 @@ def validate_config(config: ml_collections.ConfigDict, prefix: str = "tasks") ->
 
   Returns the config, so `validate_config(default_config())` can be used inline.
   """
-  if not isinstance(config.data_dir, str) or not config.data_dir:
-    _fail(f"{prefix}.data_dir", f"must be a non-empty path, got {config.data_dir!r}")
-  _int(config, prefix, "seed", 0)
-  if config.train_task not in TASK_NAMES:
-    _fail(f"{prefix}.train_task", f"must be one of {TASK_NAMES}, got {config.train_task!r}")
-  for name in config.eval_tasks:
-    if name not in TASK_NAMES:
-      _fail(f"{prefix}.eval_tasks", f"entries must be among {TASK_NAMES}, got {name!r}")
-
-  p = f"{prefix}.arithmetic"
-  a = config.arithmetic
-  _range(a, p, "min_ops", "max_ops", lo=1)
-  _range(a, p, "min_operand", "max_operand", lo=0)
-  _int(a, p, "max_value", lo=max(1, a.max_operand))
-  _operators(a, p)
-  _int(a, p, "num_train", 0)
-  _int(a, p, "num_test", 0)
-  _fraction(a, p, "test_fraction")
-  _template(a, p)
-
-  p = f"{prefix}.countdown"
-  d = config.countdown
-  _range(d, p, "min_numbers", "max_numbers", lo=2)
-  _range(d, p, "min_number", "max_number", lo=1)
-  _range(d, p, "min_target", "max_target", lo=1)
-  _int(d, p, "max_value", lo=d.max_target)
-  _operators(d, p)
-  _int(d, p, "num_train", 0)
-  _int(d, p, "num_test", 0)
-  _fraction(d, p, "test_fraction")
-  _template(d, p)
-
-  p = f"{prefix}.jsonl"
-  j = config.jsonl
-  for name in ("question_field", "answer_field"):
-    if not isinstance(j[name], str) or not j[name]:
-      _fail(f"{p}.{name}", f"must be a non-empty field name, got {j[name]!r}")
-  if not isinstance(j.solution_field, str):
-    _fail(f"{p}.solution_field", f"must be a field name or '', got {j.solution_field!r}")
-  _template(j, p)
-  _int(j, p, "num_workers", 1)
-  _int(j, p, "max_items_per_worker", 1)
-  if not isinstance(j.timeout_s, (int, float)) or isinstance(j.timeout_s, bool) or not 0 < j.timeout_s < math.inf:
-    _fail(f"{p}.timeout_s", f"must be a positive number of seconds, got {j.timeout_s!r}")
-  uses_jsonl = config.train_task == "jsonl" or "jsonl" in config.eval_tasks
-  if uses_jsonl:
-    if not j.train_path and not j.test_path:
-      _fail(f"{p}.train_path", "the jsonl task is selected but neither train_path nor test_path is set")
-    if config.train_task == "jsonl" and not j.train_path:
-      _fail(f"{p}.train_path", "must name a JSONL file when train_task is 'jsonl'")
-    for name in ("train_path", "test_path"):
-      path = j[name]
-      if path and not os.path.isfile(os.path.expanduser(path)):
-        _fail(f"{p}.{name}", f"no such file: {path!r}")
-
-  p = f"{prefix}.sft"
-  for name in config.sft.tasks:
-    if name not in BUILTIN_TASKS:  # demonstrations of controlled quality need a problem tree
-      _fail(f"{p}.tasks", f"entries must be among {BUILTIN_TASKS}, got {name!r}")
-  _int(config.sft, p, "seed", 0)
-  fr = config.sft.fractions
-  if set(fr.keys()) != set(DEMO_KINDS):
-    _fail(f"{p}.fractions", f"must have exactly the kinds {DEMO_KINDS}, got {tuple(fr.keys())}")
-  for k in DEMO_KINDS:  # (`not 0 <= x <= 1` refuses nan too, which the sum below would report naming no field)
-    if not isinstance(fr[k], (int, float)) or isinstance(fr[k], bool) or not 0 <= fr[k] <= 1:
-      _fail(f"{p}.fractions.{k}", f"must be a number in [0, 1], got {fr[k]!r}")
-  total = sum(fr[k] for k in DEMO_KINDS)
-  if abs(total - 1.0) > 1e-6:
-    _fail(f"{p}.fractions", f"must sum to 1, got {total:.6g}")
-  for name in config.corpus_tasks:
-    if name not in TASK_NAMES:
-      _fail(f"{prefix}.corpus_tasks", f"entries must be among {TASK_NAMES}, got {name!r}")
-  return config
+  return TASKS.validate(config, prefix)

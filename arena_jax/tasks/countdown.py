@@ -1,4 +1,4 @@
-"""Countdown: reach a target from given numbers with + − × ÷, the out-of-distribution task (issue #4).
+"""Countdown: reach a target from given numbers with + − × ÷, the out-of-distribution task.
 
 `min_numbers..max_numbers` numbers in `[min_number, max_number]` are drawn; a random tree over all
 of them (each operation drawn from those that keep an integer result in `[1, max_value]`, division

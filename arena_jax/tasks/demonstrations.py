@@ -1,6 +1,6 @@
 """SFT demonstrations whose reasoning quality varies in a controlled way, and the tokenizer corpus.
 
-Why (issue #4): the method only pays off when the trajectories of a reward-non-diverse group differ
+Why: the method only pays off when the trajectories of a reward-non-diverse group differ
 in reasoning quality (SPEC §1, §3). A policy warm-started on demonstrations that are sometimes
 sloppy produces such groups: all-correct groups that differ in process, all-wrong groups that differ
 in how early they go wrong.

@@ -1,4 +1,4 @@
-"""A tiny, safe parser and exact evaluator for the arithmetic the built-in tasks use (issue #4).
+"""A tiny, safe parser and exact evaluator for the arithmetic the built-in tasks use.
 
 Model output is never passed to `eval`/`exec`: a completion's equations are tokenised and parsed by a
 recursive-descent parser over numbers, `+ - * /` (also `× ÷ · −`), parentheses and unary minus, and

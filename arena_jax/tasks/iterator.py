@@ -1,4 +1,4 @@
-"""A deterministic, sharded, resumable prompt iterator (issue #4).
+"""A deterministic, sharded, resumable prompt iterator.
 
 Each epoch visits the examples in a permutation fixed by (seed, epoch). A global batch is the next
 `batch_size × process_count` indices of that permutation; process p takes its contiguous slice

@@ -1,4 +1,4 @@
-"""Users' own math data as JSONL: loading with errors that name the file and line (issue #4).
+"""Users' own math data as JSONL: loading with errors that name the file and line.
 
 One JSON object per line, `{"question": …, "answer": …}` (field names configurable; an optional
 worked-solution field). Blank lines are skipped. Everything is checked when the data is loaded — well

@@ -1,4 +1,4 @@
-"""`math-verify` answer checking in a pool of worker processes with a per-item timeout (issue #4).
+"""`math-verify` answer checking in a pool of worker processes with a per-item timeout.
 
 Sympy can take unbounded time on a pathological answer (`9^9^9^9`, a 10k-character expression), and
 math-verify's own timeouts rely on SIGALRM, which only works in a main thread. So every comparison

@@ -1,4 +1,4 @@
-"""Process checker for the built-in tasks: per-step validity and relevance (issue #4).
+"""Process checker for the built-in tasks: per-step validity and relevance.
 
 The embedded judge (a later issue) prefers the trajectory with fewer invalid or irrelevant steps, and
 its pointwise and juror modes report flaws with a severity (SPEC §8: neutral / minor / major /

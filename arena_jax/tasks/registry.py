@@ -1,4 +1,4 @@
-"""Tasks by name: prompt formatting, reference answers, verifiers and process checkers (issue #4).
+"""Tasks by name: prompt formatting, reference answers, verifiers and process checkers.
 
 A task is selected by a config string (STYLE.md §4): `get_task("arithmetic", config)`. Adding a task
 touches one file: subclass `Task` and decorate it with `@register_task("name")`.

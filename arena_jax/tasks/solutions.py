@@ -1,4 +1,4 @@
-"""Writes step-by-step solutions from a problem tree, canonical or with controlled departures (issue #4).
+"""Writes step-by-step solutions from a problem tree, canonical or with controlled departures.
 
 The canonical solution of a tree computes its operations in post-order, one equation per step,
 and ends with `Answer: N` (layout in `steps.py`). The demonstrations of `demonstrations.py` are the

@@ -1,4 +1,4 @@
-"""Reasoning Jury step segmentation and the canonical step format (SPEC §8, issue #4).
+"""Reasoning Jury step segmentation and the canonical step format (SPEC §8).
 
 SPEC §8 splits a trace into steps at an end of sentence followed by a blank line,
 `(?<=[\\.\\!\\?])\\s*\\n\\s*\\n+`, and marks them `[STEP-1]`, `[STEP-2]`, …. The built-in tasks'

@@ -1,4 +1,4 @@
-"""TFDS `GeneratorBasedBuilder`s for the tasks, written as array_record (issue #4).
+"""TFDS `GeneratorBasedBuilder`s for the tasks, written as array_record.
 
 Imported lazily (by `data.py`) so that importing `arena_jax.tasks` does not import TFDS. Nothing here
 needs TensorFlow: the builders generate in Python, write array_record, and are read back with
@@ -21,6 +21,7 @@ import ml_collections
 import numpy as np
 import tensorflow_datasets as tfds
 
+from arena_jax.tasks import config as config_lib
 from arena_jax.tasks import registry
 from arena_jax.tasks.base import Example, stable_hash
 

@@ -16,7 +16,7 @@ class Checkpointer:
   """Keeps the last `keep` checkpoints under `directory`.
 
   `cleanup_tmp=True` (the trainer's, never a reader's) deletes the temporary directories of saves that
-  a crash cut short: they are never read, but one is a full-size copy of the state (issue #10 §2).
+  a crash cut short: they are never read, but one is a full-size copy of the state.
   A reader (the evaluator) must not pass it: it would delete a save the trainer has in progress.
   """
 

@@ -1,81 +1,238 @@
-"""The RL run configuration: `base_config()` (what configs/*.py start from) and `validate_config`.
+"""The RL run configuration: every field declared once (`RUN`), `base_config()` (its defaults, what
+configs/*.py start from) and `validate_config` (SPEC §9 gives the paper's values).
 
-Every field is checked once, up front, before anything is built or compiled; an error names the
-field and says what to change (STYLE §2).
+Each field is declared below with its default, the values it accepts and what it means
+(`arena_jax.config_schema`); the defaults, the up-front check and docs/configuration.md all derive from
+that one declaration. Every field is checked once, up front, before anything is built or compiled; an
+error names the field and says what to change (STYLE §2). Checks that relate several fields are the
+named rules after the declarations.
 """
 from __future__ import annotations
 
-import math
+import importlib.util
+import os
+import pathlib
+import types
 
 import ml_collections
 
 from arena_jax import arena
+from arena_jax import config_schema as cs
 from arena_jax import parallel
+from arena_jax.config_schema import field
+from arena_jax.judges import config as judges_config
+from arena_jax.models import MODEL_CONFIGS
 from arena_jax.rl import cispo
-from arena_jax.rl.modes import REWARD_MODES, get_mode
+from arena_jax.rl import modes as reward_modes
+from arena_jax.tasks import config as tasks_config
+from arena_jax.train import sharding as train_sharding
+
+_MESH = parallel.mesh_config()  # the mesh defaults are `parallel.mesh_config`'s own
+
+
+def _bool(default: bool, meaning: str) -> cs.Field:
+  return field(default, meaning, cs.boolean())
+
+
+def _uses_judge(c: ml_collections.ConfigDict) -> bool:
+  """The judge section matters (and is checked) only for the modes that call a judge."""
+  return reward_modes.get_mode(c.reward.mode).uses_judge
+
+
+RUN = cs.Section(dict(
+    seed=field(0, "Seed of sampling (folded with the step and the generation batch), of the tournament schedulers "
+               "(folded with step and group) and of `init.random_model`'s initialisation.", cs.integer(0)),
+    data_seed=field(0, "Order of the training prompts (`tasks.PromptIterator`); separate from `seed` so that runs "
+                    "differing only in `seed` see the same prompts.", cs.integer(0)),
+    tasks=tasks_config.TASKS.but(documented_apart=True),
+    num_steps=field(80, "Optimizer steps (RL steps) of the run.", cs.integer(1)),
+
+    # Where the policy comes from; the rule `one_policy_source` below wants exactly one of the three.
+    init=cs.Section(dict(
+        policy_dir=field("", "Start from a policy directory written by SFT (`train_sft`) or `save_policy`. Exactly "
+                         "one of `policy_dir`, `hf_path`, `random_model` must be set; `configs/arith_*.py` set "
+                         "`policy_dir = \"runs/sft_demo\"` (`make demo`'s SFT policy).", valid='path or ""'),
+        hf_path=field("", "Start from a local Hugging Face checkpoint directory (Llama / Mistral / Qwen3 "
+                      "`ForCausalLM`: config.json, safetensors, tokenizer.json or tokenizer.model).",
+                      valid='path or ""'),
+        random_model=field("", "Tests and smoke runs: a randomly initialised named model (e.g. \"tiny\") with a "
+                           "SentencePiece tokenizer trained on the task corpus.",
+                           cs.one_of(lambda: sorted(MODEL_CONFIGS), noun="model",
+                                     valid='"" or a name in `models.MODEL_CONFIGS`'),
+                           when=lambda init: bool(init.random_model)),
+        tokenizer_vocab=field(512, "Vocabulary size (an upper bound) of the tokenizer trained for "
+                              "`init.random_model`.", cs.integer(16, why="PAD, EOS, BOS, UNK and the digits"),
+                              valid="int ≥ 16 (with random_model)", when=lambda init: bool(init.random_model)),
+    )),
+
+    rollout=cs.Section(dict(
+        prompts_per_step=field(16, "B: prompts, hence groups, per optimizer step.", cs.integer(1)),
+        group_size=field(8, "G: samples per prompt. A group needs ≥ 2 samples to have a reward variance (SPEC §1).",
+                         cs.integer(2, message="a group needs ≥ 2 samples to have a variance (SPEC §1)")),
+        max_new_tokens=field(96, "Completion budget in tokens; a completion cut here is `truncated`.", cs.integer(1)),
+        temperature=field(1.0, "Sampling temperature; the behaviour log-probs CISPO needs are recorded at it.",
+                          cs.number(0, lo_open=True, message="must be a finite number > 0 for RL sampling")),
+        top_k=field(0, "Top-k filtering of the sampler; 0 = off.", cs.integer(0, why="0 = no top-k")),
+        top_p=field(1.0, "Nucleus (top-p) filtering of the sampler; 1 = off.", cs.number(0, 1, lo_open=True)),
+    )),
+
+    reward=cs.Section(dict(
+        mode=field("arena_live", "The reward mode (SPEC §7; docs/reward_modes.md).",
+                   cs.one_of(lambda: sorted(reward_modes.REWARD_MODES), noun="mode")),
+        topology=field("", "Tournament topology replacing the mode's own (arena: round_robin, arena_live: live, "
+                       "arenarl: seeded_single_elimination). Pairwise modes only.",
+                       cs.one_of(lambda: sorted(arena.SCHEDULERS), noun="topology",
+                                 valid=lambda: '"" or one of ' + ", ".join(sorted(arena.SCHEDULERS))),
+                       when=lambda reward: bool(reward.topology)),
+        max_gen_batches=field(8, "Modes with dynamic sampling (`rlvr_dapo`, DAPO): generation batches per step "
+                              "before the run stops with an error saying so.", cs.integer(1)),
+        bt_l2=field(arena.DEFAULT_L2, "λ, the L2 penalty of the Bradley–Terry fit (SPEC §6).",
+                    cs.number(0, lo_open=True, why="SPEC §6")),
+        bt_solver=field(arena.DEFAULT_SOLVER, "Bradley–Terry solver (`arena.SOLVERS`, `arena.register_solver`).",
+                        cs.one_of(lambda: sorted(arena.SOLVERS), noun="solver")),
+        async_lag=field(1, "1: the judge works on step t's groups while step t + 1 samples, and update t waits for "
+                        "the judge only if it is slower (`time/judge_wait`); 0: sample, judge, update in turn.",
+                        cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1")),
+        std_ddof=field(0, "Delta degrees of freedom of the group standard deviation in Â (0 = population std, "
+                       "SPEC §1).", cs.integer(0), valid="int in [0, group_size)"),
+    ), removed=dict(dynamic_sampling="DAPO is its own reward mode: set reward.mode = 'rlvr_dapo'")),
+    # urls () = the embedded judge server on a free loopback port.
+    judge=judges_config.JUDGE.but(documented_apart=True, when=_uses_judge),
+
+    loss=cs.Section(dict(
+        eps_low=field(1.0, "IS-weight floor 1 − eps_low (SPEC §2); 1.0 = no lower bound.",
+                      cs.number(0, 1, why="the IS floor is 1 − eps_low")),
+        eps_high=field(4.0, "IS-weight cap 1 + eps_high (SPEC §2); 4.0 = cap 5 as in ScaleRL, verl's example uses "
+                       "0.2.", cs.number(0)),
+        aggregation=field("token_mean", "`token_mean`: sum over every token of the batch / number of tokens (the "
+                          "formula); `seq_mean_token_mean`: mean over sequences of each sequence's token mean.",
+                          cs.one_of(cispo.AGGREGATIONS)),
+        mask_truncated=_bool(False, "Completions cut at `max_new_tokens` carry no loss."),
+        kl_coef=field(0.0, "β of a KL penalty to the initial policy (k3 estimator); 0 = none, as in the paper. > 0 "
+                      "keeps a frozen copy of the initial parameters.", cs.number(0)),
+    )),
+
+    optim=cs.Section(dict(
+        lr=field(1e-4, "Learning rate of AdamW, constant after the warm-up (SPEC §9).", cs.number(0, lo_open=True)),
+        warmup_steps=field(5, "Linear warm-up from 0 over this many steps; 0 = none.", cs.integer(0)),
+        b1=field(0.9, "Adam β₁.", cs.number(0, 1, hi_open=True, why="Adam's decay rate")),
+        b2=field(0.99, "Adam β₂.", cs.number(0, 1, hi_open=True, why="Adam's decay rate")),
+        eps=field(1e-8, "Adam ε.", cs.number(0, lo_open=True)),
+        weight_decay=field(0.0, "AdamW decoupled weight decay.", cs.number(0)),
+        max_grad_norm=field(1.0, "Global-norm gradient clipping; 0 = off.", cs.number(0, why="0 = no clipping")),
+        micro_batches=field(1, "Exact gradient accumulation: each update is computed in this many micro-batches "
+                            "(losses as (sum, denominator)). prompts_per_step × group_size must split into "
+                            "minibatches × micro_batches equal parts.", cs.integer(1)),
+        minibatches=field(1, "Optimizer updates per RL step, each on its own slice of the rollout (the later ones "
+                          "are off-policy: CISPO's IS weights).", cs.integer(1)),
+    )),
+
+    # Checked against the devices by `parallel.make_meshes` (in `validate_config`, unless check_devices=False).
+    mesh=cs.Section(dict(
+        data=field(_MESH.data, "Size of the `data` mesh axis: the batch is split, parameters are replicated. data × "
+                   "fsdp × tensor = number of devices (all hosts); at most one axis is −1.",
+                   valid="int ≥ 1, or −1 = fill"),
+        fsdp=field(_MESH.fsdp, "Size of the `fsdp` axis: the batch and the parameters, gradients and optimizer state "
+                   "are split (ZeRO-3).", valid="int ≥ 1, or −1 = fill"),
+        tensor=field(_MESH.tensor, "Size of the `tensor` axis: heads, KV heads, MLP and vocabulary are split "
+                     "(Megatron); keep it within a host.", valid="int ≥ 1, or −1 = fill"),
+        sample=field(_MESH.sample, "The sampler's mesh over the same devices; () = the train mesh (docs/tpu.md).",
+                     valid="() or (data, fsdp, tensor)"),
+        distributed=field(_MESH.distributed, "Call `jax.distributed.initialize()` first (multi-host TPU slices, GPU "
+                          "clusters).", valid="bool"),
+        rules=field(_MESH.rules, "Overrides of `models.LOGICAL_AXIS_RULES`, e.g. ((\"embed\", None),) to replicate "
+                    "embed dimensions.", valid="tuple of (logical axis, mesh axes)"),
+    ), factory=parallel.mesh_config),
+
+    checkpoint=cs.Section(dict(
+        every=field(20, "Orbax checkpoint every this many steps and at the last step; the judge pipeline drains "
+                    "first, so a checkpoint holds no pending work.", cs.integer(1)),
+        keep=field(3, "Checkpoints kept (the oldest are deleted).", cs.integer(1)),
+    )),
+    resume=_bool(False, "Continue from the last checkpoint in `--workdir`. A fresh run (False) refuses a workdir "
+                 "that already holds checkpoints."),
+    log=cs.Section(dict(
+        progress=_bool(True, "A tqdm progress bar (accuracy, loss, routed groups, judge calls)."),
+        tensorboard=_bool(True, "TensorBoard event files in `<workdir>/tensorboard` (`metrics.jsonl` is always "
+                          "written)."),
+        plot=_bool(True, "`<workdir>/curves.png` at the end of the run (`train.plot_curves`)."),
+    )),
+
+    # What launch/aot_compile.py compiles; only the real-model configs (`pod_config`) have it.
+    aot=cs.Section(dict(
+        model=field("", "The named model config that `launch/aot_compile.py` compiles (the checkpoint's "
+                    "architecture).", valid="a name in `models.MODEL_CONFIGS`", checked=False),
+        topology=field("", "The TPU topology compiled for (the config argument).",
+                       valid="a key of the file's `SLICES`"),  # `pod_config` refuses any other
+        prompt_len=field(1024, "The prompt bucket P of the compiled sample and train steps.", valid="int ≥ 1",
+                         checked=False),
+    ), optional=True),
+))
+
+
+@RUN.rule
+def _one_policy_source(c, report):
+  """Exactly one of init.policy_dir, init.hf_path and init.random_model is set."""
+  i = c.init
+  if sum([bool(i.policy_dir), bool(i.hf_path), bool(i.random_model)]) != 1:
+    report("init", "set exactly one of init.policy_dir (an SFT policy), init.hf_path (a local HF checkpoint) or "
+           f"init.random_model (tests); got policy_dir={i.policy_dir!r}, hf_path={i.hf_path!r}, "
+           f"random_model={i.random_model!r}")
+
+
+@RUN.rule
+def _std_ddof_below_group_size(c, report):
+  """reward.std_ddof < rollout.group_size: the group standard deviation needs a positive denominator."""
+  if not c.reward.std_ddof < c.rollout.group_size:
+    report("reward.std_ddof", f"must be in [0, group_size) = [0, {c.rollout.group_size}), got {c.reward.std_ddof}")
+
+
+@RUN.rule
+def _topology_needs_a_tournament(c, report):
+  """reward.topology is set only for pairwise (tournament) modes."""
+  mode = reward_modes.get_mode(c.reward.mode)
+  if c.reward.topology and mode.judge_form != "pairwise":
+    report("reward.topology", f"mode {c.reward.mode!r} has no tournament; leave topology empty")
+
+
+@RUN.rule
+def _pairwise_modes_get_a_pairwise_judge(c, report):
+  """A pairwise mode (a tournament) needs judge.backend = pairwise."""
+  mode = reward_modes.get_mode(c.reward.mode)
+  if mode.judge_form == "pairwise" and c.judge.backend != "pairwise":
+    report("judge.backend", f"mode {c.reward.mode!r} compares pairs: use backend 'pairwise', got {c.judge.backend!r}")
+
+
+@RUN.rule
+def _update_splits_the_rollout(c, report):
+  """prompts_per_step × group_size rows split into minibatches × micro_batches equal parts."""
+  rows, o = c.rollout.prompts_per_step * c.rollout.group_size, c.optim
+  if rows % (o.minibatches * o.micro_batches):
+    report("optim.micro_batches", f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
+           f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts")
 
 
 def base_config() -> ml_collections.ConfigDict:
-  """The arithmetic testbed with `arena_live` rewards; configs/*.py override what they change."""
-  from arena_jax import judges, tasks  # pylint: disable=g-import-not-at-top
-
-  c = ml_collections.ConfigDict()
-  c.seed = 0                            # sampling, judge presentation orders, random init
-  c.data_seed = 0                       # the order of the training prompts
-  c.tasks = tasks.default_config()      # the task trained on is tasks.train_task (arena_jax/tasks/config.py)
-  c.num_steps = 80                      # optimizer steps
-
-  # Where the policy comes from: an SFT / saved policy dir, a local HF checkpoint, or (tests only)
-  # a randomly initialised named model with a tokenizer trained on the task corpus.
-  c.init = ml_collections.ConfigDict(dict(policy_dir="", hf_path="", random_model="", tokenizer_vocab=512))
-
-  c.rollout = ml_collections.ConfigDict(dict(
-      prompts_per_step=16,              # B groups per optimizer step
-      group_size=8,                     # G samples per prompt
-      max_new_tokens=96,
-      temperature=1.0, top_k=0, top_p=1.0,
-  ))
-
-  c.reward = ml_collections.ConfigDict(dict(
-      mode="arena_live",                # rlvr | rlaif | arenarl | adaptive_pointwise | arena | arena_live
-      topology="",                      # "" = the mode's own (SPEC §7); any of arena.SCHEDULERS
-      dynamic_sampling=False,           # DAPO refill (rlvr only)
-      max_gen_batches=8,                # dynamic sampling: generation batches per step before a clear error
-      bt_l2=arena.DEFAULT_L2,
-      bt_solver=arena.DEFAULT_SOLVER,
-      async_lag=1,                      # 1: judge step t while step t+1 generates; 0: wait
-      std_ddof=0,
-  ))
-  c.judge = judges.default_config()     # urls () = the embedded judge server on a free loopback port
-
-  c.loss = ml_collections.ConfigDict(dict(
-      eps_low=1.0, eps_high=4.0,        # ρ̂ = clip(ρ, 1 − eps_low, 1 + eps_high) (SPEC §2)
-      aggregation="token_mean", mask_truncated=False, kl_coef=0.0,
-  ))
-  c.optim = ml_collections.ConfigDict(dict(
-      lr=1e-4, warmup_steps=5, b1=0.9, b2=0.99, eps=1e-8, weight_decay=0.0, max_grad_norm=1.0,
-      micro_batches=1,                  # exact gradient accumulation inside one update
-      minibatches=1,                    # optimizer updates per RL step (later ones are off-policy: IS weights)
-  ))
-  # Devices: (data, fsdp, tensor), −1 fills; default = FSDP over every local device (arena_jax/parallel.py).
-  c.mesh = parallel.mesh_config()
-  c.checkpoint = ml_collections.ConfigDict(dict(every=20, keep=3))
-  c.resume = False
-  c.log = ml_collections.ConfigDict(dict(progress=True, tensorboard=True, plot=True))
-  return c
+  """Every declared default: the arithmetic testbed with `arena_live` rewards, no policy source yet
+  (configs/*.py set one, and whatever else they change)."""
+  return RUN.defaults()
 
 
-def load_config_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
-  """`get_config(arg)` of a config file (what `--config=path:arg` does), for code outside absl mains."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  import pathlib  # pylint: disable=g-import-not-at-top
-
-  spec = importlib.util.spec_from_file_location(f"_config_{pathlib.Path(path).stem}", path)
-  if spec is None or not pathlib.Path(path).is_file():
-    raise FileNotFoundError(f"no config file at {path!r}")
+def load_config_module(path: str | os.PathLike) -> types.ModuleType:
+  """A config file as a module, loaded by path as `--config=path` loads it (configs/ is no package, so
+  one config file reaches another, such as configs/common.py, this way)."""
+  path = pathlib.Path(path)
+  spec = importlib.util.spec_from_file_location(f"_config_{path.stem}", path)
+  if spec is None or not path.is_file():
+    raise FileNotFoundError(f"no config file at {str(path)!r}")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config(arg)
+  return module
+
+
+def load_config_file(path: str | os.PathLike, arg: str | None = None) -> ml_collections.ConfigDict:
+  """`get_config(arg)` of a config file (what `--config=path:arg` does), for code outside absl mains."""
+  return load_config_module(path).get_config(arg)
 
 
 DEFAULT_POLICY_DIR = "runs/sft_demo"  # where `make demo`'s SFT warm start writes its policy
@@ -87,15 +244,14 @@ def mode_config(mode: str, arg: str | None = None, **reward) -> ml_collections.C
   `arg` (the config file's argument, e.g. `--config=configs/arith_rlvr.py:smoke`):
     None / ""   the arithmetic testbed from `make demo`'s SFT policy
     "smoke"     tiny shapes and a random policy: seconds on a CPU, for tests
+  configs/arith_*.py are the same testbed, spelled out field by field in configs/arith_arena_live.py.
   """
-  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
-
   c = base_config()
   c.reward.mode = mode
   for k, v in reward.items():
     c.reward[k] = v
   c.init.policy_dir = DEFAULT_POLICY_DIR
-  c.tasks = tasks.demo_config()  # the SFT policy's tasks: its difficulty and its held-out split
+  c.tasks = tasks_config.demo_config()  # the SFT policy's tasks: its difficulty and its held-out split
   if arg == "smoke":
     smoke(c)
   elif arg:
@@ -154,7 +310,8 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   c.checkpoint.every = 25
   c.mesh = parallel.mesh_config(*slice_["mesh"], sample=slice_["sample"], distributed=True)
   # What launch/aot_compile.py compiles: the named model of the checkpoint and the prompt bucket.
-  c.aot = ml_collections.ConfigDict(dict(model=model, topology=topology, prompt_len=1024))
+  c.aot = RUN.entries["aot"].defaults()
+  c.aot.update(dict(model=model, topology=topology))
   return c
 
 
@@ -176,129 +333,21 @@ def smoke(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   return c
 
 
-def _fail(field: str, message: str):
-  raise ValueError(f"config.{field}: {message}")
-
-
 def validate_config(c: ml_collections.ConfigDict, *, check_devices: bool = True) -> None:
-  """Raises ValueError naming the first bad field (see module docstring).
+  """Checks every declared field of the run config once (`RUN` and its rules); raises ValueError naming
+  the first bad field (see module docstring).
 
-  `check_devices=False` skips the mesh-versus-local-devices check: for configs written for another
-  machine (a TPU slice checked on a laptop; `launch/aot_compile.py` checks against the target topology).
+  Then, unless `check_devices=False`, the mesh against the devices this process sees (parallel.py's errors
+  name config.mesh.*) and the update's rows against the mesh's batch shards, both before anything is built
+  or compiled. `check_devices=False` is for configs written for another machine (a TPU slice checked on a
+  laptop; `launch/aot_compile.py` checks against the target topology).
   """
-  from arena_jax import judges, tasks  # pylint: disable=g-import-not-at-top
-
-  tasks.validate_config(c.tasks, prefix="config.tasks")
-  if c.num_steps < 1:
-    _fail("num_steps", f"must be ≥ 1, got {c.num_steps}")
-  sources = [bool(c.init.policy_dir), bool(c.init.hf_path), bool(c.init.random_model)]
-  if sum(sources) != 1:
-    _fail("init", "set exactly one of init.policy_dir (an SFT policy), init.hf_path (a local HF checkpoint) "
-          f"or init.random_model (tests); got policy_dir={c.init.policy_dir!r}, hf_path={c.init.hf_path!r}, "
-          f"random_model={c.init.random_model!r}")
-  r = c.rollout
-  if r.group_size < 2:
-    _fail("rollout.group_size", f"a group needs ≥ 2 samples to have a variance (SPEC §1), got {r.group_size}")
-  for name in ("prompts_per_step", "max_new_tokens"):
-    if r[name] < 1:
-      _fail(f"rollout.{name}", f"must be ≥ 1, got {r[name]}")
-  if not r.temperature > 0:
-    _fail("rollout.temperature", f"must be > 0 for RL sampling, got {r.temperature}")
-  if not 0 < r.top_p <= 1:
-    _fail("rollout.top_p", f"must be in (0, 1], got {r.top_p}")
-
-  w = c.reward
-  if w.mode not in REWARD_MODES:
-    _fail("reward.mode", f"unknown mode {w.mode!r}; choose one of {sorted(REWARD_MODES)}")
-  mode = get_mode(w.mode)
-  if w.topology and w.topology not in arena.SCHEDULERS:
-    _fail("reward.topology", f"unknown topology {w.topology!r}; choose one of {sorted(arena.SCHEDULERS)}")
-  if w.topology and mode.judge_form != "pairwise":
-    _fail("reward.topology", f"mode {w.mode!r} has no tournament; leave topology empty")
-  if w.dynamic_sampling and w.mode != "rlvr":
-    _fail("reward.dynamic_sampling", f"DAPO refill is the rlvr baseline's; mode {w.mode!r} keeps every group")
-  if w.max_gen_batches < 1:
-    _fail("reward.max_gen_batches", f"must be ≥ 1, got {w.max_gen_batches}")
-  if w.bt_solver not in arena.SOLVERS:
-    _fail("reward.bt_solver", f"unknown solver {w.bt_solver!r}; choose one of {sorted(arena.SOLVERS)}")
-  if not w.bt_l2 > 0:
-    _fail("reward.bt_l2", f"must be > 0 (SPEC §6), got {w.bt_l2}")
-  if w.async_lag not in (0, 1):
-    _fail("reward.async_lag", f"must be 0 or 1, got {w.async_lag}")
-  if mode.uses_judge:
-    judges.validate_config(c.judge, prefix="config.judge")
-    if mode.judge_form == "pairwise" and c.judge.backend != "pairwise":
-      _fail("judge.backend", f"mode {w.mode!r} compares pairs: use backend 'pairwise', got {c.judge.backend!r}")
-
-  lc = c.loss
-  if lc.aggregation not in cispo.AGGREGATIONS:
-    _fail("loss.aggregation", f"choose one of {cispo.AGGREGATIONS}, got {lc.aggregation!r}")
-  if not 0 <= lc.eps_low <= 1:
-    _fail("loss.eps_low", f"must be in [0, 1] (the IS floor is 1 − eps_low), got {lc.eps_low}")
-  if lc.eps_high < 0:
-    _fail("loss.eps_high", f"must be ≥ 0, got {lc.eps_high}")
-  if lc.kl_coef < 0:
-    _fail("loss.kl_coef", f"must be ≥ 0, got {lc.kl_coef}")
-
-  o = c.optim
-  if not o.lr > 0:
-    _fail("optim.lr", f"must be > 0, got {o.lr}")
-  rows = r.prompts_per_step * r.group_size
-  for name in ("micro_batches", "minibatches"):
-    if o[name] < 1:
-      _fail(f"optim.{name}", f"must be ≥ 1, got {o[name]}")
-  if rows % (o.minibatches * o.micro_batches):
-    _fail("optim.micro_batches", f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
-          f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts")
-  for name in ("every", "keep"):
-    if c.checkpoint[name] < 1:
-      _fail(f"checkpoint.{name}", f"must be ≥ 1, got {c.checkpoint[name]}")
-  _validate_remaining(c)
-  # The mesh against the devices this process sees (parallel.py's errors name config.mesh.*), and the
-  # update's rows against the mesh's batch shards: both before anything is built or compiled.
+  RUN.validate(c, "config")
   if not check_devices:
     return
+  r, o = c.rollout, c.optim
+  rows = r.prompts_per_step * r.group_size
   parallel.process_batch_size(r.prompts_per_step)  # every host draws the same number of prompts
   train_mesh, _ = parallel.make_meshes(c.mesh)
-  parallel.check_train_batch(rows // o.minibatches, o.micro_batches, train_mesh, parallel.axis_rules(c.mesh.rules))
-
-
-def _validate_remaining(c: ml_collections.ConfigDict) -> None:
-  """The fields the checks above leave out, so that every field is checked up front (issue #10 §3):
-  a typo such as b2=9.99 or top_k=-1 fails here, not as a NaN or a shape error minutes into a run."""
-  for name in ("seed", "data_seed"):
-    if name in c and (isinstance(c[name], bool) or not isinstance(c[name], int) or c[name] < 0):
-      _fail(name, f"must be an integer ≥ 0, got {c[name]!r}")
-  # inf / nan pass one-sided checks such as `lr > 0`; no float of the run config means them.
-  for section in ("rollout", "reward", "loss", "optim"):
-    for name, value in c[section].items():
-      if isinstance(value, float) and not math.isfinite(value):
-        _fail(f"{section}.{name}", f"must be a finite number, got {value}")
-  if c.init.random_model:
-    from arena_jax.models.config import MODEL_CONFIGS  # pylint: disable=g-import-not-at-top
-
-    if c.init.random_model not in MODEL_CONFIGS:
-      _fail("init.random_model", f"unknown model {c.init.random_model!r}; choose one of {sorted(MODEL_CONFIGS)}")
-    if c.init.tokenizer_vocab < 16:
-      _fail("init.tokenizer_vocab", f"must be ≥ 16 (PAD, EOS, BOS, UNK and the digits), got {c.init.tokenizer_vocab}")
-  if c.rollout.top_k < 0:
-    _fail("rollout.top_k", f"must be ≥ 0 (0 = no top-k), got {c.rollout.top_k}")
-  if not 0 <= c.reward.std_ddof < c.rollout.group_size:
-    _fail("reward.std_ddof", f"must be in [0, group_size) = [0, {c.rollout.group_size}), got {c.reward.std_ddof}")
-  o = c.optim
-  if o.warmup_steps < 0:
-    _fail("optim.warmup_steps", f"must be ≥ 0, got {o.warmup_steps}")
-  for name in ("b1", "b2"):
-    if not 0 <= o[name] < 1:
-      _fail(f"optim.{name}", f"Adam's decay rate must be in [0, 1), got {o[name]}")
-  if not o.eps > 0:
-    _fail("optim.eps", f"must be > 0, got {o.eps}")
-  if not o.weight_decay >= 0:
-    _fail("optim.weight_decay", f"must be ≥ 0, got {o.weight_decay}")
-  if not o.max_grad_norm >= 0:
-    _fail("optim.max_grad_norm", f"must be ≥ 0 (0 = no clipping), got {o.max_grad_norm}")
-  flags = {"resume": c.resume, "loss.mask_truncated": c.loss.mask_truncated, "log.progress": c.log.progress,
-           "log.tensorboard": c.log.tensorboard, "log.plot": c.log.plot}
-  for name, value in flags.items():
-    if not isinstance(value, bool):
-      _fail(name, f"must be True or False, got {value!r}")
+  train_sharding.check_train_batch(rows // o.minibatches, o.micro_batches, train_mesh,
+                                   parallel.axis_rules(c.mesh.rules))

@@ -8,6 +8,8 @@ from typing import Mapping
 
 import numpy as np
 
+from arena_jax import fileio
+
 
 class MetricsWriter:
   """Appends one JSON object per step to `<workdir>/metrics.jsonl` and mirrors scalars to TensorBoard.
@@ -34,11 +36,8 @@ class MetricsWriter:
       self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"), purge_step=resume_step)
 
   def _truncate_after(self, step: int) -> None:
-    kept = [json.dumps(row) + "\n" for row in read_jsonl(self.path) if row.get("step", -1) <= step]
-    tmp = self.path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.writelines(kept)
-    os.replace(tmp, self.path)
+    fileio.write_jsonl(self.path, [row for row in fileio.read_jsonl(self.path, strict=False)
+                                   if row.get("step", -1) <= step])
 
   def write(self, step: int, metrics: Mapping[str, float]) -> None:
     if not self.enabled:
@@ -58,23 +57,9 @@ class MetricsWriter:
       self._tb = None
 
 
-def read_jsonl(path: str) -> list[dict]:
-  """The rows of an append-only JSONL log ([] if absent), skipping a line torn by a crash mid-write."""
-  if not os.path.exists(path):
-    return []
-  rows = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        rows.append(json.loads(line))
-      except json.JSONDecodeError:
-        continue  # torn (a SIGKILL mid-write) or blank
-  return rows
-
-
 def read_metrics(workdir: str) -> list[dict]:
   """The rows of `<workdir>/metrics.jsonl`, one per step (a torn last row skipped)."""
-  return read_jsonl(os.path.join(str(workdir), "metrics.jsonl"))
+  return fileio.read_jsonl(os.path.join(str(workdir), "metrics.jsonl"), strict=False)
 
 
 def _scalar(v):

@@ -1,4 +1,5 @@
-"""A policy on disk: tokenizer, model config and parameters in one directory (issue #6).
+"""A policy on disk: tokenizer, model config and parameters in one directory; and what an RL run
+directory holds beside its checkpoints so that an evaluator can rebuild the policy.
 
 Layout of a policy directory (what `save_policy` writes and `load_policy` reads):
 
@@ -12,7 +13,13 @@ Layout of a policy directory (what `save_policy` writes and `load_policy` reads)
 
 `load_policy` also reads a HF checkpoint directory (config.json + safetensors, tokenizer.json or
 tokenizer.model), so a run can start from either without a separate code path in the trainer.
-Orbax is imported on use: importing this module stays light.
+
+An RL run directory (`write_policy_spec` / `load_run_policy`) keeps its parameters in
+`checkpoints/<step>/` and beside them `model_config.json`, the tokenizer and `policy.json` (which
+tokenizer, and the prompt convention): what `arena_jax.eval.watch` needs to evaluate a checkpoint.
+
+Every file is written through `fileio.atomic_write` (or orbax's own atomic rename), so a crash never
+leaves a torn file that a resumed run or an evaluator would then read.
 """
 from __future__ import annotations
 
@@ -24,20 +31,23 @@ from typing import Any, NamedTuple, Sequence
 
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 from flax import nnx
 
+from arena_jax import fileio
 from arena_jax import tokenizer as tokenizer_lib
 from arena_jax.models import (LOGICAL_AXIS_RULES, ModelConfig, RopeScaling, Transformer, abstract_model, load_hf,
-                              param_shardings)
+                              param_shardings, pure_params)
 
 FORMAT_VERSION = 1
 TOKENIZER_FILE = "tokenizer.model"
 MODEL_CONFIG_FILE = "model_config.json"
 PARAMS_DIR = "params"
 META_FILE = "meta.json"
+POLICY_SPEC = "policy.json"  # in an RL run directory: which tokenizer, and the prompt convention
 
 
-class Policy(NamedTuple):
+class LoadedPolicy(NamedTuple):
   """A loaded policy: the model (parameters placed on device), its config and its tokenizer.
 
   `meta` is meta.json's content ({} for a HF directory); `add_bos` says whether prompts start
@@ -81,20 +91,6 @@ def config_from_json(text: str) -> ModelConfig:
 # ─────────────────────────────────────── save ───────────────────────────────────────
 
 
-def _pure_params(model_or_params) -> dict:
-  if isinstance(model_or_params, nnx.Module):
-    model_or_params = nnx.state(model_or_params, nnx.Param)
-  if isinstance(model_or_params, nnx.State):
-    model_or_params = nnx.to_pure_dict(model_or_params)
-  return model_or_params
-
-
-def _write_atomic(path: pathlib.Path, data: bytes) -> None:
-  tmp = path.with_name(path.name + ".tmp")
-  tmp.write_bytes(data)
-  os.replace(tmp, path)
-
-
 def save_policy(path: str | os.PathLike, model_or_params, model_config: ModelConfig, tokenizer, *,
                 extra: dict | None = None, add_bos: bool = True) -> pathlib.Path:
   """Writes a policy directory (layout in the module docstring); returns its path.
@@ -115,16 +111,14 @@ def save_policy(path: str | os.PathLike, model_or_params, model_config: ModelCon
   path.mkdir(parents=True, exist_ok=True)
   (path / META_FILE).unlink(missing_ok=True)
   tokenizer.save(path / TOKENIZER_FILE)
-  _write_atomic(path / MODEL_CONFIG_FILE, config_to_json(model_config).encode())
-  params = _pure_params(model_or_params)
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top  (heavy; on use)
-
+  fileio.atomic_write(path / MODEL_CONFIG_FILE, config_to_json(model_config))
+  params = pure_params(model_or_params)
   with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
     ckptr.save(path / PARAMS_DIR, args=ocp.args.StandardSave(params), force=True)
   meta = {"format_version": FORMAT_VERSION, "add_bos": bool(add_bos), "tokenizer_vocab_size": tokenizer.vocab_size,
           "num_params": int(sum(np.size(x) for x in jax.tree.leaves(params)))}
   meta.update(extra or {})
-  _write_atomic(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True, default=_json_default).encode())
+  fileio.atomic_write(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True, default=_json_default))
   return path
 
 
@@ -160,7 +154,7 @@ def check_vocab(tokenizer, model_config: ModelConfig, tokenizer_file, config_fil
 
 
 def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = None,
-                rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> Policy:
+                rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> LoadedPolicy:
   """Reads a policy directory written by `save_policy`, or a HF checkpoint directory.
 
   Args:
@@ -195,20 +189,58 @@ def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = Non
     shardings = jax.tree.map(lambda _: device, nnx.to_pure_dict(abstract))
   target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
                         nnx.to_pure_dict(abstract), shardings)
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top  (heavy; on use)
-
   with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
     params = ckptr.restore(path / PARAMS_DIR, args=ocp.args.StandardRestore(target))
   nnx.replace_by_pure_dict(abstract, params)
-  return Policy(config=config, model=nnx.merge(graphdef, abstract), tokenizer=tokenizer, meta=meta)
+  return LoadedPolicy(config=config, model=nnx.merge(graphdef, abstract), tokenizer=tokenizer, meta=meta)
 
 
-def _load_hf_policy(path: pathlib.Path, mesh, rules) -> Policy:
+def _load_hf_policy(path: pathlib.Path, mesh, rules) -> LoadedPolicy:
   """A HF checkpoint directory: `models.load_hf` + its tokenizer (tokenizer.json or tokenizer.model)."""
   model = load_hf(path, mesh=mesh, rules=rules)
   tokenizer = tokenizer_lib.load_tokenizer(path)
   tokenizer_file = path / ("tokenizer.json" if (path / "tokenizer.json").exists() else "tokenizer.model")
   check_vocab(tokenizer, model.config, tokenizer_file, path / "config.json")
   # HF chat/base models carry their own BOS convention; the tokenizer's bos_id decides.
-  return Policy(config=model.config, model=model, tokenizer=tokenizer,
-                meta={"add_bos": tokenizer.bos_id is not None, "source": "hf"})
+  return LoadedPolicy(config=model.config, model=model, tokenizer=tokenizer,
+                      meta={"add_bos": tokenizer.bos_id is not None, "source": "hf"})
+
+
+# ─────────────────────────────────────── an RL run directory ───────────────────────────────────────
+
+
+def write_policy_spec(workdir: str | os.PathLike, model_config: ModelConfig, tokenizer, *,
+                      add_bos: bool = True) -> None:
+  """What an evaluator needs besides a run's checkpointed parameters: the model config and the tokenizer.
+
+  A SentencePiece tokenizer is copied into `workdir`; a HF tokenizer (no `save`) is named by the
+  absolute path of its file. `POLICY_SPEC` is written last.
+  """
+  workdir = os.fspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  fileio.atomic_write(os.path.join(workdir, MODEL_CONFIG_FILE), config_to_json(model_config))
+  if hasattr(tokenizer, "save"):
+    tokenizer.save(os.path.join(workdir, TOKENIZER_FILE))  # atomic too
+    tok_file = TOKENIZER_FILE
+  else:  # a HF tokenizer: point at its file
+    tok_file = os.path.abspath(getattr(tokenizer, "path", ""))
+  fileio.atomic_write(os.path.join(workdir, POLICY_SPEC), json.dumps({"tokenizer": tok_file, "add_bos": bool(add_bos)}))
+
+
+def load_run_policy(workdir: str | os.PathLike) -> tuple[ModelConfig, Any, bool]:
+  """(model_config, tokenizer, add_bos) of a run directory (see `write_policy_spec`).
+
+  Raises:
+    FileNotFoundError: `workdir` has no `POLICY_SPEC` (not a run directory written by the RL trainer).
+  """
+  workdir = os.fspath(workdir)
+  spec_path = os.path.join(workdir, POLICY_SPEC)
+  if not os.path.exists(spec_path):
+    raise FileNotFoundError(f"{spec_path} is missing: {workdir} is not a run directory written by the RL trainer")
+  with open(spec_path, encoding="utf-8") as f:
+    spec = json.load(f)
+  with open(os.path.join(workdir, MODEL_CONFIG_FILE), encoding="utf-8") as f:
+    config = config_from_json(f.read())
+  tok = spec["tokenizer"]
+  tokenizer = tokenizer_lib.load_tokenizer(tok if os.path.isabs(tok) else os.path.join(workdir, tok))
+  return config, tokenizer, spec.get("add_bos", True)

@@ -1,4 +1,4 @@
-"""SFT warm start: the base policy of the embedded default, trained on #4's demonstrations (issue #6).
+"""SFT warm start: the base policy of the embedded default, trained on the tasks' demonstrations.
 
     summary = train_sft(get_config())     # get_config of configs/sft.py; or: python -m launch.sft
 
@@ -10,7 +10,7 @@ Pipeline (one call, deterministic given `config.seed`):
      completion tokens only (the prompt is context, not target). The loss is the exact token mean
      over the batch,  L = Σ_{b,t} m_{b,t} · (−log p_θ(y_{b,t} | y_{b,<t})) / Σ_{b,t} m_{b,t},
      computed as (sum, denominator) (STYLE §5);
-  4. held-out evaluation (`arena_jax.eval.evaluate`) on the test split of `tasks.train_task`;
+  4. held-out evaluation (`arena_jax.sampling.evaluate`) on the test split of `tasks.train_task`;
   5. `save_policy` to `config.output_dir`.
 
 The base policy should be *mixed*: roughly 20–70% held-out accuracy, so that sampled groups of G
@@ -34,11 +34,14 @@ import ml_collections
 import numpy as np
 import optax
 from flax import nnx
+from tqdm import auto as tqdm
 
+from arena_jax import config_schema as cs
 from arena_jax import tasks
-from arena_jax.eval import accuracy
+from arena_jax.config_schema import field
 from arena_jax.models import MODEL_CONFIGS, ModelConfig, chunked_logprobs, get_model_config, init_model
-from arena_jax.sampling import bucket_length
+from arena_jax.sampling import accuracy, bucket_length
+from arena_jax.tasks import config as tasks_config
 from arena_jax.tokenizer import SentencePieceTokenizer
 from arena_jax.train import policy_io
 
@@ -64,66 +67,112 @@ if "demo" not in MODEL_CONFIGS:  # (re-imports, e.g. importlib.reload, must not 
 # ─────────────────────────────────────── config ───────────────────────────────────────
 
 
-def _fail(field: str, message: str):
-  raise ValueError(f"config.{field}: {message}")
+# Every field of the SFT config, declared once: its default (the demo policy of `make demo`), its valid
+# values and its meaning; `default_config`, `validate_config` and docs/configuration.md derive from it.
+# configs/sft.py starts from `default_config()` and names its variants.
 
 
-def _check_int(field, value, lo):
-  if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-    _fail(field, f"must be an integer ≥ {lo}, got {value!r}")
+def _model_override(what: str) -> cs.Field:
+  return field(None, f"Override of {what}; None keeps the named config's.", placeholder=int, valid="None or int")
 
 
-def _check_number(field, value, lo, hi=math.inf, lo_open=False):
-  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-  ok = ok and (value > lo if lo_open else value >= lo) and value <= hi
-  if not ok:
-    _fail(field, f"must be a number in {'(' if lo_open else '['}{lo}, {hi}], got {value!r}")
+def _is_buckets(v) -> bool:
+  return (isinstance(v, (tuple, list)) and bool(v)
+          and all(isinstance(b, int) and not isinstance(b, bool) and b >= 8 for b in v))
+
+
+SFT = cs.Section(dict(
+    output_dir=field("runs/sft_demo", "The policy directory; `--workdir` overrides it. A directory holding the "
+                     "policy of an equal config is reused without training (the cache `make demo` relies on).",
+                     cs.string(nonempty=True, noun="path")),
+    seed=field(0, "Tokenizer, initialisation and batch order.", cs.integer(0)),
+    model=cs.Section(dict(
+        name=field("demo", "The named model config (\"demo\": 2 layers, d_model 128, ≈0.43 M parameters).",
+                   cs.one_of(lambda: sorted(MODEL_CONFIGS), noun="model config",
+                             valid="a name in `models.MODEL_CONFIGS`")),
+        d_model=field(None, "Override of the named config's width; None keeps it. The vocabulary is always the "
+                      "tokenizer's.", placeholder=int, valid="None or int"),
+        num_layers=_model_override("the number of layers"),
+        num_heads=_model_override("the number of attention heads"),
+        num_kv_heads=_model_override("the number of KV heads (grouped-query attention)"),
+        head_dim=_model_override("the head dimension"),
+        mlp_dim=_model_override("the SwiGLU hidden width"),
+    ), title="a named `ModelConfig` with overrides"),
+    # SentencePiece keeps newlines: step splitting needs "\n\n". The task corpus supports ~175 pieces, and a
+    # few thousand documents per task cover every one of them.
+    tokenizer=cs.Section(dict(
+        vocab_size=field(256, "Upper bound of the vocabulary (the task corpus supports ~175 pieces).",
+                         cs.integer(16)),
+        model_type=field("bpe", "SentencePiece model type.", cs.one_of(("bpe", "unigram"), valid="bpe or unigram")),
+        max_corpus_examples=field(4000, "Corpus documents per task; None = all.", cs.optional(cs.integer(1))),
+    ), title="SentencePiece trained on the task corpus"),
+    # The demo's tasks, sized so that two CPU minutes give a *mixed* base policy (20–70% held-out accuracy;
+    # all-correct, all-wrong and diverse groups of 8 at temperature 1): operands ≤ 10 and results ≤ 100,
+    # 2–4 operations (the 4-operation problems make the all-wrong groups), and mostly clean demonstrations.
+    # Every flawed kind stays present, but each is sampled at temperature 1 more often than its share (the
+    # policy cannot tell which demonstration it imitates, so it may deviate at every step): at the default
+    # shares (50% clean) sampled accuracy stays near 35% with no all-correct groups at all. The RL run must
+    # use the same tasks (stored in the policy's meta.json, `sft_config.tasks`).
+    tasks=tasks_config.TASKS.but(factory=tasks.demo_config, documented_apart=True),
+    num_demonstrations=field(None, "Demonstrations used; None = the whole train split.", cs.optional(cs.integer(1)),
+                             placeholder=int),
+    num_steps=field(2000, "Training steps (2000 ≈ 3.2 epochs of the 20k demonstrations).", cs.integer(1)),
+    batch_size=field(32, "Demonstrations per step.", cs.integer(1)),
+    learning_rate=field(2e-3, "Peak learning rate: linear warm-up, then cosine decay to min_lr_ratio · peak.",
+                        cs.number(0, 1, lo_open=True)),
+    warmup_steps=field(100, "Warm-up steps.", cs.integer(0), valid="int ≥ 0, < num_steps"),
+    min_lr_ratio=field(0.1, "Final learning rate as a share of the peak.", cs.number(0, 1)),
+    weight_decay=field(0.05, "AdamW weight decay, on matrices only (not norm scales).", cs.number(0)),
+    b1=field(0.9, "Adam β₁.", cs.number(0, 1)),
+    b2=field(0.98, "Adam β₂.", cs.number(0, 1)),
+    grad_clip=field(1.0, "Global-norm gradient clipping; 0 = off.", cs.number(0)),
+    seq_buckets=field((48, 64, 80, 96), "Padded sequence lengths, one compiled step each; a longer demonstration "
+                      "adds a bucket (with a warning).", cs.satisfies(
+                          "non-empty tuple of ints ≥ 8", _is_buckets, "a non-empty tuple of integers ≥ 8")),
+    eval=cs.Section(dict(
+        num_examples=field(256, "Test problems of `tasks.train_task`; 0 = no evaluation.", cs.integer(0)),
+        num_samples=field(8, "Samples per problem for the mean pass ratio and pass@k.", cs.integer(0)),
+        temperature=field(1.0, "Sampling temperature of those samples.", cs.number(0, lo_open=True)),
+        max_new_tokens=field(96, "Completion budget.", cs.integer(1)),
+        batch_size=field(64, "Prompts per sampler call.", cs.integer(1)),
+    ), title="held-out evaluation at the end"),
+    log_every=field(25, "Steps per logged loss.", cs.integer(1)),
+    progress=field(True, "A tqdm progress bar.", valid="bool", checked=False),
+))
+
+
+@SFT.rule
+def _model_resolves(c, report):
+  """The named model config accepts the overrides (e.g. num_heads divisible by num_kv_heads)."""
+  try:
+    model_config(c)
+  except ValueError as e:
+    report("model", str(e))
+
+
+@SFT.rule
+def _evaluated_task_is_trained(c, report):
+  """tasks.train_task, which SFT is evaluated on, is among tasks.sft.tasks, which it is trained on."""
+  if c.tasks.train_task not in c.tasks.sft.tasks:
+    report("tasks.train_task", f"{c.tasks.train_task!r} is evaluated after SFT but is not among "
+           f"tasks.sft.tasks {tuple(c.tasks.sft.tasks)}")
+
+
+@SFT.rule
+def _warmup_within_run(c, report):
+  """warmup_steps < num_steps."""
+  if c.warmup_steps >= c.num_steps:
+    report("warmup_steps", f"must be < num_steps ({c.num_steps}), got {c.warmup_steps}")
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The SFT config of `make demo`'s policy: every declared default (configs/sft.py names its variants)."""
+  return SFT.defaults()
 
 
 def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """Checks the SFT config once, up front; ValueError names the field and what to change."""
-  if not isinstance(config.output_dir, str) or not config.output_dir:
-    _fail("output_dir", f"must be a directory path, got {config.output_dir!r}")
-  _check_int("seed", config.seed, 0)
-  if config.model.name not in MODEL_CONFIGS:
-    _fail("model.name", f"unknown model config {config.model.name!r}; registered: {sorted(MODEL_CONFIGS)}")
-  try:
-    model_config(config)
-  except ValueError as e:
-    _fail("model", str(e))
-  _check_int("tokenizer.vocab_size", config.tokenizer.vocab_size, 16)
-  if config.tokenizer.max_corpus_examples is not None:
-    _check_int("tokenizer.max_corpus_examples", config.tokenizer.max_corpus_examples, 1)
-  if config.tokenizer.model_type not in ("bpe", "unigram"):
-    _fail("tokenizer.model_type", f"must be 'bpe' or 'unigram', got {config.tokenizer.model_type!r}")
-  tasks.validate_config(config.tasks, prefix="config.tasks")
-  if config.tasks.train_task not in config.tasks.sft.tasks:
-    _fail("tasks.train_task", f"{config.tasks.train_task!r} is evaluated after SFT but is not among "
-          f"tasks.sft.tasks {tuple(config.tasks.sft.tasks)}")
-  if config.num_demonstrations is not None:
-    _check_int("num_demonstrations", config.num_demonstrations, 1)
-  _check_int("num_steps", config.num_steps, 1)
-  _check_int("batch_size", config.batch_size, 1)
-  _check_int("warmup_steps", config.warmup_steps, 0)
-  if config.warmup_steps >= config.num_steps:
-    _fail("warmup_steps", f"must be < num_steps ({config.num_steps}), got {config.warmup_steps}")
-  _check_number("learning_rate", config.learning_rate, 0.0, 1.0, lo_open=True)
-  _check_number("min_lr_ratio", config.min_lr_ratio, 0.0, 1.0)
-  _check_number("weight_decay", config.weight_decay, 0.0)
-  _check_number("b1", config.b1, 0.0, 1.0)
-  _check_number("b2", config.b2, 0.0, 1.0)
-  _check_number("grad_clip", config.grad_clip, 0.0)
-  buckets = tuple(config.seq_buckets)
-  if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 8 for b in buckets):
-    _fail("seq_buckets", f"must be a non-empty tuple of integers ≥ 8, got {buckets!r}")
-  e = config.eval
-  _check_int("eval.num_examples", e.num_examples, 0)
-  _check_int("eval.num_samples", e.num_samples, 0)
-  _check_number("eval.temperature", e.temperature, 0.0, lo_open=True)
-  _check_int("eval.max_new_tokens", e.max_new_tokens, 1)
-  _check_int("eval.batch_size", e.batch_size, 1)
-  _check_int("log_every", config.log_every, 1)
-  return config
+  return SFT.validate(config, "config")
 
 
 def model_config(config: ml_collections.ConfigDict) -> ModelConfig:
@@ -324,7 +373,6 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
   t0 = time.time()
   batches = batch_indices(data.lengths, config.batch_size, np.random.default_rng(config.seed))
   history, window, pending = [], [], None
-  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top  (display only)
 
   bar = tqdm.tqdm(total=config.num_steps, desc="sft", unit="step", disable=not config.progress, dynamic_ncols=True)
 

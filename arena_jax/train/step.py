@@ -4,6 +4,11 @@ A batch of R completion rows is split into `micro_batches` equal slices scanned 
 each slice returns the gradient of its loss *sum* and its denominator (tokens or sequences), and the
 summed gradient is divided by the summed denominator once, so the update equals the one of the whole
 batch at once (STYLE §5). The train state is donated.
+
+With a reward mode, the update also routes and computes the advantages in the same jitted program:
+it takes the step's verifier rewards [B, G], judge rewards [B, G] and judged mask [B] (`StepRewards`),
+runs the mode's masked per-group combine (SPEC §3: `rl.route_rewards` for routed modes) and group
+advantages (SPEC §1, §5), and trains minibatch k on rows k·R … (k+1)·R − 1 of them.
 """
 from __future__ import annotations
 
@@ -26,7 +31,11 @@ class TrainState(NamedTuple):
 
 
 class Rollout(NamedTuple):
-  """The device inputs of one update, rows = completions: prompts [R, P], completions [R, N]."""
+  """The device inputs of one update, rows = completions: prompts [R, P], completions [R, N].
+
+  `advantages` [R] is an input when the update has no reward mode (tests, SFT-style uses); with one it
+  is computed inside the update from `StepRewards` and the field is ignored.
+  """
 
   prompt_tokens: jax.Array
   prompt_lengths: jax.Array
@@ -37,9 +46,27 @@ class Rollout(NamedTuple):
   truncated: jax.Array
 
 
+class StepRewards(NamedTuple):
+  """The reward inputs of a routed update (SPEC §3): verifier [B, G], judge [B, G] (anything where not
+  judged), judged [B] bool."""
+
+  verifier: jax.Array
+  judge: jax.Array
+  judged: jax.Array
+
+
+def make_schedule(optim) -> optax.Schedule:
+  """Linear warm-up from 0 to `optim.lr` over `optim.warmup_steps` updates, then constant (SPEC §9).
+  Update n (0-based) uses schedule(n): the first update of a warm-up has learning rate 0."""
+  if optim.warmup_steps:
+    return optax.linear_schedule(0.0, optim.lr, optim.warmup_steps)
+  return optax.constant_schedule(optim.lr)
+
+
 def make_optimizer(optim) -> optax.GradientTransformation:
-  """AdamW with linear warm-up to a constant learning rate (SPEC §9) and global-norm clipping."""
-  schedule = optax.linear_schedule(0.0, optim.lr, max(1, optim.warmup_steps)) if optim.warmup_steps else optim.lr
+  """AdamW on `make_schedule`'s learning rate, with global-norm clipping."""
+  # Without warm-up a plain float: the optimizer state then carries no schedule counter.
+  schedule = make_schedule(optim) if optim.warmup_steps else optim.lr
   chain = []
   if optim.max_grad_norm > 0:
     chain.append(optax.clip_by_global_norm(optim.max_grad_norm))
@@ -52,10 +79,16 @@ def init_state(params, optimizer) -> TrainState:
 
 
 def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, micro_batches: int,
-                   use_reference: bool, jit: bool = True, micro_batch_sharding=None, grad_sharding=None):
-  """Returns jitted `update(state, rollout, ref_params) -> (state, metrics)` (state donated).
+                   use_reference: bool, mode=None, std_ddof: int = 0, jit: bool = True,
+                   micro_batch_sharding=None, grad_sharding=None):
+  """Returns jitted `update(state, rollout, ref_params, rewards=None, minibatch=0) -> (state, metrics)`
+  (state donated).
 
-  For a mesh (`arena_jax.parallel.train_step_fn`): `jit=False` returns the traceable function, to be
+  With `mode` (an `rl.RewardMode`) and `rewards` (`StepRewards` of the whole step), the advantages of
+  the rollout's rows are `mode.advantages(...)` rows [minibatch·R, (minibatch + 1)·R) (module docstring),
+  and the metrics add `reward/trained`, `adv/nonzero_fraction` and `adv/l1` over the whole step.
+
+  For a mesh (`arena_jax.train.sharding.train_step_fn`): `jit=False` returns the traceable function, to be
   jitted with shardings; `micro_batch_sharding` (a `Rollout` of shardings of the [micro_batches,
   R / micro_batches, …] split) keeps every micro-batch spread over the batch shards, and
   `grad_sharding` lays the gradient accumulator out like the parameters.
@@ -78,7 +111,20 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
 
   grad_fn = jax.grad(loss_fn, has_aux=True)
 
-  def update(state: TrainState, rollout: Rollout, ref_params):
+  def route(rollout: Rollout, rewards: StepRewards, minibatch):
+    """The masked per-group router and the advantages of this minibatch's rows (SPEC §1, §3, §5)."""
+    r, adv = mode.advantages(rewards.verifier, rewards.judge, rewards.judged, ddof=std_ddof)
+    adv = adv.reshape(-1)
+    rows = rollout.tokens.shape[0]
+    mine = jax.lax.dynamic_slice_in_dim(adv, minibatch * rows, rows)
+    values = {"reward/trained": r.mean(), "adv/nonzero_fraction": (jnp.abs(adv) > 1e-6).mean(),
+              "adv/l1": jnp.abs(adv).mean()}
+    return rollout._replace(advantages=mine.astype(rollout.old_logprobs.dtype)), values
+
+  def update(state: TrainState, rollout: Rollout, ref_params, rewards: StepRewards | None = None, minibatch=0):
+    routed = {}
+    if rewards is not None:
+      rollout, routed = route(rollout, rewards, minibatch)
     split = jax.tree.map(lambda x: x.reshape((micro_batches, -1) + x.shape[1:]), rollout)
     if micro_batch_sharding is not None:
       split = jax.lax.with_sharding_constraint(split, micro_batch_sharding)
@@ -108,14 +154,20 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
     values["loss"] = loss_sum / denom
     values["grad_norm"] = optax.tree.norm(grads)
     values["update_norm"] = optax.tree.norm(updates)
+    values.update(routed)
     return TrainState(state.step + 1, params, opt_state), values
 
   return jax.jit(update, donate_argnums=0) if jit else update
 
 
 def rows_to_rollout(prompt_tokens, prompt_lengths, tokens, lengths, old_logprobs, advantages, truncated) -> Rollout:
-  """Host arrays → a `Rollout` (mask from the completion lengths: tokens after EOS carry no loss)."""
+  """Host arrays → a `Rollout` (mask from the completion lengths: tokens after EOS carry no loss).
+
+  `advantages=None`: zeros, for an update that computes them from `StepRewards`.
+  """
   n = tokens.shape[1]
+  if advantages is None:
+    advantages = np.zeros(tokens.shape[0], np.float32)
   mask = np.arange(n)[None, :] < np.asarray(lengths)[:, None]
   return Rollout(jnp.asarray(prompt_tokens, jnp.int32), jnp.asarray(prompt_lengths, jnp.int32),
                  jnp.asarray(tokens, jnp.int32), jnp.asarray(mask), jnp.asarray(old_logprobs, jnp.float32),

@@ -63,6 +63,25 @@ def test_call_counts_and_rounds(name):
       assert sched.num_rounds == closed_form[1], g
 
 
+CLOSED_FORMS = {  # each scheduler's `calls_formula`, as a function of G (run as the trainer runs it)
+    "round_robin": lambda g: g * (g - 1) // 2,
+    "live": lambda g: 3 * g - 6,
+    "anchor": lambda g: g - 1,
+    "seeded_single_elimination": lambda g: 2 * g - 2,
+    "double_elimination": lambda g: 3 * g - 3,
+    "swiss": lambda g: (g - 1).bit_length() * (g // 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(T.SCHEDULERS))
+def test_calls_formula_matches_expected_calls(name):
+  cls = T.SCHEDULERS[name]
+  assert cls.calls_formula, "every topology states its cost for docs/judges.md"
+  for g in range(3, 33):
+    got = T.expected_calls(name, g, **({"anchor": 0} if cls.needs_anchor else {}))
+    assert got == CLOSED_FORMS[name](g), (name, g, cls.calls_formula)
+
+
 def test_expected_calls_reference_values():
   assert T.expected_calls("live", 16) == 42 and T.expected_calls("round_robin", 16) == 120
   assert T.expected_calls("live", 2) == 1 and T.expected_calls("live", 3) == 3

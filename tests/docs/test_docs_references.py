@@ -1,5 +1,5 @@
 """The hand-written docs cannot rot silently: the files, modules, names, commands and links they cite exist
-(docs/architecture.md, docs/judges.md, docs/reward_modes.md; issue #9)."""
+(docs/architecture.md, docs/judges.md, docs/reward_modes.md, docs/configuration.md)."""
 import importlib
 import pathlib
 import re
@@ -71,15 +71,15 @@ def test_links_resolve(name):
 def test_reward_modes_doc_covers_every_mode_with_a_working_command():
   text = _text("reward_modes.md")
   commands = re.findall(r"python -m launch\.train --config=(configs/arith_(\w+)\.py) --workdir=runs/(\w+)", text)
-  covered = set()
+  assert commands
   for path, name, workdir in commands:
     c = gen.load_config_file(ROOT / path)
-    covered.add(c.reward.mode)
     assert workdir == name
-    assert name == c.reward.mode + ("_dapo" if c.reward.dynamic_sampling else ""), path
-  assert covered == set(rl.REWARD_MODES)
+    assert name == c.reward.mode, path  # configs/arith_<mode>.py runs reward mode <mode>
+  # Every registered mode is documented; a config file of its own is optional (a new mode is one
+  # class: `--config.reward.mode=<name>` on any arith config selects it).
   for mode in rl.REWARD_MODES:
-    assert f"### `{mode}`" in text
+    assert f"### `{mode}`" in text, mode
 
 
 def test_judges_doc_names_every_template_topology_and_debias_mode():

@@ -1,4 +1,4 @@
-"""notebooks/quickstart.ipynb runs top to bottom on the CPU (issue #9): executed here with nbclient in
+"""notebooks/quickstart.ipynb runs top to bottom on the CPU: executed here with nbclient in
 a fresh kernel, against the local package, with its datasets and runs in a temporary directory."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""Accuracy metrics (issue #6): the unbiased pass@k estimator against brute force, and `evaluate` on a
+"""Accuracy metrics (SPEC §9): the unbiased pass@k estimator against brute force, and `evaluate` on a
 tiny random model with a stub verifier whose numbers can be recomputed from the samples."""
 import itertools
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from arena_jax import models
-from arena_jax.eval import accuracy
+from arena_jax.sampling import accuracy
 from arena_jax.eval import default_ks, evaluate, flatten_metrics, pass_at_k
 from arena_jax.tasks import Example
 from arena_jax.tokenizer import SentencePieceTokenizer

@@ -1,11 +1,11 @@
-"""Checkpoint-driven evaluation: each checkpoint evaluated exactly once, restart-safe (issue #7)."""
+"""Checkpoint-driven evaluation: each checkpoint evaluated exactly once, restart-safe; a run's policy spec."""
 import json
 import os
 
 import pytest
 
 from arena_jax.eval import watch as watch_lib
-from arena_jax.train import train
+from arena_jax.train import policy_io, train
 from tests.train.conftest import smoke_config
 
 
@@ -72,6 +72,13 @@ def test_real_evaluation_of_a_checkpoint(run_dir):
   json.dumps(results)  # serialisable as an eval.jsonl row
 
 
+def test_a_trainer_run_directory_holds_its_policy_spec(run_dir):
+  workdir, _ = run_dir
+  config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
+  assert add_bos and config.vocab_size >= tokenizer.vocab_size
+  assert not [f for f in os.listdir(workdir) if f.endswith(".tmp")]  # every write renamed into place
+
+
 def test_missing_run_directory_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match="policy.json is missing"):
-    watch_lib.load_run_policy(str(tmp_path))
+    policy_io.load_run_policy(str(tmp_path))

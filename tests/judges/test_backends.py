@@ -1,4 +1,4 @@
-"""Judges by name and the embedded default (issue #5 §5–§6; SPEC §7)."""
+"""Judges by name and the embedded default (SPEC §7)."""
 import asyncio
 
 import pytest
@@ -22,7 +22,7 @@ def test_pointwise_rubric_scores_follow_process_quality(server, demos):
   scores = dict(zip(demos, asyncio.run(main())))
   assert scores["clean"].score == 1.0 and scores["slip"].score == 0.0
   assert scores["compensating"].score == scores["redundant"].score == scores["skipped"].score == 0.5
-  assert all(s.ok and s.calls == 1 and "Rating: [[" in s.raw for s in scores.values())
+  assert all(s.ok and s.usage.calls == 1 and "Rating: [[" in s.raw for s in scores.values())
 
 
 def test_rubric_levels_are_configurable(server, demos):

@@ -1,10 +1,11 @@
-"""The CLIs end to end against the embedded server (issue #5 §7)."""
+"""The CLIs end to end against the embedded server."""
 import asyncio
 import json
 import os
 import subprocess
 import sys
 
+from arena_jax import fileio
 from arena_jax import judges
 from arena_jax import tasks
 
@@ -22,14 +23,11 @@ def cli(module, *args):
 
 
 def write_jsonl(path, rows):
-  with open(path, "w") as f:
-    for r in rows:
-      f.write(json.dumps(r) + "\n")
+  fileio.write_jsonl(path, rows)
 
 
 def read_jsonl(path):
-  with open(path) as f:
-    return [json.loads(line) for line in f]
+  return fileio.read_jsonl(path, strict=True)
 
 
 def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos):

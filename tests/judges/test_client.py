@@ -1,4 +1,4 @@
-"""The async judge client against the embedded server and its fault injection (issue #5 §1, §6)."""
+"""The async judge client against the embedded server and its fault injection."""
 import asyncio
 import random
 import socket
@@ -48,11 +48,11 @@ def test_answer_reasoning_tokens_and_latency_are_read_and_counted(server):
   (c,) = asyncio.run(ask(client))
   assert c.ok and c.parsed == Verdict.FIRST_WINS and c.finish_reason == "stop"
   assert c.content.rstrip().endswith("[[A]]") and "Penalties" in c.reasoning
-  assert c.prompt_tokens > 100 and c.completion_tokens > 10 and c.latency_s > 0
-  assert c.attempts == 1 and c.parse_attempts == 1 and c.endpoint == server.url and c.seed == 0
+  assert c.usage.prompt_tokens > 100 and c.usage.completion_tokens > 10 and c.usage.latency_s > 0
+  assert c.usage.calls == c.usage.http_requests == c.parse_attempts == 1 and c.endpoint == server.url and c.seed == 0
   s = client.stats.as_dict()
   assert s["calls"] == s["succeeded"] == s["http_requests"] == 1 and s["failed"] == 0
-  assert s["prompt_tokens"] == c.prompt_tokens and s["per_endpoint"][server.url]["requests"] == 1
+  assert s["prompt_tokens"] == c.usage.prompt_tokens and s["per_endpoint"][server.url]["requests"] == 1
 
 
 def test_requests_carry_model_sampling_parameters_and_key():
@@ -100,7 +100,7 @@ def test_transient_errors_are_retried_until_they_pass():
   answers, stats, served = with_server(dict(error_rate=0.5, error_statuses=(500, 503, 429), retry_after_s=0.001), run)
   assert all(c.ok and c.parsed == Verdict.FIRST_WINS for c in answers)
   assert stats.transport_retries == served["errors"] > 0
-  assert stats.http_requests == 30 + served["errors"]
+  assert stats.usage.http_requests == 30 + served["errors"]
 
 
 def test_persistent_errors_end_in_an_explicit_failed_result():
@@ -110,7 +110,7 @@ def test_persistent_errors_end_in_an_explicit_failed_result():
 
   c, stats = with_server(dict(error_rate=1.0, error_statuses=(503,)), run)
   assert not c.ok and c.failure_reason == "http_503" and c.parsed is None and "injected fault" in c.failure_detail
-  assert c.attempts == 4 and stats.failed == 1 and stats.failures["http_503"] == 1 and stats.transport_retries == 3
+  assert c.usage.http_requests == 4 and stats.failed == 1 and stats.failures["http_503"] == 1 and stats.transport_retries == 3
 
 
 def test_retry_after_is_read_like_openai_python():
@@ -127,7 +127,7 @@ def test_a_retry_after_beyond_the_cap_is_a_final_failure():
     return (await ask(make_client(url, max_retry_after_s=60.0)))[0]
 
   c = with_server(dict(error_rate=1.0, error_statuses=(429,), retry_after_s=120.0), run)
-  assert c.failure_reason == "http_429" and c.attempts == 1 and "exceeds client.max_retry_after_s" in c.failure_detail
+  assert c.failure_reason == "http_429" and c.usage.http_requests == 1 and "exceeds client.max_retry_after_s" in c.failure_detail
 
 
 def test_backoff_is_exponential_capped_and_jittered():
@@ -147,7 +147,7 @@ def test_transport_faults_are_retried_then_reported(knobs, reason, attempts):
     return (await ask(make_client(url, max_retries=1, timeout_s=0.3)))[0]
 
   c = with_server(knobs, run)
-  assert not c.ok and c.failure_reason == reason and c.attempts == attempts and c.parsed is None
+  assert not c.ok and c.failure_reason == reason and c.usage.http_requests == attempts and c.parsed is None
 
 
 def test_unparseable_answers_get_a_capped_number_of_fresh_requests():
@@ -157,9 +157,9 @@ def test_unparseable_answers_get_a_capped_number_of_fresh_requests():
 
   c, stats = with_server(dict(malformed_rate=1.0), run)
   assert c.failure_reason == "unparseable" and c.parsed is None
-  assert c.parse_attempts == 3 and c.attempts == 3 and stats.parse_retries == 2 and stats.transport_retries == 0
+  assert c.parse_attempts == 3 and c.usage.http_requests == 3 and stats.parse_retries == 2 and stats.transport_retries == 0
   assert c.seed == 42  # each fresh request uses the next seed
-  assert c.prompt_tokens > 0 and c.completion_tokens > 0  # the failed answers' tokens are counted
+  assert c.usage.prompt_tokens > 0 and c.usage.completion_tokens > 0  # the failed answers' tokens are counted
 
 
 def test_answers_cut_at_max_tokens_count_as_unparseable():
@@ -183,7 +183,7 @@ def test_client_errors_fail_at_once(monkeypatch, knobs, client_kw, status):
     return (await ask(make_client(url, **client_kw)))[0]
 
   c = with_server(knobs, run)
-  assert c.failure_reason == f"http_{status}" and c.attempts == 1
+  assert c.failure_reason == f"http_{status}" and c.usage.http_requests == 1
 
 
 def test_the_right_api_key_is_accepted(monkeypatch):
@@ -252,7 +252,7 @@ def test_the_cache_answers_repeated_requests(tmp_path):
     return first, again, other_seed, client.stats, await server_stats(url)
 
   first, again, other_seed, stats, served = with_server({}, run)
-  assert first.ok and not first.cached and again.cached and again.attempts == 0
+  assert first.ok and not first.cached and again.cached and again.usage.http_requests == 0
   assert again.parsed == first.parsed and again.content == first.content and stats.cache_hits == 1
   assert not other_seed.cached and served["answered"] == 2
 
@@ -261,4 +261,4 @@ def test_a_client_outlives_its_event_loop(server):
   client = make_client(server.url)
   a = asyncio.run(ask(client))[0]
   b = asyncio.run(ask(client))[0]
-  assert a.ok and b.ok and client.stats.calls == 2
+  assert a.ok and b.ok and client.stats.usage.calls == 2

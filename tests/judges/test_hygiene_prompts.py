@@ -1,4 +1,4 @@
-"""Trace hygiene, templates and the answer parsers (issue #5 §2–§3; SPEC §4, §7, §8)."""
+"""Trace hygiene, templates and the answer parsers (SPEC §4, §7, §8)."""
 import json
 
 import pytest

@@ -51,7 +51,7 @@ def test_accurate_jurors_reach_the_true_flaws(server, demos, mode, kind):
   assert all(f["jurors"] == [1, 2, 3] for f in v.flaws)
   assert all(p is not None for p in v.phase1)
   expected_calls = {"vote": 3, "consolidation": 4, "deliberation": 4 if truth(d) else 3}[mode]
-  assert v.calls == expected_calls and v.rounds == 0
+  assert v.usage.calls == expected_calls and v.rounds == 0
   out = v.to_json()
   assert out["consensus"]["mode"] == mode and json.loads(json.dumps(out)) == out
 
@@ -77,7 +77,7 @@ def test_deliberation_debates_disagreements_without_showing_the_moderator_the_tr
   for v in debated:
     turns = [t for t in v.transcript if "speaker" in t]
     assert turns and any("claim" in t for t in v.transcript)
-    assert v.calls >= 3 + 2 * len(turns) + 1  # Phase 1, moderator + juror per turn, synthesis
+    assert v.usage.calls >= 3 + 2 * len(turns) + 1  # Phase 1, moderator + juror per turn, synthesis
   # The moderator is never given the problem or the trace (only claims, stances, arguments).
   assert moderator.prompts and all("[The Start of Problem]" not in p and "[The Start of Step-Marked Trace]" not in p
                                    and "Compute" not in p for p in moderator.prompts)
@@ -131,7 +131,7 @@ def test_the_jury_backend_scores_by_severity(server, demos):
   assert scores["clean"].score == 1.0 and scores["slip"].score == 0.0
   assert scores["redundant"].score == pytest.approx(0.9)  # one minor flaw
   assert scores["compensating"].score == pytest.approx(0.2)  # two major flaws
-  assert scores["slip"].flaws and scores["slip"].calls == 4
+  assert scores["slip"].flaws and scores["slip"].usage.calls == 4
 
 
 def test_steps_given_as_a_list_are_marked_as_they_are(server):

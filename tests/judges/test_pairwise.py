@@ -47,7 +47,7 @@ def test_the_better_trace_wins_in_the_canonical_order(server, demos, debias):
   results = compare_all(server.url, config, pairs + flipped)
   assert [r.outcome for r in results] == [WIN] * 6 + [LOSE] * 6
   assert all(r.verdict == (Verdict.FIRST_WINS if i < 6 else Verdict.SECOND_WINS) for i, r in enumerate(results))
-  assert all(r.calls == (2 if debias == "both" else 1) and r.prompt_tokens > 0 for r in results)
+  assert all(r.usage.calls == (2 if debias == "both" else 1) and r.usage.prompt_tokens > 0 for r in results)
   if debias == "random":
     assert {r.swapped for r in results} == {True, False}  # both presentation orders occurred
 
@@ -65,7 +65,7 @@ def test_random_order_is_mapped_back_against_a_position_biased_judge(demos):
   assert all(r.outcome == (LOSE if r.swapped else WIN) for r in results)
   config.debias = "both"
   results = in_process(biased, config, pairs)
-  assert all(r.outcome == 0.5 and r.verdict == Verdict.TIE and r.calls == 2 for r in results)
+  assert all(r.outcome == 0.5 and r.verdict == Verdict.TIE and r.usage.calls == 2 for r in results)
 
 
 def test_presentation_order_is_seeded_by_key_not_by_call_order(server):

@@ -1,4 +1,4 @@
-"""The embedded judge server: a real process, its protocol, and its judging rules (issue #5 §6)."""
+"""The embedded judge server: a real process, its protocol, and its judging rules."""
 import asyncio
 import json
 import subprocess
@@ -10,6 +10,7 @@ import pytest
 from arena_jax import judges
 from arena_jax.arena import Verdict
 from arena_jax.judges import server as server_lib
+from arena_jax.judges import simulated
 
 T = judges.load_templates()
 ARITH = "Question: Compute (7 + 5) * 3 - 4.\nSolution:\n"
@@ -112,7 +113,7 @@ def test_position_bias_and_noise_are_applied():
 
 
 def test_the_generic_check_reads_latex_arithmetic():
-  wrong = server_lib._wrong_equations  # pylint: disable=protected-access
+  wrong = simulated._wrong_equations  # pylint: disable=protected-access
   assert wrong("so \\(18 - 6 = 11\\) flamingos") == ["18 - 6 = 11"]
   assert wrong("\\(1/3 \\times 18 = 6\\) and \\[ \\frac{300}{10} = 30 \\]") == []
   assert wrong("each gets 100/3 = 33.33 dollars, total 1,200 + 34 = 1,234") == []

@@ -1,4 +1,4 @@
-"""Tournament schedulers driven to completion by the async pairwise judge (SPEC §5; issue #5 design notes)."""
+"""Tournament schedulers driven to completion by the async pairwise judge (SPEC §5)."""
 import asyncio
 
 import numpy as np
@@ -35,11 +35,11 @@ def run(url, jobs, config=None):
 def test_round_robin_ranks_the_traces_by_process_quality(server):
   sched = arena.make_scheduler("round_robin", len(TRACES))
   (r,) = run(server.url, [judges.TournamentJob(sched, PROBLEM, REFERENCE, TRACES, group_id="g0")])
-  assert sched.done and r.calls == 10 and r.failures == 0 and sched.num_failed == 0
+  assert sched.done and r.usage.calls == 10 and r.failures == 0 and sched.num_failed == 0
   scores = sched.native_scores()
   assert list(np.argsort(-scores)) == [0, 1, 2, 3, 4]
   f, s, o = sched.observed()
-  assert len(o) == 10 and r.prompt_tokens > 0
+  assert len(o) == 10 and r.usage.prompt_tokens > 0
 
 
 def test_many_groups_and_topologies_run_concurrently(server):
@@ -52,8 +52,8 @@ def test_many_groups_and_topologies_run_concurrently(server):
   runs = run(server.url, jobs)
   for job, r in zip(jobs, runs):
     assert job.scheduler.done and r.failures == 0
-  assert runs[0].calls == arena.expected_calls("live", g) == 3 * g - 6
-  assert runs[1].calls == arena.expected_calls("seeded_single_elimination", g, anchor=0)
+  assert runs[0].usage.calls == arena.expected_calls("live", g) == 3 * g - 6
+  assert runs[1].usage.calls == arena.expected_calls("seeded_single_elimination", g, anchor=0)
   assert int(np.argmax(runs[0].scheduler.native_scores())) == 0
 
 

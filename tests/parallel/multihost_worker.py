@@ -16,25 +16,27 @@ from jax.experimental import multihost_utils  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
 from arena_jax import models, parallel, sampling  # noqa: E402
+from arena_jax.train import sharding as train_sharding  # noqa: E402
 from arena_jax.train import step as step_lib  # noqa: E402
 from arena_jax.train.checkpoint import Checkpointer  # noqa: E402
 
 
 def main(out_path: str, ckpt_dir: str):
   assert parallel.initialize(True)  # before anything starts a JAX backend
-  from tests.parallel.conftest import CONFIG, loss_config, optim_config, rollout  # pylint: disable=g-import-not-at-top
+  from tests.parallel.conftest import (  # pylint: disable=g-import-not-at-top
+      CONFIG, global_array, local_groups, local_rows, loss_config, optim_config, process_rows, rollout)
   out = {"process": jax.process_index(), "processes": jax.process_count(), "devices": jax.device_count(),
          "local_devices": jax.local_device_count()}
   mesh = parallel.make_mesh(parallel.mesh_config(2, 2, 2))
 
   # ── per-host rows: this host's block of a batch, and the global array assembled from the blocks ──
   rows = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
-  mine = parallel.process_rows(rows, 16)
+  mine = process_rows(rows, 16)
   out["rows"] = mine.tolist()
-  out["groups"] = parallel.local_groups(rows, 16, group_size=4).tolist()
-  x = parallel.global_array(np.arange(16)[mine] * 10, rows, 16)
+  out["groups"] = local_groups(rows, 16, group_size=4).tolist()
+  x = global_array(np.arange(16)[mine] * 10, rows, 16)
   out["gathered"] = np.asarray(multihost_utils.process_allgather(x, tiled=True)).tolist()
-  idx, local = parallel.local_rows(x)
+  idx, local = local_rows(x)
   out["local_rows_ok"] = bool((idx == mine).all() and (local == mine * 10).all())
   out["host_sum"] = int(parallel.host_sum(np.asarray(jax.process_index() + 1)))
   # The recommended flow: each host draws its own prompts (block h of the global batch) and gathers.
@@ -44,20 +46,20 @@ def main(out_path: str, ckpt_dir: str):
 
   # ── the sharded RL update: every host passes the same batch ──
   optimizer = step_lib.make_optimizer(optim_config())
-  shardings = parallel.train_shardings(CONFIG, optimizer, mesh)
-  params = sampling.sampler._pure_params(models.init_model(CONFIG, seed=0))  # pylint: disable=protected-access
+  shardings = train_sharding.train_shardings(CONFIG, optimizer, mesh)
+  params = models.pure_params(models.init_model(CONFIG, seed=0))
   ref = jax.tree.map(lambda p: p * 1.01, params)
-  update = parallel.train_step_fn(CONFIG, optimizer, loss_config(), mesh, temperature=1.0, micro_batches=2,
-                                  use_reference=True)
-  state = parallel.init_train_state(params, optimizer, shardings)
+  update = train_sharding.train_step_fn(CONFIG, optimizer, loss_config(), mesh, temperature=1.0, micro_batches=2,
+                                        use_reference=True)
+  state = train_sharding.init_train_state(params, optimizer, shardings)
   state, metrics = update(state, jax.device_put(rollout(), shardings.rollout), jax.device_put(ref, shardings.state.params))
   out["metrics"] = {k: float(np.asarray(v.addressable_data(0))) for k, v in metrics.items()}
 
   # ── orbax: every process writes its shards; restore resharded onto (1, 1, 8) ──
   ckpt = Checkpointer(ckpt_dir, keep=1)
   ckpt.save(1, state, {"step": 1})
-  sh_b = parallel.train_shardings(CONFIG, optimizer, parallel.make_mesh(parallel.mesh_config(1, 1, 8)))
-  restored, _ = ckpt.restore(1, parallel.abstract_train_state(CONFIG, optimizer, sh_b))
+  sh_b = train_sharding.train_shardings(CONFIG, optimizer, parallel.make_mesh(parallel.mesh_config(1, 1, 8)))
+  restored, _ = ckpt.restore(1, train_sharding.abstract_train_state(CONFIG, optimizer, sh_b))
   ckpt.close()
   same = [bool(np.array_equal(multihost_utils.process_allgather(a, tiled=True),
                               multihost_utils.process_allgather(b, tiled=True)))
@@ -69,20 +71,11 @@ def main(out_path: str, ckpt_dir: str):
                              method=sampling.RandomSampling(temperature=1.0, top_p=0.95), mesh=mesh)
   rng = np.random.default_rng(2)
   prompts = [list(rng.integers(4, 128, n)) for n in (5, 9, 3, 7)]
-  # `Sampler.__call__` hands numpy prompts to its jitted programs, which a multi-process jit refuses
-  # ("Passing non-trivial shardings for numpy inputs is not allowed"); placed as global arrays first
-  # (every host holds the same prompts), its two programs run unchanged.
-  tokens, lengths = sampler.pad_prompts(prompts)
-  b1, b2 = sampler._batch_sharding(1), sampler._batch_sharding(2)  # pylint: disable=protected-access
-  key = np.asarray(jax.random.key_data(jax.random.key(7)))  # a key array cannot be device_put across hosts
-  args = jax.device_put((tokens, lengths, np.ones(len(prompts), bool), key),
-                        (b2, b1, b1, NamedSharding(mesh, PartitionSpec())))
-  args = args[:3] + (jax.random.wrap_key_data(args[3]),)
+  # Every host passes the same prompts; the call places them as global arrays itself.
   params = sampler.shard_params(models.init_model(CONFIG, seed=1))
-  state = sampler._prefill_fn(params, *args)  # pylint: disable=protected-access
-  samples, _ = sampler._decode_fn(params, state, args[0])  # pylint: disable=protected-access
+  samples = sampler(params, prompts, jax.random.key(7))
   out["tokens"] = parallel.gather(samples.tokens).tolist()
-  out["sample_groups"] = parallel.local_groups(samples.tokens.sharding, samples.tokens.shape, 2).tolist()
+  out["sample_groups"] = local_groups(samples.tokens.sharding, samples.tokens.shape, 2).tolist()
   with open(out_path, "w", encoding="utf-8") as f:
     json.dump(out, f)
   jax.distributed.shutdown()

@@ -1,5 +1,5 @@
 """The RL train step and the sampler on meshes (data, fsdp, tensor) = (8,1,1), (2,2,2), (1,1,8) of 8 fake
-CPU devices give the same loss, gradients, update and tokens as on one device (issue #8)."""
+CPU devices give the same loss, gradients, update and tokens as on one device (DESIGN "Scale")."""
 import functools
 
 import jax
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from arena_jax import models, parallel, sampling
+from arena_jax.train import sharding as train_sharding
 from arena_jax.train import step as step_lib
 from tests.parallel.conftest import CONFIG, MESHES, NEEDS_8, loss_config, optim_config, rollout
 
@@ -18,7 +19,7 @@ KW = dict(temperature=1.0, micro_batches=2, use_reference=True)
 @functools.lru_cache(maxsize=1)
 def single_device_update():
   """(params, ref params, batch, state after one update, metrics) on the default device."""
-  params = sampling.sampler._pure_params(models.init_model(CONFIG, seed=0))  # pylint: disable=protected-access
+  params = models.pure_params(models.init_model(CONFIG, seed=0))
   ref = jax.tree.map(lambda x: x * 1.01, params)  # a reference policy that differs: the KL term has a gradient
   batch = rollout()
   optimizer = step_lib.make_optimizer(optim_config())
@@ -38,9 +39,9 @@ def test_train_step_matches_one_device(shape):
   params, ref, batch, want, want_metrics = single_device_update()
   mesh = parallel.make_mesh(parallel.mesh_config(*shape))
   optimizer = step_lib.make_optimizer(optim_config())
-  shardings = parallel.train_shardings(CONFIG, optimizer, mesh)
-  update = parallel.train_step_fn(CONFIG, optimizer, loss_config(), mesh, **KW)
-  state = parallel.init_train_state(params, optimizer, shardings)
+  shardings = train_sharding.train_shardings(CONFIG, optimizer, mesh)
+  update = train_sharding.train_step_fn(CONFIG, optimizer, loss_config(), mesh, **KW)
+  state = train_sharding.init_train_state(params, optimizer, shardings)
   got, metrics = update(state, jax.device_put(batch, shardings.rollout), jax.device_put(ref, shardings.state.params))
 
   # Laid out as the rules say, on all 8 devices.
@@ -95,5 +96,5 @@ def test_sampler_matches_one_device(shape):
 def test_uneven_micro_batches_fail_with_a_clear_message():
   mesh = parallel.make_mesh(parallel.mesh_config(8, 1, 1))
   with pytest.raises(ValueError, match="micro_batches"):
-    parallel.check_train_batch(rows=16, micro_batches=4, mesh=mesh)  # 4 rows per micro-batch, 8 shards
-  parallel.check_train_batch(rows=16, micro_batches=2, mesh=mesh)
+    train_sharding.check_train_batch(rows=16, micro_batches=4, mesh=mesh)  # 4 rows per micro-batch, 8 shards
+  train_sharding.check_train_batch(rows=16, micro_batches=2, mesh=mesh)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from arena_jax import parallel
+from arena_jax import aot, parallel
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES
 from arena_jax.train.config import validate_config
 
@@ -32,7 +32,7 @@ def test_every_topology_line_is_consistent(name, tmp_path):
     c.tasks.jsonl.train_path = c.tasks.jsonl.test_path = str(data)  # the placeholders name files of the TPU VM
     validate_config(c, check_devices=False)  # the slice's devices are checked just below
     assert c.mesh.distributed and c.judge.urls and c.init.hf_path and c.aot.topology == topology
-    chip, dims = parallel.parse_topology(topology)
+    chip, dims = aot.parse_topology(topology)
     devices = math.prod(dims)
     shape = dict(zip(parallel.MESH_AXES, parallel.mesh_shape(c.mesh.data, c.mesh.fsdp, c.mesh.tensor, devices)))
     if c.mesh.sample:
@@ -40,7 +40,7 @@ def test_every_topology_line_is_consistent(name, tmp_path):
     rows = c.rollout.prompts_per_step * c.rollout.group_size // c.optim.minibatches
     shards = math.prod(shape[a] for a in batch_axes)
     assert rows % c.optim.micro_batches == 0 and (rows // c.optim.micro_batches) % shards == 0, topology
-    assert chip in parallel.TPU_CHIPS
+    assert chip in aot.TPU_CHIPS
 
 
 def test_unknown_topology_says_which_exist():

@@ -1,4 +1,4 @@
-"""Helpers of the reliability tests (issue #10): judge servers a test can kill, bounds on judge time, the
+"""Helpers of the reliability tests: judge servers a test can kill, bounds on judge time, the
 training subprocess a test can SIGKILL."""
 import contextlib
 import json

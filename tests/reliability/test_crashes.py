@@ -1,4 +1,4 @@
-"""Crashes (issue #10 §2): SIGKILL at a random point, SIGTERM, then resume — nothing lost, nothing twice.
+"""Crashes: SIGKILL at a random point, SIGTERM, then resume — nothing lost, nothing twice.
 
 The trainer runs as `python -m launch.train` in a subprocess (arena_live smoke config, its embedded
 judge): one run is SIGKILLed at a random point (sometimes mid-step, sometimes mid-save), the resumed

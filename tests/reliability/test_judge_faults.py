@@ -1,4 +1,4 @@
-"""Judge faults during RL (issue #10 §1): flaky servers, hangs, garbage, 429s, a judge killed mid-run.
+"""Judge faults during RL: flaky servers, hangs, garbage, 429s, a judge killed mid-run.
 
 Training must go on, drop and count the failed matches (SPEC §4: never a tie), produce no NaN, and
 wait on the judge no longer than the client's limits allow. The judges here are real embedded server

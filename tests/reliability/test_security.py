@@ -1,4 +1,4 @@
-"""Security (issue #10 §4): the policy cannot write its own verdicts, the embedded judge is closed by
+"""Security: the policy cannot write its own verdicts, the embedded judge is closed by
 default, and model output is never executed — only parsed, by bounded parsers or in the timed pool."""
 import ast
 import asyncio

@@ -10,9 +10,9 @@ def test_default_validates():
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("arithmetic.min_ops", 0, r"tasks\.arithmetic\.min_ops: must be >= 1"),
-    ("arithmetic.min_ops", 5, r"tasks\.arithmetic\.min_ops: must be <= tasks\.arithmetic\.max_ops"),
-    ("arithmetic.max_operand", -1, r"tasks\.arithmetic\.max_operand: must be >= 0"),
+    ("arithmetic.min_ops", 0, r"tasks\.arithmetic\.min_ops: must be an integer ≥ 1, got 0"),
+    ("arithmetic.min_ops", 5, r"tasks\.arithmetic\.min_ops: must be ≤ tasks\.arithmetic\.max_ops \(4\), got 5"),
+    ("arithmetic.max_operand", -1, r"tasks\.arithmetic\.max_operand: must be an integer ≥ 0"),
     ("arithmetic.operators", "+^", r"tasks\.arithmetic\.operators"),
     ("arithmetic.test_fraction", 1.0, r"tasks\.arithmetic\.test_fraction"),
     ("arithmetic.prompt_template", "no field", r"tasks\.arithmetic\.prompt_template"),

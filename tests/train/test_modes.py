@@ -1,10 +1,11 @@
-"""Every reward mode of SPEC §7 runs a few RL steps end to end (tiny shapes, the embedded judge)."""
+"""Every reward mode of SPEC §7 runs a few RL steps end to end (tiny shapes, the embedded judge), and a
+new mode is one block: defined here, in this file alone, it trains."""
 import math
 
 import numpy as np
 import pytest
 
-from arena_jax import rl
+from arena_jax import arena, rl
 from arena_jax.train import read_metrics, train
 from tests.train.conftest import smoke_config
 
@@ -28,8 +29,8 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
       assert key in r, key
     fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
     np.testing.assert_allclose(fractions, 1.0, atol=1e-6)
-    judged_expected = {"rlvr": 0, "rlaif": 4, "arenarl": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
-    if mode == "rlvr":
+    judged_expected = {"rlaif": 4, "arenarl": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
+    if not rl.get_mode(mode).uses_judge:
       assert "judge/calls" not in r
     else:
       assert r["judge/groups"] == judged_expected
@@ -42,7 +43,7 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
 
 
 def test_dynamic_sampling_trains_only_on_diverse_groups(data_dir, coin_verifier, tmp_path):
-  c = smoke_config("rlvr", data_dir, dynamic_sampling=True)
+  c = smoke_config("rlvr_dapo", data_dir)
   train(c, str(tmp_path))
   rows = read_metrics(str(tmp_path))
   for r in rows:
@@ -56,6 +57,40 @@ def test_dynamic_sampling_trains_only_on_diverse_groups(data_dir, coin_verifier,
 
 
 def test_dynamic_sampling_stops_with_a_clear_error_when_nothing_is_diverse(data_dir, tmp_path):
-  c = smoke_config("rlvr", data_dir, dynamic_sampling=True, max_gen_batches=2)
+  c = smoke_config("rlvr_dapo", data_dir, max_gen_batches=2)
   with pytest.raises(RuntimeError, match=r"reward.max_gen_batches=2"):
     train(c, str(tmp_path))  # a random policy never solves arithmetic: every group is all-wrong
+
+
+def test_a_new_mode_is_one_block(data_dir, tmp_path):
+  """A mode with its own topology and its own aggregation, declared in one class, trains one step.
+  (A random policy never solves arithmetic: every group is all-wrong, so every group is judged.)"""
+  seen = []
+
+  class HardWins(rl.Routed):
+    """Swiss tournaments for the non-diverse groups; reward = the fraction of hard wins."""
+
+    name = "test_hard_wins"
+    judge_form = "pairwise"
+    topology = "swiss"
+
+    def aggregate(self, verdicts, group_size, *, l2, solver):
+      seen.extend(verdicts)
+      out = np.zeros((len(verdicts), group_size))
+      for k, v in enumerate(verdicts):
+        f, s, o = v.matches
+        np.add.at(out[k], f, o > 0.5)
+        np.add.at(out[k], s, o < 0.5)
+      return out, np.ones(len(verdicts), bool)
+
+  rl.register_mode(HardWins)
+  try:
+    c = smoke_config("test_hard_wins", data_dir)
+    c.num_steps = 1
+    train(c, str(tmp_path))
+  finally:
+    del rl.REWARD_MODES["test_hard_wins"]
+  (row,) = read_metrics(str(tmp_path))
+  assert row["groups/diverse"] == 0 and row["judge/groups"] == 4 and len(seen) == 4
+  assert all(len(v.matches[0]) > 0 for v in seen)  # Swiss matches reached the mode's own aggregation
+  assert row["judge/calls"] == 4 * arena.expected_calls("swiss", 4)

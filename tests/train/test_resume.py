@@ -58,7 +58,7 @@ def test_resume_drops_metric_rows_written_after_the_last_checkpoint(data_dir, co
     ("reward.topology", "ladder", r"config.reward.topology: unknown topology 'ladder'"),
     ("reward.bt_solver", "adam", r"config.reward.bt_solver: unknown solver 'adam'"),
     ("reward.async_lag", 2, r"config.reward.async_lag: must be 0 or 1"),
-    ("reward.dynamic_sampling", True, r"config.reward.dynamic_sampling: DAPO refill is the rlvr"),
+    ("reward.dynamic_sampling", True, r"config.reward.dynamic_sampling: no longer exists: .* 'rlvr_dapo'"),
     ("judge.margin", 0.7, r"margin"),
     ("judge.backend", "pointwise", r"config.judge.backend: mode 'arena_live' compares pairs"),
     ("optim.micro_batches", 3, r"config.optim.micro_batches: .* 16 rows"),

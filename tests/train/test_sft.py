@@ -1,5 +1,5 @@
-"""SFT warm start and the policy directory (issue #6): end to end on the smoke config, the cache,
-bit-exact save/load, the vocabulary check, config validation, the non-finite-loss error."""
+"""SFT warm start and the policy directory: end to end on the smoke config, the cache, bit-exact
+save/load, a run directory's policy spec, the vocabulary check, config validation, the non-finite-loss error."""
 import importlib.util
 import json
 import pathlib
@@ -86,11 +86,11 @@ def test_save_load_round_trip_is_bit_exact(tmp_path):
   model, config, tokenizer = _tiny_policy()
   policy_io.save_policy(tmp_path / "p", model, config, tokenizer, extra={"note": "x"})
   policy = policy_io.load_policy(tmp_path / "p")
-  assert policy.config == config
+  assert isinstance(policy, policy_io.LoadedPolicy) and policy.config == config
   assert policy.meta["note"] == "x" and policy.meta["num_params"] == config.num_params()
   assert policy.tokenizer.model_proto == tokenizer.model_proto
   saved = nnx.to_pure_dict(nnx.state(model, nnx.Param))
-  loaded = nnx.to_pure_dict(nnx.state(policy.model, nnx.Param))
+  loaded = models.pure_params(policy.model)
   assert jax.tree.structure(saved) == jax.tree.structure(loaded)
   for a, b in zip(jax.tree.leaves(saved), jax.tree.leaves(loaded)):
     assert a.dtype == b.dtype and np.array_equal(np.asarray(a), np.asarray(b))
@@ -99,6 +99,26 @@ def test_save_load_round_trip_is_bit_exact(tmp_path):
   # Saving again over the same directory replaces the policy (from a pure dict this time).
   policy_io.save_policy(tmp_path / "p", saved, config, tokenizer)
   assert "note" not in policy_io.read_meta(tmp_path / "p")
+
+
+def test_pure_params_of_a_module_a_state_and_a_dict():
+  model, _, _ = _tiny_policy()
+  pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+  for form in (model, nnx.state(model, nnx.Param), pure):
+    got = models.pure_params(form)
+    assert isinstance(got, dict) and jax.tree.structure(got) == jax.tree.structure(pure)
+  assert models.pure_params(pure) is pure
+
+
+def test_run_policy_spec_round_trip(tmp_path):
+  """What the RL trainer writes beside its checkpoints for the evaluator, read back."""
+  _, config, tokenizer = _tiny_policy()
+  policy_io.write_policy_spec(tmp_path / "run", config, tokenizer, add_bos=False)
+  assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["model_config.json", "policy.json", "tokenizer.model"]
+  got_config, got_tokenizer, add_bos = policy_io.load_run_policy(tmp_path / "run")
+  assert got_config == config and got_tokenizer.model_proto == tokenizer.model_proto and add_bos is False
+  with pytest.raises(FileNotFoundError, match="policy.json is missing"):
+    policy_io.load_run_policy(tmp_path)
 
 
 def test_vocab_mismatch_is_a_clear_error(tmp_path):

@@ -1,54 +1,64 @@
-"""`make demo`: the main job on the embedded default, end to end on one CPU machine (issue #6 §7).
+"""`make demo`: the main job on the embedded default, end to end on one CPU machine.
 
   1. SFT warm start of the tiny policy on synthetic demonstrations (cached: a second run reuses it);
   2. evaluation of the SFT policy on held-out arithmetic;
-  3. Reasoning Arena-Live RL (`configs/arith_arena_live.py`) against the embedded judge server;
+  3. Reasoning Arena-Live RL (`configs/arith_arena_live.py` by default) against the embedded judge server;
   4. evaluation of the RL policy on the same problems, a table, and a PNG of the training curves.
+
+The configs are arguments: `launch/demo.py` reads them from `configs/` under the repository root.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 import time
 
+import ml_collections
+
+from arena_jax.eval import watch
+from arena_jax.train import load_policy, train, train_sft
+
 DEMO_EVAL = dict(num_examples=200, num_samples=8, max_new_tokens=96)
 
 
-def _eval_config(data_dir: str, tasks_config, **overrides):
-  from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
-
+def eval_config(tasks_config: ml_collections.ConfigDict, **overrides) -> ml_collections.ConfigDict:
+  """The demo's evaluation: held-out arithmetic only, `DEMO_EVAL` sizes, the RL run's tasks."""
   c = watch.default_config()
   c.tasks = tasks_config
-  c.tasks.data_dir = data_dir
   c.benchmarks = ("arithmetic",)
   for k, v in {**DEMO_EVAL, **overrides}.items():
     c[k] = v
   return c
 
 
-def run_demo(root: str = "runs", *, rl_steps: int | None = None, sft_config=None, rl_config=None) -> dict:
-  """Runs the demo under `root`; returns the summary it prints (see module docstring)."""
-  from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
-  from arena_jax.train import sft, train  # pylint: disable=g-import-not-at-top
-  from arena_jax.train.config import load_config_file as load  # pylint: disable=g-import-not-at-top
-  from arena_jax.train.policy_io import load_policy  # pylint: disable=g-import-not-at-top
+def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.ConfigDict, *, root: str = "runs",
+             rl_steps: int | None = None) -> dict:
+  """Runs the demo under `root`; returns the summary it prints (see module docstring).
 
+  Args:
+    sft_config: the SFT warm start's config (`configs/sft.py`); its policy goes to `<root>/sft_demo`.
+    rl_config: the RL run's config (`configs/arith_arena_live.py`); not modified. The run starts from
+      the SFT policy (whatever `rl_config.init` names) on the SFT config's tasks, in
+      `<root>/demo_arena_live` (trained afresh every time).
+    root: where the SFT policy and the RL run are written.
+    rl_steps: RL optimizer steps (default: `rl_config.num_steps`).
+  """
   t0 = time.time()
   # ── 1. SFT warm start (cached) ──
-  sc = sft_config or load("configs/sft.py")
   policy_dir = os.path.join(root, "sft_demo")
   print("== 1/4  SFT warm start of the tiny policy (cached after the first run) ==", flush=True)
-  sft_summary = sft.train_sft(sc, policy_dir)
+  sft_summary = train_sft(sft_config, policy_dir)
 
   # ── 2. the SFT policy's accuracy ──
-  rc = rl_config or load("configs/arith_arena_live.py")
-  rc.init.policy_dir = policy_dir
-  rc.tasks = sc.tasks
+  rc = copy.deepcopy(rl_config)
+  rc.init.policy_dir, rc.init.hf_path, rc.init.random_model = policy_dir, "", ""  # the SFT policy, whatever rl_config says
+  rc.tasks = copy.deepcopy(sft_config.tasks)  # the policy's own tasks: its difficulty, its held-out split
   if rl_steps is not None:
     rc.num_steps = rl_steps
-  ec = _eval_config(rc.tasks.data_dir, rc.tasks.copy_and_resolve_references(),
-                    temperature=rc.rollout.temperature, max_new_tokens=rc.rollout.max_new_tokens)
+  ec = eval_config(rc.tasks.copy_and_resolve_references(), temperature=rc.rollout.temperature,
+                   max_new_tokens=rc.rollout.max_new_tokens)
   print("== 2/4  evaluating the SFT policy on held-out arithmetic ==", flush=True)
   policy = load_policy(policy_dir)
   before = watch.evaluate_params(policy.model, policy.config, policy.tokenizer, ec, add_bos=policy.add_bos)
@@ -75,6 +85,7 @@ def run_demo(root: str = "runs", *, rl_steps: int | None = None, sft_config=None
 
 
 def format_summary(s: dict, ec) -> str:
+  """The before/after table `run_demo` prints."""
   rows = [("greedy accuracy", "greedy_accuracy"), (f"mean pass ratio@{ec.num_samples} (T={ec.temperature})",
                                                    "mean_pass_ratio"),
           ("groups all-correct", "frac_all_correct"), ("groups all-wrong", "frac_all_wrong"),

@@ -22,7 +22,8 @@ import jax
 import numpy as np
 
 from arena_jax.models import ModelConfig, Transformer
-from arena_jax.sampling import Greedy, RandomSampling, Sampler
+from arena_jax.sampling.methods import Greedy, RandomSampling
+from arena_jax.sampling.sampler import Sampler
 
 
 def pass_at_k(n: int | np.ndarray, c: int | np.ndarray, k: int) -> np.ndarray:

@@ -1,15 +1,18 @@
-"""The reproduction study: every reward mode of SPEC §7 side by side on the arithmetic testbed (issue #7).
+"""The reproduction study (`make reproduce`): every reward mode of SPEC §7 side by side on the arithmetic testbed.
 
 Every run starts from the same SFT policy, sees the same prompts in the same order (`data_seed`),
 trains for the same number of optimizer steps, and differs only in its reward mode and its seed
-(sampling and judge). The runs go one after another, so their wall-clock times are comparable.
-Finished runs are skipped when the study is restarted (their final checkpoint and evaluation exist).
+(sampling and judge). The modes are the reward-mode registry's (`arena_jax.rl.REWARD_MODES`, in
+registry order), each run `mode_config(name)` of `arena_jax.train.config`. The runs go one after
+another, so their wall-clock times are comparable. Finished runs are skipped when the study is
+restarted (their final checkpoint and evaluation exist).
 
 `write_results` turns the runs into `docs/results/`: the accuracy table (in and out of distribution,
 mean ± std over seeds: the paper's Table 1), the efficiency table (judge calls per routed group,
-fraction of groups routed, generations and wall-clock per optimizer step relative to RLVR with dynamic
-sampling, sample utilisation and advantage L1: Table 2 and Fig. 5), and plots (accuracy vs step and vs
-generated tokens, all-correct / all-wrong fractions over training: Fig. 1).
+fraction of groups routed, generations and wall-clock per optimizer step relative to `BASELINE`, RLVR
+with DAPO dynamic sampling, sample utilisation and advantage L1: Table 2 and Fig. 5, SPEC §9), and
+plots (accuracy vs step and vs generated tokens, all-correct / all-wrong fractions over training:
+Fig. 1, SPEC §1).
 """
 from __future__ import annotations
 
@@ -21,38 +24,37 @@ import time
 import ml_collections
 import numpy as np
 
-# name in the tables → (reward mode, reward overrides)
-MODES = {
-    "rlvr": ("rlvr", {}),
-    "rlvr_dapo": ("rlvr", {"dynamic_sampling": True}),
-    "rlaif": ("rlaif", {}),
-    "arenarl": ("arenarl", {}),
-    "adaptive_pointwise": ("adaptive_pointwise", {}),
-    "arena": ("arena", {}),
-    "arena_live": ("arena_live", {}),
-}
+from arena_jax import rl
+from arena_jax.eval import watch
+from arena_jax.train import read_metrics, train, train_sft
+from arena_jax.train.config import mode_config
+from arena_jax.train.plot import smooth
+from experiments import load_config
+
+# The efficiency tables' reference: the paper measures its savings against RLVR with dynamic sampling
+# (SPEC §7, §9).
 BASELINE = "rlvr_dapo"
 
 
 def study_config() -> ml_collections.ConfigDict:
+  """The study `launch/compare.py` runs (`--study.<field>` overrides a field)."""
   c = ml_collections.ConfigDict()
-  c.modes = tuple(MODES)
+  c.modes = tuple(rl.REWARD_MODES)  # every registered reward mode, in registry order
   c.seeds = (0, 1, 2)
   c.num_steps = 60
   c.root = "runs/study"            # one workdir per (mode, seed)
   c.out_dir = "docs/results"
-  c.sft_dir = "runs/sft_demo"      # the shared SFT base (trained first if missing: configs/sft.py)
+  c.sft_dir = "runs/sft_demo"      # the shared SFT base (trained first from `sft_config` if missing)
+  c.sft_config = "configs/sft.py"  # `path[:arg]`; a relative path is read from the repository root
   c.eval = ml_collections.ConfigDict(dict(benchmarks=("arithmetic", "countdown"), num_examples=200,
                                           num_samples=8, max_new_tokens=96, batch_size=64))
   c.command = "make reproduce"
   return c
 
 
-def run_config(mode_name: str, seed: int, study):
-  from arena_jax.train.config import mode_config  # pylint: disable=g-import-not-at-top
-
-  mode, overrides = MODES[mode_name]
-  c = mode_config(mode, None, **overrides)
+def run_config(mode_name: str, seed: int, study) -> ml_collections.ConfigDict:
+  """The RL config of one run: `mode_config(mode_name)` from the shared SFT base, the study's length and seed."""
+  c = mode_config(mode_name)
   c.seed = seed
   c.data_seed = 0
   c.num_steps = study.num_steps
@@ -63,9 +65,8 @@ def run_config(mode_name: str, seed: int, study):
   return c
 
 
-def eval_config(study, tasks_config):
-  from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
-
+def eval_config(study, tasks_config) -> ml_collections.ConfigDict:
+  """The evaluation of every run's final checkpoint: `watch.default_config()` with `study.eval`."""
   c = watch.default_config()
   c.tasks = tasks_config
   for k, v in study.eval.items():
@@ -75,11 +76,10 @@ def eval_config(study, tasks_config):
 
 def run_study(study) -> dict:
   """Trains and evaluates every (mode, seed) not yet done; returns {run name: summary}."""
-  from arena_jax.eval import watch  # pylint: disable=g-import-not-at-top
-  from arena_jax.train import sft, train  # pylint: disable=g-import-not-at-top
-  from arena_jax.train.config import load_config_file  # pylint: disable=g-import-not-at-top
-
-  sft.train_sft(load_config_file("configs/sft.py"), study.sft_dir)  # cached when it exists with this config
+  unknown = [m for m in study.modes if m not in rl.REWARD_MODES]
+  if unknown:
+    raise ValueError(f"study.modes: {unknown} are not reward modes; choose from {tuple(rl.REWARD_MODES)}")
+  train_sft(load_config(study.sft_config), study.sft_dir)  # cached when it exists with this config
   runs = {}
   for mode_name in study.modes:
     for seed in study.seeds:
@@ -112,8 +112,6 @@ def run_study(study) -> dict:
 
 
 def _run_metrics(workdir: str) -> dict:
-  from arena_jax.train import read_metrics  # pylint: disable=g-import-not-at-top
-
   rows = read_metrics(workdir)
   steady = rows[1:] or rows  # step 1 carries the compilations
   get = lambda k, rs=steady: np.asarray([r.get(k, 0.0) for r in rs], float)
@@ -139,12 +137,10 @@ def _mean_std(values) -> str:
 
 def write_results(study, runs: dict) -> str:
   """Writes docs/results/ (tables, plots, study.json); returns the markdown."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (lazy: only when plotting)
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  from arena_jax.train.plot import smooth  # pylint: disable=g-import-not-at-top
 
   os.makedirs(study.out_dir, exist_ok=True)
   per_mode: dict[str, list] = {m: [] for m in study.modes}
@@ -211,14 +207,21 @@ def write_results(study, runs: dict) -> str:
   fig.savefig(os.path.join(study.out_dir, "curves.png"), dpi=110)
   plt.close(fig)
 
+  # The setup paragraph is read off the configs the runs used, so it stays true when they change.
+  rc = run_config(study.modes[0], study.seeds[0], study)
+  ec = eval_config(study, rc.tasks)
+  judge = ("the embedded rule-based process judge" if not rc.judge.urls
+           else f"the judge at {', '.join(rc.judge.urls)}")
   md = "\n".join([
       "# Reproduction study: every reward mode on the arithmetic testbed",
       "",
-      f"Regenerate with `{study.command}` (the study's config: `arena_jax.eval.compare.study_config()`).",
-      f"Every run: the SFT policy of `configs/sft.py`, {study.num_steps} optimizer steps of 16 prompts × G=8, the same "
-      f"prompt order, seeds {tuple(study.seeds)}, the embedded rule-based process judge; runs one after another on "
-      f"this machine. Evaluation: {study.eval.num_examples} held-out problems per benchmark, greedy and "
-      f"{study.eval.num_samples} samples at T=1 (arithmetic = in distribution, countdown = out of distribution).",
+      f"Regenerate with `{study.command}` (the study's config: `experiments.study.study_config()`; each run: "
+      "`arena_jax.train.config.mode_config(mode)`).",
+      f"Every run: the SFT policy of `{study.sft_config}`, {study.num_steps} optimizer steps of "
+      f"{rc.rollout.prompts_per_step} prompts × G={rc.rollout.group_size}, the same prompt order, seeds "
+      f"{tuple(study.seeds)}, {judge}; runs one after another on this machine. Evaluation: {ec.num_examples} "
+      f"held-out problems per benchmark, {'greedy and ' if ec.greedy else ''}{ec.num_samples} samples at "
+      f"T={ec.temperature:g} (arithmetic = in distribution, countdown = out of distribution).",
       "",
       "## Accuracy (mean ± std over seeds; the paper's Table 1)",
       "",

@@ -1,0 +1,95 @@
+"""How a group's judgments become judge rewards r_judge [G] (SPEC §5–§7), selected by name.
+
+An aggregation takes the verdicts of the judged groups that got at least one successful judgment and
+returns one row of judge rewards per group. Groups with no successful judgment never reach it: the
+reward mode fills them with a constant row (zero advantage; SPEC §4: a failure is dropped, never a tie).
+Register a new one with `@register_aggregator("name")` (STYLE §4).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+import numpy as np
+
+from arena_jax import arena
+
+
+@dataclasses.dataclass
+class Verdicts:
+  """What the judge returned for one group (host data).
+
+  matches: (first int[M], second int[M], s float[M]) of the successful pairwise judgments, s = the
+    soft outcome of `first` (SPEC §4).
+  native_ranking: float[G], rank 0 = best, by the tournament's own rule (pairwise modes).
+  scores: a rubric score per member, None where the judgment failed (pointwise modes).
+  """
+
+  matches: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+  native_ranking: np.ndarray | None = None
+  scores: Sequence[float | None] | None = None
+
+  @property
+  def empty(self) -> bool:
+    """No successful judgment at all: the group carries no judge signal."""
+    if self.scores is not None:
+      return all(s is None for s in self.scores)
+    return self.matches is None or len(self.matches[0]) == 0
+
+
+Aggregation = Callable[..., np.ndarray]  # (verdicts, group_size, *, l2, solver) -> float [n, G]
+AGGREGATORS: dict[str, Aggregation] = {}
+
+
+def register_aggregator(name: str):
+  """Function decorator: registers `fn(verdicts, group_size, *, l2, solver) -> [n, G]` under `name`."""
+
+  def deco(fn: Aggregation) -> Aggregation:
+    if name in AGGREGATORS:
+      raise ValueError(f"aggregation {name!r} registered twice")
+    AGGREGATORS[name] = fn
+    return fn
+
+  return deco
+
+
+@register_aggregator("win_rate")
+def win_rate(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndarray:
+  """r_i = mean soft score of i over its observed matches (SPEC §5); 1/2 for a player with none."""
+  out = np.empty((len(verdicts), group_size))
+  for k, v in enumerate(verdicts):
+    f, s, o = v.matches
+    score = np.bincount(f, o, group_size) + np.bincount(s, 1.0 - o, group_size)
+    games = np.bincount(f, minlength=group_size) + np.bincount(s, minlength=group_size)
+    out[k] = np.where(games > 0, score / np.maximum(games, 1), 0.5)
+  return out
+
+
+@register_aggregator("bt")
+def bradley_terry(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str, **_) -> np.ndarray:
+  """Min–max normalised Bradley–Terry strengths (SPEC §6): one batched jitted fit over the groups,
+  their match lists padded to the longest with weight 0."""
+  m = max(len(v.matches[0]) for v in verdicts)
+  arrays = np.zeros((4, len(verdicts), m))
+  for k, v in enumerate(verdicts):
+    f, s, o = v.matches
+    arrays[:, k, :len(f)] = np.stack([f, s, o, np.ones(len(f))])
+  return np.asarray(arena.bt_rewards(arrays[0].astype(np.int32), arrays[1].astype(np.int32), arrays[2],
+                                     arrays[3], group_size, l2=l2, solver=solver))
+
+
+@register_aggregator("rank_quantile")
+def rank_quantile(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndarray:
+  """ArenaRL's rank reward r_i = 1 − rank_i/(G − 1) from the topology's own ranking (SPEC §5): its group
+  advantage is `rl.rank_quantile_advantages` of the ranking. Computed here in float64, as ever."""
+  return np.stack([arena.tournaments.rank_quantile(v.native_ranking) for v in verdicts]).reshape(-1, group_size)
+
+
+@register_aggregator("pointwise")
+def pointwise(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndarray:
+  """The rubric scores (SPEC §7); a member whose judgment failed takes its group's mean (zero advantage)."""
+  out = np.empty((len(verdicts), group_size))
+  for k, v in enumerate(verdicts):
+    mean = float(np.mean([s for s in v.scores if s is not None]))
+    out[k] = [mean if s is None else s for s in v.scores]
+  return out

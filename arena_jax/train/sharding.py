@@ -1,0 +1,131 @@
+"""The RL update on a mesh: shardings of the train state and rollout, and the sharded, donated step.
+
+`arena_jax.parallel` builds the mesh and maps logical axes to it; this module lays the trainer's own
+arrays out on that mesh (DESIGN "Scale"; docs/tpu.md "How it scales"):
+
+  params           by their logical axes (`parallel.param_shardings`)
+  optimizer state  each moment like its parameter (`optax.tree_map_params`); counters replicated
+  rollout          rows over the batch axes (data, fsdp); every micro-batch of the [M, R / M, …]
+                   split spread over them too, so no micro-batch runs on a subset of the devices
+  metrics          replicated
+
+`train_step_fn` jits `step.make_update_fn`'s update with these shardings: the same CISPO loss, exact
+micro-batch accumulation and AdamW update as on one device (tests/parallel/test_equivalence.py).
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from arena_jax import parallel
+from arena_jax.models import sharding as sharding_lib
+from arena_jax.models.config import ModelConfig
+from arena_jax.train import step as step_lib
+
+LOGICAL_AXIS_RULES = sharding_lib.LOGICAL_AXIS_RULES
+
+
+class TrainShardings(NamedTuple):
+  """Shardings of the jitted RL update's inputs and outputs (`arena_jax.train.step`)."""
+
+  state: Any           # TrainState(step, params, opt_state) of NamedSharding
+  rollout: Any         # Rollout: rows over the batch axes
+  micro_batches: Any   # Rollout of the [micro_batches, R / M, …] split: rows of every micro-batch spread
+  replicated: NamedSharding
+
+
+def opt_state_shardings(optimizer, params, param_sh, mesh: Mesh):
+  """Shardings of `optimizer.init(params)`: every moment like its parameter, the rest replicated."""
+  abstract = jax.eval_shape(optimizer.init, params)
+  replicated = NamedSharding(mesh, PartitionSpec())
+  return optax.tree_map_params(optimizer, lambda _, s: s, abstract, param_sh,
+                               transform_non_params=lambda _: replicated)
+
+
+def train_shardings(model_config: ModelConfig, optimizer, mesh: Mesh,
+                    rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> TrainShardings:
+  """Where every input and output of the RL update lives on `mesh` (see the module docstring)."""
+  psh = parallel.param_shardings(model_config, mesh, rules)
+  replicated = NamedSharding(mesh, PartitionSpec())
+  opt = opt_state_shardings(optimizer, parallel.abstract_params(model_config), psh, mesh)
+  state = step_lib.TrainState(replicated, psh, opt)
+  batch = sharding_lib.logical_to_spec(("batch",), None, mesh, rules)[0]
+
+  def rows(ndim, lead=()):
+    return NamedSharding(mesh, PartitionSpec(*lead, batch, *([None] * (ndim - 1))))
+
+  dims = step_lib.Rollout(prompt_tokens=2, prompt_lengths=1, tokens=2, mask=2, old_logprobs=2, advantages=1,
+                          truncated=1)
+  return TrainShardings(
+      state=state, rollout=jax.tree.map(rows, dims),
+      micro_batches=jax.tree.map(lambda n: rows(n, (None,)), dims), replicated=replicated)
+
+
+def check_train_batch(rows: int, micro_batches: int, mesh: Mesh,
+                      rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> None:
+  """Every micro-batch must split evenly over the batch shards (else XLA pads and skews the load)."""
+  shards = parallel.batch_shards(mesh, rules)
+  if rows % micro_batches or (rows // micro_batches) % shards:
+    raise ValueError(
+        f"{rows} rows in {micro_batches} micro-batches do not split over the mesh's {shards} batch shards "
+        f"(data × fsdp = {dict(mesh.shape)}): rows / optim.micro_batches must be a multiple of {shards}; "
+        "change optim.micro_batches, rollout.prompts_per_step or config.mesh")
+
+
+def train_step_fn(model_config: ModelConfig, optimizer, loss_config, mesh: Mesh, *, temperature: float,
+                  micro_batches: int, use_reference: bool, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+                  mode=None, std_ddof: int = 0, shardings: TrainShardings | None = None):
+  """`arena_jax.train.step.make_update_fn`'s update, jitted with shardings on `mesh`.
+
+  `update(state, rollout, ref_params) -> (state, metrics)`: `state` laid out by `train_shardings`
+  (donated), `rollout` rows over the batch axes, `ref_params` like the params (or None); metrics
+  replicated. The same CISPO loss, exact micro-batch accumulation and AdamW update as on one device.
+  With a reward `mode`: `update(state, rollout, ref_params, rewards, minibatch)`, the step's
+  `StepRewards` and the minibatch index replicated (they are small), routed inside the jit (SPEC §3).
+  `shardings`: `train_shardings(...)` when the caller has them already.
+  """
+  sh = shardings or train_shardings(model_config, optimizer, mesh, rules)
+  update = step_lib.make_update_fn(
+      model_config, optimizer, loss_config, temperature=temperature, micro_batches=micro_batches,
+      use_reference=use_reference, mode=mode, std_ddof=std_ddof, jit=False,
+      micro_batch_sharding=sh.micro_batches, grad_sharding=sh.state.params)
+  ref = sh.state.params if use_reference else None
+  in_shardings = (sh.state, sh.rollout, ref)
+  if mode is not None:
+    rep = sh.replicated
+    in_shardings += (step_lib.StepRewards(rep, rep, rep), rep)
+  return jax.jit(update, donate_argnums=0, in_shardings=in_shardings, out_shardings=(sh.state, sh.replicated))
+
+
+def init_train_state(params, optimizer, shardings: TrainShardings):
+  """The `TrainState` of `params` on the mesh, with the optimizer state created in place (jitted with
+  out_shardings, so no device ever holds more than its shard of the moments)."""
+  params = jax.device_put(params, shardings.state.params)
+  return jax.jit(lambda p: step_lib.init_state(p, optimizer), out_shardings=shardings.state)(params)
+
+
+def abstract_train_state(model_config: ModelConfig, optimizer, shardings: TrainShardings | None = None):
+  """`TrainState` of `jax.ShapeDtypeStruct`s (with shardings): the orbax restore target of a sharded
+  run (each host reads only its shards) and the AOT compiler's input."""
+  params = parallel.abstract_params(model_config)
+  state = jax.eval_shape(lambda p: step_lib.init_state(p, optimizer), params)
+  if shardings is None:
+    return state
+  return jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings.state)
+
+
+def abstract_rollout(rows: int, prompt_len: int, new_tokens: int, shardings: TrainShardings | None = None):
+  """`Rollout` of `jax.ShapeDtypeStruct`s: rows [R], prompts [R, P], completions [R, N]."""
+  sds = jax.ShapeDtypeStruct
+  out = step_lib.Rollout(
+      prompt_tokens=sds((rows, prompt_len), jnp.int32), prompt_lengths=sds((rows,), jnp.int32),
+      tokens=sds((rows, new_tokens), jnp.int32), mask=sds((rows, new_tokens), jnp.bool_),
+      old_logprobs=sds((rows, new_tokens), jnp.float32), advantages=sds((rows,), jnp.float32),
+      truncated=sds((rows,), jnp.bool_))
+  if shardings is None:
+    return out
+  return jax.tree.map(lambda a, s: sds(a.shape, a.dtype, sharding=s), out, shardings.rollout)

@@ -1,0 +1,96 @@
+"""The masked per-group router and the advantages run inside the jitted update (SPEC §1, §3, §5) and give
+what routing on the host gave: the update with `StepRewards` equals the update fed host advantages."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from arena_jax import arena, models, rl
+from arena_jax.train import step as step_lib
+from tests.parallel.conftest import CONFIG, loss_config, optim_config, rollout
+
+B, G = 4, 4
+
+
+def step_rewards(seed=0):
+  """Verifier rewards with diverse, all-correct and all-wrong groups; judge rewards NaN where a routed
+  mode must never read them (the diverse groups)."""
+  rng = np.random.default_rng(seed)
+  verifier = np.array([[1, 0, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0], [0, 1, 1, 1]], np.float32)
+  diverse = verifier.var(-1) > 0
+  judge = rng.uniform(size=(B, G)).astype(np.float32)
+  judged = np.array([False, True, True, False])
+  return verifier, judge, judged, diverse
+
+
+def host_rewards(mode, verifier, judge, judged, diverse):
+  """Routing as the trainer did it on the host before it moved into the jit."""
+  if mode.judge_groups == "non_diverse":
+    return np.where(diverse[:, None], verifier, judge)
+  if mode.judge_groups == "all":
+    return np.where(judged[:, None], judge, verifier)
+  return verifier
+
+
+@pytest.mark.parametrize("name", sorted(rl.REWARD_MODES))
+def test_in_jit_advantages_equal_host_routing(name):
+  mode = rl.get_mode(name)
+  verifier, judge, judged, diverse = step_rewards()
+  host_judge = judge.copy()
+  judge = np.where(diverse[:, None] & (mode.judge_groups == "non_diverse"), np.nan, judge)
+  want_r = host_rewards(mode, verifier, host_judge, judged, diverse)
+  want = np.asarray(rl.group_advantages(jnp.asarray(want_r, jnp.float32)))
+  r, adv = jax.jit(lambda v, j, m: mode.advantages(v, j, m))(verifier, judge, judged)
+  assert np.isfinite(adv).all()
+  np.testing.assert_allclose(np.asarray(r), want_r, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(np.asarray(adv), want, rtol=1e-5, atol=1e-6)
+
+
+def test_update_with_rewards_equals_update_with_host_advantages():
+  mode = rl.get_mode("arena_live")
+  verifier, judge, judged, diverse = step_rewards()
+  adv = np.asarray(rl.group_advantages(jnp.asarray(np.where(diverse[:, None], verifier, judge)))).reshape(-1)
+  params = models.pure_params(models.init_model(CONFIG, seed=0))
+  optimizer = step_lib.make_optimizer(optim_config())
+  kw = dict(temperature=1.0, micro_batches=2, use_reference=False)
+  batch = rollout(rows=B * G)
+  host = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), **kw)
+  want, want_m = host(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer),
+                      batch._replace(advantages=jnp.asarray(adv)), None)
+  routed = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), mode=mode, **kw)
+  # The rollout's own advantages are ignored: the update computes them from the rewards.
+  got, got_m = routed(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer),
+                      batch._replace(advantages=jnp.full(B * G, 123.0)), None,
+                      step_lib.StepRewards(verifier, np.where(diverse[:, None], np.nan, judge), judged), 0)
+  for g, w in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params)):
+    np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(got_m["loss"], want_m["loss"], rtol=1e-6)
+  np.testing.assert_allclose(got_m["adv/l1"], np.abs(adv).mean(), rtol=1e-6)
+
+
+def test_minibatch_k_trains_its_own_rows():
+  mode = rl.get_mode("rlvr")
+  verifier, judge, judged, _ = step_rewards()
+  adv = np.asarray(rl.group_advantages(jnp.asarray(verifier))).reshape(-1)
+  params = models.pure_params(models.init_model(CONFIG, seed=0))
+  optimizer = step_lib.make_optimizer(optim_config())
+  kw = dict(temperature=1.0, micro_batches=1, use_reference=False)
+  half = rollout(rows=B * G // 2)
+  host = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), **kw)
+  routed = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), mode=mode, **kw)
+  _, want = host(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer), half._replace(advantages=jnp.asarray(adv[8:])), None)
+  _, got = routed(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer), half, None,
+                  step_lib.StepRewards(verifier, judge, judged), jnp.int32(1))
+  np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-6)
+
+
+def test_arenarl_rewards_give_the_rank_quantile_advantages():
+  """arenarl's judge rewards are rank quantiles, so its group advantages are ArenaRL's (SPEC §5)."""
+  mode = rl.get_mode("arenarl")
+  rng = np.random.default_rng(1)
+  ranks = np.stack([arena.tournaments.average_ranks(list(rng.integers(0, 3, G))) for _ in range(B)])
+  verdicts = [rl.Verdicts(matches=(np.array([0]), np.array([1]), np.array([0.9])), native_ranking=r) for r in ranks]
+  judge, ok = mode.aggregate(verdicts, G, l2=0.1, solver="newton")
+  assert ok.all()
+  _, adv = mode.advantages(np.zeros((B, G), np.float32), judge.astype(np.float32), np.ones(B, bool))
+  np.testing.assert_allclose(adv, rl.rank_quantile_advantages(jnp.asarray(ranks, jnp.float32)), atol=1e-5)
