@@ -6,6 +6,8 @@
     python -m launch.eval --workdir=... --config.num_samples=16 --config.benchmarks='("arithmetic",)'
 
 Results go to <workdir>/eval/: eval.jsonl (one row per step), eval.md (a table), TensorBoard.
+The problems are the run's own: its task settings are read from <workdir>/tasks.json (a flag that
+contradicts the trained task's settings is an error naming both values).
 """
 from absl import app
 from absl import flags

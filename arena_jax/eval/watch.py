@@ -19,6 +19,7 @@ import os
 import time
 from typing import Callable
 
+from absl import logging
 import jax
 import ml_collections
 import numpy as np
@@ -98,10 +99,69 @@ def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = 
   return out
 
 
+def run_config(workdir: str, config) -> ml_collections.ConfigDict:
+  """`config` with the run's own task settings (`policy_io.load_run_tasks`): the evaluator scores the
+  problems the run trained on — their difficulty and held-out split — not the library defaults.
+
+  A `config.tasks` field set explicitly (different from its default) overrides the run's value, except
+  where that would change the trained task's problems (its section and the generation `seed`): a
+  mismatch there raises ValueError naming both values, since the scores would not be the run's.
+  A run directory without recorded task settings keeps `config.tasks` as given, with a warning.
+  """
+  recorded = policy_io.load_run_tasks(workdir)
+  if recorded is None:
+    logging.warning("%s records no task settings (written before they were saved): evaluating with "
+                    "config.tasks as given", workdir)
+    return config
+  given, default = _flat(config.tasks.to_dict()), _flat(tasks_config.TASKS.defaults().to_dict())
+  merged, ran = dict(_flat(recorded)), _flat(recorded)
+  trained = recorded.get("train_task", "")
+  clashes = []
+  for k in sorted(given):
+    if k in ran and given[k] != default.get(k) and _norm(given[k]) != _norm(ran[k]):
+      if k == "seed" or k.startswith(f"{trained}."):
+        clashes.append(f"config.tasks.{k}={given[k]!r} but the run trained with {ran[k]!r}")
+      merged[k] = given[k]
+  if clashes:
+    raise ValueError(f"the evaluation's settings of the trained task {trained!r} differ from the run's (drop "
+                     "these flags to use the run's): " + "; ".join(clashes))
+  out = config.copy_and_resolve_references()
+  with out.unlocked():
+    out.tasks = ml_collections.ConfigDict(_unflat(merged))
+  return out
+
+
+def _unflat(flat: dict) -> dict:
+  out: dict = {}
+  for key, v in flat.items():
+    *parents, leaf = key.split(".")
+    node = out
+    for p in parents:
+      node = node.setdefault(p, {})
+    node[leaf] = v
+  return out
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
+def _norm(v):
+  return list(v) if isinstance(v, (list, tuple)) else v  # JSON turns tuples into lists
+
+
 def evaluate_step(workdir: str, step: int, config) -> dict:
-  """{benchmark: metrics} of checkpoint `step` of a run (its policy spec: `policy_io.load_run_policy`)."""
+  """{benchmark: metrics} of checkpoint `step` of a run (its policy spec: `policy_io.load_run_policy`), on
+  the run's own task settings (`run_config`)."""
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
-  return evaluate_params(load_params(workdir, step), model_config, tokenizer, config, add_bos=add_bos)
+  return evaluate_params(load_params(workdir, step), model_config, tokenizer, run_config(workdir, config),
+                         add_bos=add_bos)
 
 
 # ───────────────────────────────────────────── watching ─────────────────────────────────────────────

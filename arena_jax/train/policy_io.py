@@ -45,6 +45,7 @@ MODEL_CONFIG_FILE = "model_config.json"
 PARAMS_DIR = "params"
 META_FILE = "meta.json"
 POLICY_SPEC = "policy.json"  # in an RL run directory: which tokenizer, and the prompt convention
+RUN_TASKS = "tasks.json"     # in an RL run directory: the run's task settings (what its policy was trained on)
 
 
 class LoadedPolicy(NamedTuple):
@@ -210,14 +211,17 @@ def _load_hf_policy(path: pathlib.Path, mesh, rules) -> LoadedPolicy:
 
 
 def write_policy_spec(workdir: str | os.PathLike, model_config: ModelConfig, tokenizer, *,
-                      add_bos: bool = True) -> None:
-  """What an evaluator needs besides a run's checkpointed parameters: the model config and the tokenizer.
+                      add_bos: bool = True, tasks_config=None) -> None:
+  """What an evaluator needs besides a run's checkpointed parameters: the model config, the tokenizer
+  and (`tasks_config`) the run's task settings, so that it scores the problems the run trained on.
 
   A SentencePiece tokenizer is copied into `workdir`; a HF tokenizer (no `save`) is named by the
   absolute path of its file. `POLICY_SPEC` is written last.
   """
   workdir = os.fspath(workdir)
   os.makedirs(workdir, exist_ok=True)
+  if tasks_config is not None:
+    fileio.atomic_write(os.path.join(workdir, RUN_TASKS), tasks_config.to_json(sort_keys=True))
   fileio.atomic_write(os.path.join(workdir, MODEL_CONFIG_FILE), config_to_json(model_config))
   if hasattr(tokenizer, "save"):
     tokenizer.save(os.path.join(workdir, TOKENIZER_FILE))  # atomic too
@@ -225,6 +229,16 @@ def write_policy_spec(workdir: str | os.PathLike, model_config: ModelConfig, tok
   else:  # a HF tokenizer: point at its file
     tok_file = os.path.abspath(getattr(tokenizer, "path", ""))
   fileio.atomic_write(os.path.join(workdir, POLICY_SPEC), json.dumps({"tokenizer": tok_file, "add_bos": bool(add_bos)}))
+
+
+def load_run_tasks(workdir: str | os.PathLike) -> dict | None:
+  """The task settings a run was trained with (`write_policy_spec(tasks_config=...)`), or None for a
+  run directory written before they were recorded."""
+  path = os.path.join(os.fspath(workdir), RUN_TASKS)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
 
 
 def load_run_policy(workdir: str | os.PathLike) -> tuple[ModelConfig, Any, bool]:

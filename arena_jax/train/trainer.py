@@ -197,7 +197,7 @@ class Trainer:
     self.policy = init_policy(config, workdir)
     tok = self.policy.tokenizer
     if parallel.is_main_process():  # what checkpoint-driven evaluation needs besides the params
-      write_policy_spec(workdir, self.policy.config, tok, add_bos=self.policy.add_bos)
+      write_policy_spec(workdir, self.policy.config, tok, add_bos=self.policy.add_bos, tasks_config=config.tasks)
     self.mesh, sample_mesh = parallel.make_meshes(config.mesh)
     rules = parallel.axis_rules(config.mesh.rules)
     # Topologies that compare against an anchor need one member of each group decoded greedily (SPEC §5).

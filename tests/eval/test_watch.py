@@ -82,3 +82,38 @@ def test_a_trainer_run_directory_holds_its_policy_spec(run_dir):
 def test_missing_run_directory_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match="policy.json is missing"):
     policy_io.load_run_policy(str(tmp_path))
+
+
+def test_evaluation_scores_the_runs_own_problems(run_dir):
+  """The evaluator reads the task settings the run trained with (its workdir records them), not the
+  library defaults: same difficulty, same held-out split."""
+  workdir, _ = run_dir
+  c = watch_lib.default_config()
+  c.update(dict(num_examples=4, num_samples=2, max_new_tokens=8, benchmarks=("arithmetic",)))
+  assert c.tasks.arithmetic.max_operand == 20  # the library default …
+  resolved = watch_lib.run_config(workdir, c)
+  assert resolved.tasks.arithmetic.max_operand == 10 and resolved.tasks.arithmetic.num_test == 32  # … the run's
+  assert c.tasks.arithmetic.max_operand == 20  # the caller's config is left alone
+  model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
+  want = watch_lib.evaluate_params(watch_lib.load_params(workdir, 3), model_config, tokenizer, resolved,
+                                   add_bos=add_bos)
+  assert watch_lib.evaluate_step(workdir, 3, c) == want
+  # A flag that agrees with the run is fine; one that contradicts it names both values.
+  c.tasks.arithmetic.max_operand = 10
+  assert watch_lib.run_config(workdir, c).tasks.arithmetic.max_operand == 10
+  c.tasks.arithmetic.max_operand = 15
+  with pytest.raises(ValueError, match=r"config.tasks.arithmetic.max_operand=15 but the run trained with 10"):
+    watch_lib.run_config(workdir, c)
+  # Settings of a task the run did not train on (the out-of-distribution benchmark) are the caller's.
+  c.tasks.arithmetic.max_operand = 20
+  c.tasks.countdown.num_test = 16
+  assert watch_lib.run_config(workdir, c).tasks.countdown.num_test == 16
+
+
+def test_a_run_without_recorded_tasks_keeps_the_given_settings(run_dir, tmp_path, caplog):
+  workdir, _ = run_dir
+  old = tmp_path / "old_run"
+  old.mkdir()
+  c = watch_lib.default_config()
+  assert watch_lib.run_config(str(old), c) is c
+  assert "records no task settings" in caplog.text
