@@ -13,11 +13,12 @@ A check of one value is a `Check`, built by the predicates below (`integer`, `nu
 `one_of`, ...). A check that relates several fields is a named function registered with `@section.rule`;
 the docs list it by its docstring.
 
-This module imports nothing from arena_jax, so that every room can declare its config with it.
+This module imports nothing from arena_jax but `errors`, so that every room can declare its config with it.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -25,12 +26,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import ml_collections
 from ml_collections.config_dict import placeholder as _placeholder
 
+from arena_jax.errors import ConfigError
+
 NOT_CHECKED = " †"  # marks, in the docs, a documented range that no up-front check enforces
 
 
 def fail(path: str, message: str):
-  """The one way a config check reports: `ValueError("<path>: <message>")`."""
-  raise ValueError(f"{path}: {message}")
+  """The one way a config check reports: `ConfigError("<path>: <message>")` (a ValueError)."""
+  raise ConfigError(f"{path}: {message}")
 
 
 # ───────────────────────────────────── checks of one value ─────────────────────────────────────
@@ -172,6 +175,60 @@ def urls() -> Check:
     return None
 
   return Check("tuple of http(s):// URLs", test)
+
+
+def json_object_value(v) -> dict:
+  """The plain dict a JSON-object field holds: a dict, a ConfigDict (what a dict becomes after
+  `copy_and_resolve_references`) or the JSON text of an object (what an absl flag leaves when its value is
+  not a Python literal, e.g. JSON's `true`). Keys must be strings and the values JSON-serialisable.
+
+  Raises:
+    ValueError: saying what is wrong with `v`.
+  """
+  if isinstance(v, str):
+    try:
+      v = json.loads(v)
+    except ValueError as e:
+      raise ValueError(f"must be a dict or the JSON text of an object; {v!r} is not JSON ({e})") from None
+  elif isinstance(v, ml_collections.ConfigDict):
+    v = v.to_dict()
+  if not isinstance(v, dict):
+    raise ValueError(f"must be a dict (a JSON object), got {v!r}")
+  _check_keys(v)
+  try:
+    text = json.dumps(v, allow_nan=False)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"must hold only JSON values (str, finite number, bool, None, lists, dicts): {e}") from None
+  return json.loads(text)  # a fresh copy, tuples as lists: exactly what a request body will carry
+
+
+def _check_keys(v) -> None:
+  """Raises ValueError for a key, at any depth, that is not a str (json.dumps would quietly stringify it)."""
+  if isinstance(v, dict):
+    for k, x in v.items():
+      if not isinstance(k, str):
+        raise ValueError(f"keys must be strings, got {k!r}")
+      _check_keys(x)
+  elif isinstance(v, (list, tuple)):
+    for x in v:
+      _check_keys(x)
+
+
+def json_object(*, reserved: Sequence[str] = (), why: str = "") -> Check:
+  """A JSON object (see `json_object_value`) none of whose top-level keys is in `reserved`; `why` says
+  why those are refused."""
+  def test(v):
+    try:
+      obj = json_object_value(v)
+    except ValueError as e:
+      return str(e)
+    taken = [k for k in obj if k in reserved]
+    if taken:
+      return f"must not set {taken}" + (f" ({why})" if why else "") + f", got {v!r}"
+    return None
+
+  valid = "dict (or its JSON text)" + (f" without keys {', '.join(reserved)}" if reserved else "")
+  return Check(valid, test)
 
 
 def optional(check: Check) -> Check:

@@ -16,12 +16,12 @@ import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # compile for TPUs; run nothing (before JAX starts)
 
-from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from arena_jax import aot  # noqa: E402
+from arena_jax import cli  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/real_ministral3_8b.py", "Real-size run config.",
                                           lock_config=True)
@@ -45,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -6,11 +6,11 @@
 Finished runs are skipped on a restart. The SFT base's config (`--study.sft_config`) is read from the
 repository root, whatever the working directory. This file is intentionally short: see `experiments/study.py`.
 """
-from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from arena_jax import cli
 from experiments import study
 
 _STUDY = config_flags.DEFINE_config_dict("study", study.study_config(), lock_config=True)
@@ -25,4 +25,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

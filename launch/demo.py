@@ -7,11 +7,11 @@
 The configs default to the repository's files, whatever the working directory. This file is
 intentionally short: the steps live in `experiments/demo.py`.
 """
-from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from arena_jax import cli
 from experiments import CONFIGS
 from experiments import demo
 
@@ -29,4 +29,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -9,11 +9,11 @@ Results go to <workdir>/eval/: eval.jsonl (one row per step), eval.md (a table),
 The problems are the run's own: its task settings are read from <workdir>/tasks.json (a flag that
 contradicts the trained task's settings is an error naming both values).
 """
-from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from arena_jax import cli
 from arena_jax.eval import watch as watch_lib
 
 _CONFIG = config_flags.DEFINE_config_dict("config", watch_lib.default_config(), lock_config=True)
@@ -43,4 +43,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

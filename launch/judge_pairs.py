@@ -12,10 +12,10 @@ judge setting is a `--judge.<field>` flag (`arena_jax.judges.default_config()`).
 import asyncio
 import json
 
-from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from arena_jax import cli
 from arena_jax import judges
 
 _URL = flags.DEFINE_string("judge_url", "", "Comma-separated judge base URLs; empty = start the embedded server.")
@@ -39,4 +39,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -13,10 +13,10 @@ with its own seed). Every setting is a `--judge.<field>` flag (`arena_jax.judges
 import asyncio
 import json
 
-from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from arena_jax import cli
 from arena_jax import judges
 
 _JURORS = flags.DEFINE_string("jurors", "", "Comma-separated juror base URLs; empty = the embedded server.")
@@ -49,4 +49,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -8,10 +8,10 @@ Every knob of `arena_jax.judges.server_config()` is a `--server.<knob>` flag. It
 unless --host says otherwise; a bearer key is read from the env var named by --server.api_key_env.
 This is the judge server's only command line (`judges.EmbeddedJudgeServer` starts its child without one).
 """
-from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from arena_jax import cli
 from arena_jax import judges
 
 _PORT = flags.DEFINE_integer("port", None, "TCP port (default: --server.port, 0 = any free port).")
@@ -30,4 +30,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -9,11 +9,11 @@ A run whose config equals the one stored in the policy directory returns at once
 """
 import json
 
-from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from arena_jax import cli
 from arena_jax.train import sft
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py", "SFT config.", lock_config=True)
@@ -32,4 +32,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -8,11 +8,11 @@
 
 This file is intentionally short: the loop lives in `arena_jax.train`.
 """
-from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from arena_jax import cli
 from arena_jax import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/arith_arena_live.py", "Run config.", lock_config=True)
@@ -28,4 +28,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

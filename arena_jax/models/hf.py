@@ -23,6 +23,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from arena_jax.errors import UserError
 from arena_jax.models.config import ModelConfig, RopeScaling
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES, param_shardings
 from arena_jax.models.transformer import Transformer, abstract_model
@@ -31,7 +32,7 @@ SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCa
 _HF_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
-class UnsupportedCheckpointError(ValueError):
+class UnsupportedCheckpointError(UserError, ValueError):
   """The checkpoint's architecture or options are outside the supported family."""
 
 

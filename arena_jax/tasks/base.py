@@ -9,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from arena_jax.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError, ValueError):
   """Bad task data (a JSONL row, a field, an empty split, an encoding): raised before training starts."""
 
 

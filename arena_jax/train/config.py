@@ -20,6 +20,7 @@ from arena_jax import arena
 from arena_jax import config_schema as cs
 from arena_jax import parallel
 from arena_jax.config_schema import field
+from arena_jax.errors import MissingFileError
 from arena_jax.judges import config as judges_config
 from arena_jax.models import MODEL_CONFIGS
 from arena_jax.rl import cispo
@@ -177,7 +178,9 @@ def _one_policy_source(c, report):
   if sum([bool(i.policy_dir), bool(i.hf_path), bool(i.random_model)]) != 1:
     report("init", "set exactly one of init.policy_dir (an SFT policy), init.hf_path (a local HF checkpoint) or "
            f"init.random_model (tests); got policy_dir={i.policy_dir!r}, hf_path={i.hf_path!r}, "
-           f"random_model={i.random_model!r}")
+           f"random_model={i.random_model!r}" + (
+               "; configs/arith_*.py set policy_dir: add --config.init.policy_dir='' to start from hf_path"
+               if i.policy_dir and i.hf_path else ""))
 
 
 @RUN.rule
@@ -224,7 +227,7 @@ def load_config_module(path: str | os.PathLike) -> types.ModuleType:
   path = pathlib.Path(path)
   spec = importlib.util.spec_from_file_location(f"_config_{path.stem}", path)
   if spec is None or not path.is_file():
-    raise FileNotFoundError(f"no config file at {str(path)!r}")
+    raise MissingFileError(f"no config file at {str(path)!r}")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module

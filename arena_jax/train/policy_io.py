@@ -35,6 +35,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from arena_jax import fileio
+from arena_jax.errors import MissingFileError
 from arena_jax import tokenizer as tokenizer_lib
 from arena_jax.models import (LOGICAL_AXIS_RULES, ModelConfig, RopeScaling, Transformer, abstract_model, load_hf,
                               param_shardings, pure_params)
@@ -172,8 +173,10 @@ def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = Non
     if (path / "config.json").exists():
       return _load_hf_policy(path, mesh, rules)
     missing = [f for f in (META_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, PARAMS_DIR) if not (path / f).exists()]
-    raise FileNotFoundError(
-        f"{path} is not a policy directory (missing {', '.join(missing)}) nor a HF checkpoint (config.json)")
+    hint = (" — run `make demo` (or `python -m launch.sft`) first: it writes the SFT policy there"
+            if not path.exists() and path.name == "sft_demo" else "")
+    raise MissingFileError(
+        f"{path} is not a policy directory (missing {', '.join(missing)}) nor a HF checkpoint (config.json){hint}")
   meta = read_meta(path)
   if meta.get("format_version", 0) > FORMAT_VERSION:
     raise ValueError(f"{path / META_FILE}: format_version {meta['format_version']} is newer than this code "
@@ -250,7 +253,7 @@ def load_run_policy(workdir: str | os.PathLike) -> tuple[ModelConfig, Any, bool]
   workdir = os.fspath(workdir)
   spec_path = os.path.join(workdir, POLICY_SPEC)
   if not os.path.exists(spec_path):
-    raise FileNotFoundError(f"{spec_path} is missing: {workdir} is not a run directory written by the RL trainer")
+    raise MissingFileError(f"{spec_path} is missing: {workdir} is not a run directory written by the RL trainer")
   with open(spec_path, encoding="utf-8") as f:
     spec = json.load(f)
   with open(os.path.join(workdir, MODEL_CONFIG_FILE), encoding="utf-8") as f:

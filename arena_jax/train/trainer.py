@@ -41,6 +41,7 @@ from arena_jax import rl
 from arena_jax import tasks
 from arena_jax.sampling import RandomSampling, Sampler
 from arena_jax.tokenizer import SentencePieceTokenizer
+from arena_jax.errors import UserError, WorkdirError
 from arena_jax.train import judging
 from arena_jax.train import sharding as train_sharding
 from arena_jax.train import step as step_lib
@@ -51,8 +52,8 @@ from arena_jax.train.plot import plot_curves
 from arena_jax.train.policy_io import load_policy, write_policy_spec
 
 
-class NonFiniteLossError(FloatingPointError):
-  pass
+class NonFiniteLossError(UserError, FloatingPointError):
+  """The loss went NaN or infinite; the message names the last good checkpoint and what to change."""
 
 
 # ─────────────────────────────────────────── the data of a step ───────────────────────────────────────────
@@ -229,7 +230,7 @@ class Trainer:
     """The step to start from: 0, or the latest checkpoint's with `resume` (state and data order restored)."""
     latest = self.checkpointer.latest_step()
     if not self.config.resume and latest is not None:
-      raise FileExistsError(
+      raise WorkdirError(
           f"{self.checkpointer.directory} already holds checkpoints up to step {latest}: pass "
           "--config.resume=True to continue that run, or choose a new --workdir")
     if not self.config.resume or latest is None:

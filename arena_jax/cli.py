@@ -1,0 +1,64 @@
+"""What every launch main shares: user errors in one line (STYLE §1: thin mains, flags → config → call).
+
+    from arena_jax import cli
+    if __name__ == "__main__":
+      cli.run(main)
+
+`run` is `absl.app.run` with two differences. A flag that the config rejects (`--config.reward.mdoe=…`)
+and an `arena_jax.errors.UserError` raised by the run (a bad config field, a missing policy directory, an
+unreachable judge) print `error: <message>` and exit with status 2, without a traceback; with
+`--verbosity=1` (or higher) the traceback is shown too. Anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from typing import Callable
+
+from absl import app
+from absl import flags
+
+from arena_jax.errors import UserError
+
+EXIT_USER_ERROR = 2
+
+
+def _say(message: str) -> None:
+  print(f"error: {message}", file=sys.stderr, flush=True)
+  sys.exit(EXIT_USER_ERROR)
+
+
+def _verbose() -> bool:
+  return flags.FLAGS.is_parsed() and flags.FLAGS["verbosity"].value >= 1
+
+
+def _parse_flags(argv):
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    _say(f"{e} (--helpfull lists every flag)")
+  except (AttributeError, KeyError, TypeError, ValueError) as e:
+    if "--verbosity=1" in argv or "-v=1" in argv:
+      raise
+    # A --config.<field> override that ml_collections rejects: its message is the repr of a KeyError,
+    # e.g. '\'mdoe\'\nDid you mean "mode" instead of "mdoe"?'.
+    raw = str(e.args[0] if e.args else e)
+    key = re.search(r"'\\?'?([\w.]+)\\?'", raw)
+    hint = re.search(r"Did you mean [^?]*\?", raw)
+    what = f"no field {key.group(1)!r}" if key and isinstance(e, (AttributeError, KeyError)) else raw.strip()
+    _say(f"a --config override was rejected: {what}" + (f"; {hint.group(0)}" if hint else "") +
+         " (--verbosity=1 shows the traceback)")
+
+
+def run(main: Callable[[list[str]], object]) -> None:
+  """`absl.app.run(main)` with user errors in one line (module docstring)."""
+
+  def guarded(argv):
+    try:
+      return main(argv)
+    except UserError as e:
+      if _verbose():
+        raise
+      _say(f"{e} (--verbosity=1 shows the traceback)")
+
+  app.run(guarded, flags_parser=_parse_flags)
