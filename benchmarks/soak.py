@@ -1,6 +1,6 @@
 """Soak: a long RL run through a faulty judge, a judge crash and a trainer crash, losing nothing.
 
-    python -m benchmarks.soak [--steps 200] [--every 20] [--seed 0] [--workdir DIR]
+    python -m benchmarks.soak [--steps 200] [--every 20] [--seed 0] [--workdir DIR] [--style reasoning]
 
 The tiny arena_live config (`configs/arith_arena_live.py:smoke`, 4 groups × 4 samples) trains for
 `--steps` RL steps with `python -m launch.train`, against an embedded judge server (its own process,
@@ -14,6 +14,10 @@ the same port a few steps later; at a random point in the middle of the run the 
 SIGKILLed (maybe mid-step, maybe mid-save) and resumed with `--config.resume=True`. The client retries
 once (no parse retries), so failed matches are frequent; they are dropped and counted (SPEC §4).
 
+`--style reasoning` makes the judge answer like a served reasoning LLM (`judge.server.style`): thinking
+that names verdicts it does not give, in `reasoning_content` or inline `<think>`, the verdict in one of
+several forms, and 2% of answers cut mid-thought (`finish_reason: "length"`, dropped as `truncated`).
+
 The last line is JSON:
   steps               distinct steps logged (= --steps when nothing was lost)
   judge_failure_rate  failed judge calls / judge calls, over the final log
@@ -24,7 +28,8 @@ The last line is JSON:
   lost_steps          progress lost beyond the checkpoint interval, plus steps missing from the final log,
                       plus duplicated rows: must be 0
   nan_steps           logged steps with a non-finite metric: must be 0
-and the judge's injected fault counts, the outage steps, wall-clock seconds.
+and the judge's injected fault counts (`truncated`: answers cut at max_tokens or, in the reasoning style,
+mid-thought), the judge's style, the outage steps, wall-clock seconds.
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ import tempfile
 import time
 import urllib.request
 
+from arena_jax.judges.config import REPLY_STYLES
 from arena_jax.train.metrics import read_metrics
 from benchmarks import common
 
@@ -62,11 +68,12 @@ def _free_port() -> int:
 class Judge:
   """`launch/serve_judge.py` with the fault mix, on a fixed port so that it can come back after a kill."""
 
-  def __init__(self, port: int, seed: int):
-    self.port, self.seed, self.proc, self.counts = port, seed, None, {}
+  def __init__(self, port: int, seed: int, style: str = "plain"):
+    self.port, self.seed, self.style, self.proc, self.counts = port, seed, style, None, {}
 
   def start(self, generation: int) -> None:
-    flags = [f"--server.{k}={v}" for k, v in FAULTS.items()] + [f"--server.seed={self.seed + generation}"]
+    flags = [f"--server.{k}={v}" for k, v in FAULTS.items()] + [f"--server.seed={self.seed + generation}",
+                                                                f"--server.style={self.style}"]
     self.proc = subprocess.Popen([sys.executable, "-m", "launch.serve_judge", f"--port={self.port}", *flags],
                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = self.proc.stdout.readline()
@@ -109,6 +116,8 @@ def main(argv=None):
   parser.add_argument("--seed", type=int, default=0, help="where the kills land and the judge's fault draws")
   parser.add_argument("--workdir", default="", help="default: a fresh temporary directory")
   parser.add_argument("--data_dir", default="", help="task datasets (default: inside the workdir)")
+  parser.add_argument("--style", default="plain", choices=REPLY_STYLES,
+                      help="how the judge writes its answers (judge.server.style)")
   args = parser.parse_args(argv)
   n, every = args.steps, args.every
   rng = random.Random(args.seed)
@@ -117,7 +126,7 @@ def main(argv=None):
   judge_down_at = rng.randint(max(2, n // 6), max(3, n // 3))
   judge_up_at = judge_down_at + max(3, n // 40)
   kill_at = rng.randint(max(judge_up_at + 2, (2 * n) // 5), max(judge_up_at + 3, (7 * n) // 10))
-  judge = Judge(_free_port(), args.seed)
+  judge = Judge(_free_port(), args.seed, args.style)
   flags = [f"--workdir={workdir}", f"--config.tasks.data_dir={data_dir}", f"--config.num_steps={n}",
            f"--config.checkpoint.every={every}", f"--config.judge.urls=('http://127.0.0.1:{judge.port}',)",
            *[f"--config.judge.client.{k}={v}" for k, v in CLIENT.items()]]
@@ -185,7 +194,8 @@ def main(argv=None):
       "judge_calls": calls,
       "judge_outage_steps": sum(r.get("judge/failure_rate", 0.0) == 1.0 for r in rows),
       "groups_all_failed": sum(r.get("judge/groups_all_failed", 0) for r in rows),
-      "injected": {k: judge.counts.get(k, 0) for k in ("requests", "errors", "hangs", "malformed")},
+      "injected": {k: judge.counts.get(k, 0) for k in ("requests", "errors", "hangs", "malformed", "truncated")},
+      "judge_style": args.style,
       "judge_killed_at_step": judge_down_at, "judge_back_at_step": judge_up_at,
       "trainer_killed_after_step": logged_before, "resumed_from_step": resumed_from,
       "checkpoint_every": every, "wall_s": round(wall, 1), "workdir": workdir,

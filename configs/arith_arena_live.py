@@ -51,6 +51,7 @@ def get_config(arg=None):
       bt_l2=0.1,              # λ of the Bradley–Terry fit: finite strengths even for a player that never lost
       bt_solver="newton",     # the objective is strictly convex for λ > 0: Newton is exact in a few steps
       async_lag=1,            # judge step t while step t + 1 samples: judging hides behind generation
+      max_judge_outage_steps=10,  # a judge failing every call for 10 steps in a row stops the run
       std_ddof=0,             # population std of a group's rewards, as in GRPO (SPEC §1)
   ))
   # The embedded judge (urls = ()): a rule-based process judge on a free loopback port, started and stopped by
@@ -94,5 +95,6 @@ def get_config(arg=None):
       progress=True,          # a progress bar with accuracy, loss, routed groups and judge calls
       tensorboard=True,       # event files next to metrics.jsonl
       plot=True,              # curves.png at the end: what `make demo` shows
+      samples_per_step=4,     # four completions per step in samples.jsonl: what the policy wrote
   ))
   return common.variant(c, arg)

@@ -24,7 +24,11 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
     logging.set_verbosity(logging.WARNING)
   summary = train.train(_CONFIG.value, _WORKDIR.value)
-  print(f"done: {summary['steps']} steps in {summary['workdir']}")
+  if summary["interrupted"]:
+    print(f"interrupted after step {summary['steps']} (checkpoint saved); resume with the same command and "
+          "--config.resume=True")
+  else:
+    print(f"done: {summary['steps']} steps in {summary['workdir']}")
 
 
 if __name__ == "__main__":

@@ -105,7 +105,9 @@ def check_judge_urls(config) -> None:
   """Fails fast, within `client.startup_check_s`, when a configured judge URL does not answer.
 
   Nothing to check when `config` names no URL: the embedded server is started (and waited for) by
-  `judge_endpoints`. Raises `JudgeUnreachableError` naming each URL that did not answer.
+  `judge_endpoints`. Raises `JudgeUnreachableError` naming each URL that did not answer or does not
+  serve `config.model`.
   """
   api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-  check_endpoints(configured_urls(config), api_key=api_key, timeout_s=config.client.startup_check_s)
+  check_endpoints(configured_urls(config), api_key=api_key, timeout_s=config.client.startup_check_s,
+                  model=config.model)

@@ -8,18 +8,25 @@ asynchronous and must be fast, robust and countable:
     capacity (round-robin among equals), each endpoint has its own concurrency limit, and an endpoint
     that keeps failing is taken out of rotation for a cool-down while another one is healthy; a
     retry avoids the endpoint that just failed;
-  * transport failures — connection errors, timeouts, HTTP 408 / 409 / 429 and 5xx, a 200 whose body
-    is not a completion — are retried with exponential backoff and jitter (initial · 2^k capped,
-    minus up to `jitter` of it), honouring `Retry-After` / `retry-after-ms` (and `x-should-retry`),
-    as openai-python does; other 4xx are final at once;
-  * an answer that cannot be parsed (the caller's `parse` returns None) or that was cut at
-    `max_tokens` (`finish_reason == "length"`) gets a separate, capped number of fresh requests, each
-    with the next seed (at temperature 0 the same seed would return the same answer);
+  * one judgment (a `chat` call) has three separate retry budgets: transport failures — connection
+    errors, timeouts, HTTP 408 / 409 / 429 and 5xx, a 200 whose body is not a completion — get
+    `max_retries`, with exponential backoff and jitter (initial · 2^k capped, minus up to `jitter` of
+    it), honouring `Retry-After` / `retry-after-ms` (and `x-should-retry`) as openai-python does
+    (other 4xx are final at once); an answer with no parseable verdict (the caller's `parse` returns
+    None) gets `max_parse_retries` fresh requests, and one cut at `max_tokens`
+    (`finish_reason == "length"`) `max_truncation_retries` (0 by default: a judge that thinks past its
+    budget tends to do it again, at the same cost), each with the next seed (at temperature 0 the same
+    seed would return the same answer);
+  * one deadline, `deadline_s` from the judgment's first request, bounds all of it: each attempt's
+    timeout is clipped to the time left, and no backoff or Retry-After sleep runs past it (the
+    judgment fails at once instead), so a slow judge delays a step by at most the deadline;
   * a final failure is an explicit failed `Completion` with a reason — never an exception, never a
     default verdict (SPEC §4: a failed judgment is dropped and counted) — and every request, retry,
     failure, token and second is counted in `stats`;
-  * temperature, max_tokens and seed are sent explicitly with every request; `message.content` is the
-    answer, `message.reasoning_content` / `message.reasoning` (vLLM / SGLang reasoning parsers) is kept;
+  * model, messages, temperature, max_tokens and seed are sent explicitly with every request, plus
+    `extra_body` verbatim (server options such as vLLM's `chat_template_kwargs`; it may not override the
+    client's own keys); `message.content` is the answer, `message.reasoning_content` /
+    `message.reasoning` (vLLM / SGLang reasoning parsers) is kept apart;
   * an optional on-disk cache keyed by the request (model, messages, sampling parameters) returns
     parsed answers without a call;
   * `check_endpoints` (before training starts) fails fast, naming each URL, when a judge does not
@@ -50,10 +57,16 @@ from typing import Any, Callable, Sequence
 
 import aiohttp
 
+from arena_jax import config_schema
 from arena_jax import fileio
+from arena_jax.errors import UserError
 from arena_jax.judges.usage import Usage
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# What every request body carries from the client itself; `extra_body` may not override these (an `n` > 1
+# or `stream` would also return what the client cannot read, `max_completion_tokens` outranks max_tokens).
+BODY_KEYS_SET_BY_CLIENT = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "seed", "n",
+                           "stream")
 _DETAIL_CHARS = 300
 
 
@@ -62,13 +75,14 @@ class Completion:
   """The result of one `JudgeClient.chat` call (after all its retries).
 
   failure_reason: None on success, else one of "timeout", "connection", "http_<status>",
-    "bad_response" (HTTP 200 without a completion), "unparseable", "truncated" (cut at max_tokens);
-    `failure_detail` says more.
+    "bad_response" (HTTP 200 without a completion), "unparseable", "truncated" (cut at max_tokens),
+    "deadline" (`deadline_s` ran out); `failure_detail` says more (for "deadline", the last failure
+    before it, if any).
   parsed: what `parse(content)` returned (the content itself without a parser).
   usage: one call; `http_requests` made (0 when served from the cache); tokens summed over every
     answer received (all of them cost tokens); `latency_s` the wall time of the call, waiting for a
     slot, retries and backoff included.
-  parse_attempts: answers received.
+  parse_attempts: answers received (parsed or not, truncated ones included).
   """
 
   content: str | None = None
@@ -103,6 +117,7 @@ class ClientStats:
   failures: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   transport_retries: int = 0
   parse_retries: int = 0
+  truncation_retries: int = 0
   cache_hits: int = 0
   max_latency_s: float = 0.0
   per_endpoint: dict = dataclasses.field(default_factory=dict)
@@ -124,6 +139,19 @@ class _Endpoint:
     self.index, self.base, self.url, self.limit = index, base, chat_completions_url(base), limit
     self.in_flight = self.failures = self.requests = self.errors = 0
     self.cooldown_until = 0.0
+
+
+@dataclasses.dataclass
+class _Budget:
+  """What is left to one judgment: its deadline and its retries of each kind."""
+
+  transport: int
+  parse: int
+  truncation: int
+  deadline: float | None = None  # time.monotonic() at which it ends; set when the first request is sent
+
+  def left(self) -> float:
+    return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
 
 @dataclasses.dataclass
@@ -153,15 +181,16 @@ def models_url(base: str) -> str:
   return chat_completions_url(base)[:-len("/chat/completions")] + "/models"
 
 
-class JudgeUnreachableError(ConnectionError):
+class JudgeUnreachableError(UserError, ConnectionError):
   """A configured judge endpoint did not answer before training started (see `check_endpoints`)."""
 
 
-def _probe(base: str, headers: dict, deadline: float, interval_s: float) -> str | None:
-  """None once `base` answers `GET /v1/models`; else why it did not by `deadline`.
+def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: str | None) -> str | None:
+  """None once `base` answers `GET /v1/models` (listing `model`, when it lists models); else why not.
 
   Any HTTP answer but 401 / 403 proves a server is listening (some deployments do not list models):
-  5xx and 429 are the client's business once training runs. A rejected key is final at once.
+  5xx and 429 are the client's business once training runs. A rejected key, and a model list without
+  `model`, are final at once: every judgment would fail for the same reason.
   """
   # No proxies, as for the aiohttp session (trust_env=False): the check must see what training will see.
   opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -171,8 +200,8 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float) -> str 
     remaining = deadline - time.monotonic()
     try:
       with opener.open(request, timeout=max(min(remaining, 10.0), 0.05)) as resp:
-        resp.read(1 << 16)
-      return None
+        body = resp.read(1 << 20)
+      return _model_missing(body, model)
     except urllib.error.HTTPError as e:
       if e.code in (401, 403):
         return (f"HTTP {e.code}: the judge rejected the API key (set the env var named by judge.api_key_env "
@@ -185,18 +214,34 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float) -> str 
     time.sleep(interval_s)
 
 
-def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, timeout_s: float = 10.0,
-                    interval_s: float = 0.5) -> None:
-  """Waits up to `timeout_s` for every judge URL to answer `GET /v1/models`.
+def _model_missing(body: bytes, model: str | None) -> str | None:
+  """Why an OpenAI `/v1/models` answer rules `model` out (it lists models, not this one), or None."""
+  if not model:
+    return None
+  try:
+    listed = json.loads(body).get("data")
+    ids = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
+  except (ValueError, AttributeError, TypeError):
+    return None  # not a model list: nothing to compare with
+  if not ids or model in ids:
+    return None
+  return f"it does not serve judge.model={model!r}; it serves {', '.join(repr(i) for i in ids[:10])}"
 
-  A judge that is down *before* training starts is a configuration error (a typo, a server not
-  launched, a firewall): the run fails at once, naming each URL and why, instead of dropping every
-  judgment of every step. Refused connections are retried every `interval_s` until the deadline,
-  so a server that is still binding its port gets the whole window. A judge that dies *mid-run* is
-  handled by the trainer (failed matches dropped and counted; zero advantage for all-failed groups).
+
+def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, timeout_s: float = 10.0,
+                    interval_s: float = 0.5, model: str | None = None) -> None:
+  """Waits up to `timeout_s` for every judge URL to answer `GET /v1/models` and, when it lists its
+  models, to list `model`.
+
+  A judge that is down *before* training starts, or serves another model, is a configuration error (a
+  typo, a server not launched, a firewall, a wrong `judge.model`): the run fails at once, naming each URL
+  and why, instead of dropping every judgment of every step. Refused connections are retried every
+  `interval_s` until the deadline, so a server that is still binding its port gets the whole window. A
+  judge that dies *mid-run* is handled by the trainer (failed matches dropped and counted; zero
+  advantage for all-failed groups).
 
   Raises:
-    JudgeUnreachableError: listing the URLs that did not answer.
+    JudgeUnreachableError: listing the URLs that failed the check, and why.
   """
   urls = split_urls(urls)
   if not urls or timeout_s <= 0:
@@ -204,13 +249,13 @@ def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, ti
   headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
   deadline = time.monotonic() + timeout_s
   with concurrent.futures.ThreadPoolExecutor(len(urls)) as pool:
-    reasons = list(pool.map(lambda u: _probe(u, headers, deadline, interval_s), urls))
+    reasons = list(pool.map(lambda u: _probe(u, headers, deadline, interval_s, model), urls))
   bad = [f"  {u} ({models_url(u)}): {r}" for u, r in zip(urls, reasons) if r is not None]
   if bad:
     raise JudgeUnreachableError(
-        f"{len(bad)} of {len(urls)} judge URL(s) did not answer within {timeout_s:g} s:\n" + "\n".join(bad)
-        + "\nStart the judge server(s), fix judge.urls, or leave judge.urls empty for the embedded judge "
-        "(judge.client.startup_check_s sets this wait; 0 skips the check).")
+        f"{len(bad)} of {len(urls)} judge URL(s) failed the start-up check (within {timeout_s:g} s):\n"
+        + "\n".join(bad) + "\nStart the judge server(s), fix judge.urls or judge.model, or leave judge.urls "
+        "empty for the embedded judge (judge.client.startup_check_s sets this wait; 0 skips the check).")
 
 
 def split_urls(urls: str | Sequence[str]) -> tuple[str, ...]:
@@ -252,6 +297,12 @@ def request_key(payload: dict) -> str:
   return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+# What `extra_body` (judge.extra_body) accepts: the config declares its field with this very check.
+EXTRA_BODY_CHECK = config_schema.json_object(
+    reserved=BODY_KEYS_SET_BY_CLIENT,
+    why="the client sets these itself from judge.model, temperature, max_tokens and seed, and reads one whole answer")
+
+
 class ResponseCache:
   """Answers on disk, one JSON file per request key (atomic writes; safe across processes)."""
 
@@ -286,30 +337,38 @@ class JudgeClient:
   """
 
   def __init__(self, urls: str | Sequence[str], *, model: str, api_key: str | None = None,
-               temperature: float = 0.0, max_tokens: int = 2048, seed: int = 0, concurrency: int = 64,
-               timeout_s: float = 300.0, connect_timeout_s: float = 10.0, max_retries: int = 4,
-               max_parse_retries: int = 2, backoff_initial_s: float = 0.5, backoff_max_s: float = 8.0,
-               jitter: float = 0.25, max_retry_after_s: float = 60.0, failures_before_cooldown: int = 3,
-               cooldown_s: float = 5.0, cache_dir: str = "", extra_body: dict | None = None,
-               rng_seed: int | None = None):
+               temperature: float = 0.0, max_tokens: int = 16384, seed: int = 0, concurrency: int = 64,
+               deadline_s: float = 600.0, timeout_s: float = 600.0, connect_timeout_s: float = 10.0,
+               max_retries: int = 4, max_parse_retries: int = 2, max_truncation_retries: int = 0,
+               backoff_initial_s: float = 0.5, backoff_max_s: float = 8.0, jitter: float = 0.25,
+               max_retry_after_s: float = 60.0, failures_before_cooldown: int = 3, cooldown_s: float = 5.0,
+               cache_dir: str = "", extra_body=None, rng_seed: int | None = None):
     urls = split_urls(urls)
     if not urls:
       raise ValueError("JudgeClient needs at least one judge URL (judge.urls)")
     if concurrency < 1:
       raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if not deadline_s > 0:
+      raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
     self.model = model
     self.temperature, self.max_tokens, self.seed = float(temperature), int(max_tokens), int(seed)
     self.max_retries, self.max_parse_retries = int(max_retries), int(max_parse_retries)
+    self.max_truncation_retries = int(max_truncation_retries)
+    self.deadline_s, self.timeout_s, self.connect_timeout_s = float(deadline_s), float(timeout_s), connect_timeout_s
     self.backoff_initial_s, self.backoff_max_s, self.jitter = backoff_initial_s, backoff_max_s, jitter
     self.max_retry_after_s = max_retry_after_s
     self.failures_before_cooldown, self.cooldown_s = failures_before_cooldown, cooldown_s
-    self.extra_body = dict(extra_body or {})
+    self.extra_body = {}
+    if extra_body is not None:
+      problem = EXTRA_BODY_CHECK.test(extra_body)
+      if problem:
+        raise ValueError(f"extra_body (judge.extra_body): {problem}")
+      self.extra_body = config_schema.json_object_value(extra_body)
     self.cache = ResponseCache(cache_dir) if cache_dir else None
     self._endpoints = [_Endpoint(i, u, concurrency) for i, u in enumerate(urls)]
     self._headers = {"Content-Type": "application/json"}
     if api_key:
       self._headers["Authorization"] = f"Bearer {api_key}"
-    self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s)
     self._rng = random.Random(rng_seed)
     self._rr = 0
     self._loop = None
@@ -325,11 +384,12 @@ class JudgeClient:
     api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
     kwargs = dict(
         model=model or config.model, api_key=api_key, temperature=config.temperature,
-        max_tokens=config.max_tokens, seed=config.seed, concurrency=c.concurrency, timeout_s=c.timeout_s,
-        connect_timeout_s=c.connect_timeout_s, max_retries=c.max_retries, max_parse_retries=c.max_parse_retries,
-        backoff_initial_s=c.backoff_initial_s, backoff_max_s=c.backoff_max_s, jitter=c.jitter,
-        max_retry_after_s=c.max_retry_after_s, failures_before_cooldown=c.failures_before_cooldown,
-        cooldown_s=c.cooldown_s, cache_dir=c.cache_dir)
+        max_tokens=config.max_tokens, seed=config.seed, extra_body=config.extra_body, concurrency=c.concurrency,
+        deadline_s=c.deadline_s, timeout_s=c.timeout_s, connect_timeout_s=c.connect_timeout_s,
+        max_retries=c.max_retries, max_parse_retries=c.max_parse_retries,
+        max_truncation_retries=c.max_truncation_retries, backoff_initial_s=c.backoff_initial_s,
+        backoff_max_s=c.backoff_max_s, jitter=c.jitter, max_retry_after_s=c.max_retry_after_s,
+        failures_before_cooldown=c.failures_before_cooldown, cooldown_s=c.cooldown_s, cache_dir=c.cache_dir)
     kwargs.update(overrides)
     return cls(urls if urls is not None else config.urls, **kwargs)
 
@@ -375,20 +435,31 @@ class JudgeClient:
     self._rr = (best.index + 1) % n
     return best
 
-  async def _acquire(self, avoid: _Endpoint | None) -> _Endpoint:
+  async def _acquire(self, avoid: _Endpoint | None, budget: _Budget) -> _Endpoint | None:
+    """A free endpoint (its slot taken), or None when the judgment's deadline passes first."""
     while True:
       endpoint = self._pick(avoid)
       if endpoint is not None:
         endpoint.in_flight += 1
         return endpoint
+      left = budget.left()
+      if left <= 0:
+        return None
       waiter = self._loop.create_future()
       self._waiters.append(waiter)
       try:
-        await waiter
+        if budget.deadline is None:
+          await waiter
+        else:
+          await asyncio.wait({waiter}, timeout=left)
       except asyncio.CancelledError:
         if waiter.done() and not waiter.cancelled():
           self._wake()  # pass on a wake-up this task can no longer use
+        waiter.cancel()
         raise
+      if not waiter.done():  # the deadline came first; a cancelled waiter is skipped by `_wake`
+        waiter.cancel()
+        return None
 
   def _wake(self) -> None:
     while self._waiters:
@@ -411,16 +482,17 @@ class JudgeClient:
 
   # ── one HTTP request ──
 
-  async def _post(self, endpoint: _Endpoint, data: bytes) -> _Attempt:
+  async def _post(self, endpoint: _Endpoint, data: bytes, limit_s: float) -> _Attempt:
     endpoint.requests += 1
     self.stats.usage += Usage(http_requests=1)
     self.stats.per_endpoint[endpoint.base]["requests"] += 1
+    timeout = aiohttp.ClientTimeout(total=limit_s, connect=min(self.connect_timeout_s, limit_s))
     try:
-      async with self._session.post(endpoint.url, data=data, headers=self._headers, timeout=self._timeout) as resp:
+      async with self._session.post(endpoint.url, data=data, headers=self._headers, timeout=timeout) as resp:
         raw = await resp.read()
         status, headers = resp.status, resp.headers
     except asyncio.TimeoutError:
-      return _Attempt("timeout", True, f"no answer within {self._timeout.total:g} s")
+      return _Attempt("timeout", True, f"no answer within {limit_s:.3g} s")
     except aiohttp.ClientError as e:
       return _Attempt("connection", True, f"{type(e).__name__}: {e}"[:_DETAIL_CHARS])
     if status != 200:
@@ -440,35 +512,58 @@ class JudgeClient:
                       + raw[:200].decode("utf-8", "replace"), status)
     return _Attempt(status=status, body=body)
 
-  async def _request(self, data: bytes, result: Completion) -> dict | None:
-    """Sends one request with transport retries; the completion body, or None with `result` marked failed."""
+  async def _request(self, data: bytes, result: Completion, budget: _Budget) -> dict | None:
+    """Sends one request, retried on transport failures while the judgment's budget lasts; the completion
+    body, or None with `result` marked failed."""
     avoid = None
-    for retry in range(self.max_retries + 1):
-      endpoint = await self._acquire(avoid)
+    while True:
+      endpoint = await self._acquire(avoid, budget)
+      if endpoint is None:
+        return self._expire(result)
+      if budget.deadline is None:  # the judgment's clock starts with its first request
+        budget.deadline = time.monotonic() + self.deadline_s
+      left = budget.left()
+      if left <= 0:
+        self._release(endpoint, failed=False)
+        return self._expire(result)
+      limit_s = min(self.timeout_s, left)
       attempt = None
       try:
-        attempt = await self._post(endpoint, data)
+        attempt = await self._post(endpoint, data, limit_s)
       finally:
-        # Only transport-level failures count against an endpoint's health (a 400 is the request's fault).
+        # Only transport-level failures count against an endpoint's health (a 400 is the request's fault). A
+        # timeout does even when the deadline clipped it: with timeout_s = deadline_s that is the only way a
+        # hung endpoint shows, and one answer from a healthy endpoint resets its count.
         self._release(endpoint, failed=attempt is not None and attempt.error is not None and attempt.retryable)
       result.usage += Usage(http_requests=1)
       result.endpoint, result.status = endpoint.base, attempt.status
       if attempt.error is None:
         return attempt.body
+      if attempt.error == "timeout" and limit_s < self.timeout_s:
+        return self._expire(result, f"an attempt was still waiting for its answer after {limit_s:.3g} s")
       result.failure_reason, result.failure_detail = attempt.error, attempt.detail
-      if not attempt.retryable or retry == self.max_retries:
+      if not attempt.retryable or budget.transport <= 0:
         return None
       wait = attempt.retry_after
       if wait is not None and wait > self.max_retry_after_s:
         result.failure_detail += f" (Retry-After {wait:g} s exceeds client.max_retry_after_s)"
         return None
       if wait is None or wait <= 0:
-        wait = backoff_delay(retry, initial=self.backoff_initial_s, maximum=self.backoff_max_s,
-                             jitter=self.jitter, rng=self._rng)
+        wait = backoff_delay(self.max_retries - budget.transport, initial=self.backoff_initial_s,
+                             maximum=self.backoff_max_s, jitter=self.jitter, rng=self._rng)
+      if wait >= budget.left():  # sleeping would only end at (or past) the deadline
+        return self._expire(result, f"the next retry was due in {wait:.3g} s")
+      budget.transport -= 1
       self.stats.transport_retries += 1
       avoid = endpoint
       await asyncio.sleep(wait)
-    return None
+
+  def _expire(self, result: Completion, why: str = "no time was left for another attempt") -> None:
+    """Marks `result` failed by the judgment's deadline, keeping the failure that came before it."""
+    before = f"; before it: {result.failure_reason}: {result.failure_detail}" if result.failure_reason else ""
+    result.failure_reason = "deadline"
+    result.failure_detail = (f"the judgment's deadline ({self.deadline_s:g} s, client.deadline_s) ended it: {why}"
+                             + before)[:2 * _DETAIL_CHARS]
 
   # ── the call ──
 
@@ -488,8 +583,8 @@ class JudgeClient:
   async def chat(self, messages: Sequence[dict], *, parse: Callable[[str], Any] | None = None,
                  temperature: float | None = None, max_tokens: int | None = None,
                  seed: int | None = None) -> Completion:
-    """One judged answer: request, transport retries, parse retries (module docstring). Never raises on
-    judge failures: a final failure is a `Completion` with `failure_reason` set."""
+    """One judged answer: requests within the judgment's retry budgets and deadline (module docstring).
+    Never raises on judge failures: a final failure is a `Completion` with `failure_reason` set."""
     self._ensure_loop_state()
     start = time.perf_counter()
     payload = self.payload(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
@@ -498,13 +593,12 @@ class JudgeClient:
     key = request_key(payload) if self.cache is not None else None
     if key is not None and self._from_cache(key, parse, result):
       return self._finish(result, start)
+    budget = _Budget(self.max_retries, self.max_parse_retries, self.max_truncation_retries)
     base_seed = payload["seed"]
-    for k in range(self.max_parse_retries + 1):
-      if k:
-        self.stats.parse_retries += 1
-      payload["seed"] = base_seed + k
+    while True:
+      payload["seed"] = base_seed + result.parse_attempts  # each fresh answer with the next seed
       result.seed = payload["seed"]
-      body = await self._request(json.dumps(payload).encode("utf-8"), result)
+      body = await self._request(json.dumps(payload).encode("utf-8"), result, budget)
       if body is None:
         return self._finish(result, start)
       self._read_body(body, result)
@@ -512,11 +606,23 @@ class JudgeClient:
       if result.finish_reason == "length":
         result.failure_reason = "truncated"
         result.failure_detail = f"the answer was cut at max_tokens={payload['max_tokens']}"
+        if budget.truncation <= 0:
+          return self._finish(result, start)
+        budget.truncation -= 1
+        self.stats.truncation_retries += 1
         continue
       parsed = _safe_parse(parse, result.content)
       if parsed is None:
         result.failure_reason = "unparseable"
-        result.failure_detail = "no verdict could be parsed from: " + (result.content or "")[-200:]
+        if result.content is None or not result.content.strip():
+          result.failure_detail = ("the answer had no content" + (", only reasoning" if result.reasoning else "")
+                                   + f" (finish_reason {result.finish_reason!r})")
+        else:
+          result.failure_detail = "no verdict could be parsed from: " + result.content[-200:]
+        if budget.parse <= 0:
+          return self._finish(result, start)
+        budget.parse -= 1
+        self.stats.parse_retries += 1
         continue
       result.parsed, result.failure_reason, result.failure_detail = parsed, None, ""
       if key is not None:
@@ -524,7 +630,6 @@ class JudgeClient:
                              "finish_reason": result.finish_reason, "prompt_tokens": result.usage.prompt_tokens,
                              "completion_tokens": result.usage.completion_tokens, "seed": result.seed})
       return self._finish(result, start)
-    return self._finish(result, start)
 
   def _from_cache(self, key: str, parse, result: Completion) -> bool:
     record = self.cache.get(key)

@@ -16,12 +16,14 @@ import ml_collections
 
 from arena_jax import config_schema as cs
 from arena_jax.config_schema import field
+from arena_jax.judges.client import EXTRA_BODY_CHECK
 from arena_jax.tasks import IMPACTS
 
 BACKEND_NAMES = ("pairwise", "pointwise", "jury")
 DEBIAS_MODES = ("none", "random", "both")
 JURY_MODES = ("consolidation", "deliberation", "vote")
 LATENCY_DISTS = ("fixed", "exponential", "lognormal")
+REPLY_STYLES = ("plain", "reasoning")
 DEFAULT_MODEL = "arena-judge"
 
 
@@ -53,6 +55,14 @@ SERVER = cs.Section(dict(
     answer_weight=field(1.0, "Penalty for a wrong or missing final answer.", cs.number(0)),
     verdict_first=field(False, "State the verdict before the evidence (as some judges do).", cs.boolean()),
     emit_reasoning=field(False, "Also return `reasoning_content`, like a vLLM reasoning parser.", cs.boolean()),
+    # How the answers read (docs/judges.md, "The embedded judge"); the verdicts are the same in both styles.
+    style=field("plain", "`plain`: one short answer ending in the verdict. `reasoning`: like a served reasoning "
+                "LLM (DeepSeekMath-V2, Qwen3) — thinking that weighs both verdicts and restates the format, in "
+                "`reasoning_content` or inline in `<think>`, then the verdict as `[[A]]`, `\\boxed{A}`, "
+                "`Final verdict: A` or `**A**` (chosen by the request seed); `emit_reasoning` and "
+                "`verdict_first` do not apply.", cs.one_of(REPLY_STYLES)),
+    truncate_rate=field(0.02, "`reasoning` style: share of answers cut mid-thought with finish_reason `length` "
+                        "(drawn from the request seed: a retry with the next seed may finish).", cs.number(0, 1)),
     # Latency of every answer, the judging included (so 100 ms = 100 ms at any load).
     latency_ms=field(0.0, "Mean time to answer, the judging included.", cs.number(0)),
     latency_dist=field("fixed", "Distribution of the latency.", cs.one_of(LATENCY_DISTS)),
@@ -76,12 +86,22 @@ SERVER = cs.Section(dict(
 
 CLIENT = cs.Section(dict(
     concurrency=field(64, "In-flight requests per endpoint.", cs.integer(1)),
-    timeout_s=field(300.0, "Limit of one attempt, the whole request.", cs.number(0, lo_open=True)),
+    deadline_s=field(600.0, "One judgment's limit, all its attempts, retries and backoff sleeps together, from "
+                     "its first request (waiting behind other judgments for a free slot is not counted): a slow "
+                     "judge costs a step at most this. Each attempt's limit is clipped to the time left; a "
+                     "judgment that runs out fails with reason `deadline`.", cs.number(0, lo_open=True)),
+    timeout_s=field(600.0, "Limit of one attempt, the whole request, clipped to what is left of `deadline_s`. As "
+                    "long as the deadline by default: a reasoning judge may think for minutes, and an attempt cut "
+                    "short is paid again in full; lower it to retry a hung endpoint elsewhere sooner.",
+                    cs.number(0, lo_open=True)),
     connect_timeout_s=field(10.0, "Limit of connecting.", cs.number(0, lo_open=True)),
-    max_retries=field(4, "Transport retries: connection errors, timeouts, HTTP 408 / 409 / 429 and 5xx, a 200 "
-                      "that is not a completion.", cs.integer(0)),
-    max_parse_retries=field(2, "Extra requests (with the next seed) when an answer cannot be parsed or was cut "
-                            "at max_tokens.", cs.integer(0)),
+    max_retries=field(4, "Transport retries of one judgment: connection errors, timeouts, HTTP 408 / 409 / 429 "
+                      "and 5xx, a 200 that is not a completion.", cs.integer(0)),
+    max_parse_retries=field(2, "Fresh requests (with the next seed) of one judgment when an answer has no "
+                            "parseable verdict.", cs.integer(0)),
+    max_truncation_retries=field(0, "Fresh requests (with the next seed) of one judgment when an answer was cut "
+                                 "at `max_tokens` (reason `truncated`). 0 by default: a judge that thinks past "
+                                 "its budget usually does so again, at the same cost.", cs.integer(0)),
     backoff_initial_s=field(0.5, "Exponential backoff: initial · 2^k, capped, minus up to `jitter` of it.",
                             cs.number(0)),
     backoff_max_s=field(8.0, "The backoff cap.", cs.number(0), valid="≥ backoff_initial_s"),
@@ -140,8 +160,16 @@ JUDGE = cs.Section(dict(
     debias=field("random", "Order debiasing (SPEC §4): none, a seeded random order per query, or both orders "
                  "judged and averaged (twice the calls).", cs.one_of(DEBIAS_MODES)),
     temperature=field(0.0, "Judge sampling temperature, sent with every request.", cs.number(0, 2)),
-    max_tokens=field(2048, "Answer budget; an answer cut at it counts as unparseable (and is retried).",
+    max_tokens=field(16384, "Answer budget, thinking included (servers count reasoning tokens against it). Sized "
+                     "for reasoning judges, which often think for thousands of tokens before the verdict; a "
+                     "budget only caps, so a judge that answers briefly costs no more, but the server's context "
+                     "must hold the prompt plus this (vLLM refuses the request with HTTP 400 otherwise). An "
+                     "answer cut at it fails with reason `truncated` (`client.max_truncation_retries`).",
                      cs.integer(1)),
+    extra_body=field(None, "Added verbatim to every request body, for server options the client does not set "
+                     "itself, e.g. `{\"chat_template_kwargs\": {\"enable_thinking\": True}}` (vLLM / SGLang, "
+                     "Qwen3). On the command line a Python dict literal or JSON text, quoted (docs/judges.md). "
+                     "None = nothing added.", cs.optional(EXTRA_BODY_CHECK), placeholder=object),
     token_budget=field(4096, "Approximate tokens kept per trace; a longer trace keeps its head and tail with a "
                        "marker saying how much was cut.", cs.integer(16)),
     tail_fraction=field(0.25, "Share of the budget kept from the end of a truncated trace.", cs.number(0, 0.9)),

@@ -15,6 +15,9 @@ is an attack surface:
   * chat-template control tokens `<|im_end|>`, `<｜end▁of▁sentence｜>`: inference servers may
     tokenise them as special tokens even inside a message, ending the turn early. `<|` and `|>`
     (and the full-width forms) get a space.
+  * thinking tags `<think>`, `</think>`, `<thinking>`: the parsers drop a reasoning judge's thinking
+    (`prompts.split_reasoning`), so a quoted `</think>` would turn the judge's verdict before it into
+    thinking, and a quoted `<think>` would make the answer look truncated. `<` gets a space.
   * the delimiters of user-supplied templates (`prompts.Templates.delimiters`: the lines around
     each placeholder), passed as `delimiters`, become `(…)` wherever they occur.
 
@@ -35,6 +38,7 @@ _DELIMITER = re.compile(r"\[(\s*the\s+(?:start|end)\s+of\b[^\[\]\n]*)\]", re.IGN
 _STEP_MARK = re.compile(r"\[(\s*step\s*-\s*\d+\s*)\]", re.IGNORECASE)
 _CONTROL_OPEN = re.compile(r"<([|｜])")
 _CONTROL_CLOSE = re.compile(r"([|｜])>")
+_THINK_OPEN = re.compile(r"<(?=/?think(?:ing)?\s*>)", re.IGNORECASE)  # what prompts.split_reasoning reads
 _PIECE = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]")
 
 TRUNCATION_MARKER = "[… {omitted} tokens omitted: the trace was truncated to fit the judge's budget …]"
@@ -54,7 +58,7 @@ def _defuse(match: re.Match) -> str:
 
 
 def neutralise(text: str, delimiters: Sequence[str] = ()) -> str:
-  """`text` with verdict tokens, template delimiters, step marks and control tokens defused.
+  """`text` with verdict tokens, template delimiters, step marks, control tokens and thinking tags defused.
 
   Idempotent, and never creates a pattern it removes.
   """
@@ -67,6 +71,7 @@ def neutralise(text: str, delimiters: Sequence[str] = ()) -> str:
   text = _STEP_MARK.sub(r"(\1)", text)
   text = _DOUBLE_OPEN.sub("[ ", text)
   text = _DOUBLE_CLOSE.sub("] ", text)
+  text = _THINK_OPEN.sub("< ", text)
   text = _CONTROL_OPEN.sub(r"< \1", text)
   return _CONTROL_CLOSE.sub(r"\1 >", text)
 

@@ -47,7 +47,7 @@ from arena_jax.judges import config as config_lib
 from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
 from arena_jax.judges.client import Completion, JudgeClient
-from arena_jax.judges.pairwise import BaseJudge, derive_seed, text_key
+from arena_jax.judges.pairwise import BaseJudge, derive_seed, settle, text_key
 from arena_jax.judges.pointwise import ScoreResult
 from arena_jax.judges.prompts import severity
 from arena_jax.judges.usage import Usage
@@ -143,6 +143,7 @@ class Jury:
 
   @staticmethod
   def _count(verdict: JuryVerdict, c: Completion) -> Completion:
+    c = settle(c)
     verdict.usage += c.usage  # the latency is replaced by the audit's wall time at its end
     verdict.failed_calls += not c.ok
     return c
@@ -179,8 +180,7 @@ class Jury:
         juror.chat(self.templates.messages("juror", **fields), parse=parse,
                    seed=derive_seed(self.config.seed, "juror", j, key))
         for j, juror in enumerate(self.jurors)))
-    for c in answers:
-      self._count(verdict, c)
+    answers = [self._count(verdict, c) for c in answers]
     verdict.phase1 = [c.parsed if c.ok else None for c in answers]
     active = [j for j, p in enumerate(verdict.phase1) if p is not None]
     if not active:

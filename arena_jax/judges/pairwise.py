@@ -36,6 +36,19 @@ def derive_seed(*parts: Any) -> int:
   return int.from_bytes(digest, "big") & 0x7FFFFFFF
 
 
+def settle(c: Completion) -> Completion:
+  """`c`, failed as "truncated" rather than "unparseable" when the judge's thinking never ended.
+
+  The client names a failure from the answer's `finish_reason` and the parser's None; an unclosed
+  `<think>` block is a cut answer too (`prompts.split_reasoning`), whatever the server said. Either way
+  the judgment is dropped and counted (SPEC §4); the reason says which.
+  """
+  if c.failure_reason == "unparseable" and prompts.split_reasoning(c.content).truncated:
+    return dataclasses.replace(c, failure_reason="truncated",
+                               failure_detail="the judge's thinking never ended (an unclosed <think> block)")
+  return c
+
+
 def text_key(*texts: str) -> str:
   """A key for a query identified by its texts alone."""
   h = hashlib.sha256()
@@ -62,7 +75,7 @@ class JudgeResult:
 
   outcome: soft score of the first trace in [0, 1], or None when the judgment failed.
   verdict: the canonical verdict (FIRST_WINS / TIE / SECOND_WINS), None when failed.
-  failure_reason: None, or the client's reason ("timeout", "http_503", "unparseable", ...).
+  failure_reason: None, or the client's reason ("timeout", "http_503", "unparseable", "truncated", ...).
   raw: the judge's answer text (both answers, separated by a rule, in `both` mode).
   swapped: whether the second trace was shown as A (in `both` mode: the first call's order, False).
   usage: what the judge calls cost; in `both` mode the two orders are asked concurrently, so their
@@ -122,7 +135,7 @@ class PairwiseJudge(BaseJudge):
     messages = self.templates.messages("pairwise", problem=problem, reference=reference, trace_a=shown_a,
                                        trace_b=shown_b)
     seed = derive_seed(self.config.seed, "request", key, swapped)
-    return await self.client.chat(messages, parse=prompts.parse_pairwise, seed=seed)
+    return settle(await self.client.chat(messages, parse=prompts.parse_pairwise, seed=seed))
 
   async def compare(self, problem: str, reference: str, trace_first: str, trace_second: str, *,
                     key: Any = None) -> JudgeResult:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from arena_jax.judges import prompts
 from arena_jax.judges.client import Completion
-from arena_jax.judges.pairwise import BaseJudge, derive_seed, text_key
+from arena_jax.judges.pairwise import BaseJudge, derive_seed, settle, text_key
 from arena_jax.judges.usage import Usage
 
 
@@ -70,7 +70,7 @@ class PointwiseJudge(BaseJudge):
       key = text_key(problem, reference, trace)
     messages = self.templates.messages("pointwise", problem=problem, reference=reference, trace=trace,
                                        rubric=self.rubric)
-    c = await self.client.chat(messages, parse=self._parse, seed=derive_seed(self.config.seed, "score", key))
+    c = settle(await self.client.chat(messages, parse=self._parse, seed=derive_seed(self.config.seed, "score", key)))
     return result_from_completion(c, c.parsed if c.ok else None)
 
   async def score_many(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:

@@ -19,17 +19,22 @@ be found again unambiguously (`parse_sections`, used by the embedded server).
   debate         juror fields + claims, question                              … {"positions": [...]}
   synthesis      state, transcript, (num_jurors, quorum)                      … {"flaws": [... "jurors"]}
 
-Parsers return None for an answer that cannot be parsed (the client then retries, capped, and a
-final failure is reported as such — never as a tie).
+Parsers read only a judge's final answer: `split_reasoning` removes the thinking of reasoning judges
+(`<think>` blocks; `reasoning_content` never reaches a parser), and the verdict parsers accept the forms
+such judges write (`[[A]]`, `\\boxed{A}`, `Final verdict: A`, `**A**`) while ignoring restatements of the
+format. They return None for an answer that cannot be parsed (the client then retries, capped, and a
+final failure is reported as such — never as a tie); `read_answer` also names the failure ("truncated"
+when the thinking never ended).
 """
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import json
 import os
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from arena_jax.arena.outcomes import Verdict
 from arena_jax.judges import hygiene
@@ -159,50 +164,280 @@ def rubric_text(levels: Sequence[float]) -> str:
   return "\n".join(lines)
 
 
-# ─────────────────────────────────────────── parsers ───────────────────────────────────────────
+# ──────────────────────────────────── thinking and the final answer ────────────────────────────────────
+#
+# The paper's judges (DeepSeekMath-V2, Qwen3) think at length before they answer. Served with a reasoning
+# parser, the thinking arrives apart (`reasoning_content`) and the client never hands it to a parser; served
+# without one, it is inline in the content, `<think>…</think>`, or — when the chat template opens the block
+# in the prompt (DeepSeek-R1, Qwen3) — everything before a lone `</think>`. A thinking judge weighs both
+# verdicts, drafts JSON and restates the format, so every parser reads only what `split_reasoning` leaves:
+# the final answer.
 
-# [[A]] / [[B]] / [[C]] (MT-bench), also arena-hard's [[A>B]], [[A>>B]], [[B>A]], [[A=B]]; adjacent brackets only.
-_VERDICT = re.compile(r"\[\[\s*(A\s*>>?\s*B|B\s*>>?\s*A|A\s*=\s*B|B\s*=\s*A|A|B|C)\s*\]\]")
-_RATING = re.compile(r"\[\[\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+))\s*\]\]")
-_STEP_REF = re.compile(r"\s*\[?\s*STEP\s*[-_ ]?\s*(\d+)\s*\]?\s*", re.IGNORECASE)
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_MAX_JSON_STARTS = 400  # `{` positions tried from the end; bounds the cost of a pathological answer
+_THINK_TAG = re.compile(r"<(/?)(?:think|thinking)\s*>", re.IGNORECASE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+  """A judge's completion split into its thinking and its final answer (`split_reasoning`).
+
+  text: the content outside every thinking block — the only place a verdict is read from.
+  reasoning: the thinking: `reasoning_content` as the server returned it, then any inline blocks.
+  truncated: the thinking never ended (an unclosed `<think>`), or the answer was cut at max_tokens
+    (`finish_reason == "length"`): a failure, never a guess at what the judge would have said.
+  """
+
+  text: str
+  reasoning: str = ""
+  truncated: bool = False
+
+
+def split_reasoning(content: str | None, reasoning: str | None = None, finish_reason: str | None = None) -> Answer:
+  """Separates a completion's thinking from its final answer (see `Answer`); linear in the content.
+
+  `<think>` and `<thinking>` blocks (nested ones included) are thinking; a closing tag with no opening
+  one makes everything before it thinking; an opening tag that is never closed makes everything after it
+  thinking and the answer truncated. Trace hygiene defuses these tags inside traces, so a judge that
+  quotes a trace cannot open or close a block by doing so.
+  """
+  content = content or ""
+  answer: list[str] = []
+  thought: list[str] = [reasoning] if reasoning else []
+  depth, start = 0, 0
+  for m in _THINK_TAG.finditer(content):
+    if not m.group(1):
+      if depth == 0:
+        answer.append(content[start:m.start()])
+        start = m.end()
+      depth += 1
+    elif depth:
+      depth -= 1
+      if depth == 0:
+        thought.append(content[start:m.start()])
+        start = m.end()
+    else:
+      thought.append("".join(answer) + content[start:m.start()])
+      answer, start = [], m.end()
+  (thought if depth else answer).append(content[start:])
+  return Answer("".join(answer).strip(), "\n\n".join(t.strip() for t in thought if t.strip()),
+                bool(depth) or finish_reason == "length")
+
+
+def read_answer(parse: Callable[[str], Any], content: str | None, reasoning: str | None = None,
+                finish_reason: str | None = None) -> tuple[Any, str | None]:
+  """(value, None), or (None, "truncated" | "unparseable"): what the judges make of one completion.
+
+  `parse` is one of the parsers below; it sees the content only, never `reasoning`. Truncated — cut at
+  max_tokens or thinking never closed — is decided before any parse (SPEC §4: a failure, dropped and
+  counted, never a tie). The client and `pairwise.settle` apply the same rules to live answers.
+  """
+  if split_reasoning(content, reasoning, finish_reason).truncated:
+    return None, "truncated"
+  try:
+    value = parse(content or "")
+  except (ValueError, TypeError, KeyError):
+    value = None
+  return (value, None) if value is not None else (None, "unparseable")
+
+
+def _final_text(text: str | None) -> str | None:
+  """The final answer of `text`, None when its thinking never ended (nothing to read)."""
+  answer = split_reasoning(text)
+  return None if answer.truncated else answer.text
+
+
+# ─────────────────────────────────────────── verdicts ───────────────────────────────────────────
+#
+# Forms read, in two tiers. First the template's own `[[…]]` (MT-bench [[A]] / [[B]] / [[C]], a `[[tie]]`,
+# arena-hard's [[A>B]], [[A>>B]], [[A=B]]; adjacent brackets only): trace hygiene keeps these out of
+# traces, so a judge that quotes a trace after its verdict cannot be steered by it. Only without one, the
+# forms reasoning judges write by habit: `\boxed{A}` (DeepSeekMath-V2), `Final verdict: A` / `Verdict: B`
+# (markup around it tolerated), and a line that is the verdict alone (`**A**`). Within a tier the last
+# real verdict wins; not verdicts: options listed together ("[[A]], [[B]] or [[C]]"), conditionals
+# ("[[A]]" if trace A is better, "[[C]]" for a tie), examples ("e.g. Rating: [[0.5]]") and a list of
+# definitions ("- [[0]]: wrong", "- [[1]]: right").
+
+_PAIR_TOKEN = r"A\s*>>?\s*B|B\s*>>?\s*A|A\s*=\s*B|B\s*=\s*A|(?:a\s+)?tie|draw|A|B|C"
+_NUMBER_TOKEN = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
+_VERDICT = re.compile(r"\[\[\s*(" + _PAIR_TOKEN + r")\s*\]\]", re.IGNORECASE)
+_RATING = re.compile(r"\[\[\s*(" + _NUMBER_TOKEN + r")\s*\]\]")
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}")
+_LATEX_WRAP = re.compile(r"\\(?:text|textbf|textrm|textsf|texttt|textit|mathrm|mathbf|mathsf|mbox|operatorname)"
+                         r"\s*\{([^{}]*)\}")
+_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+_MARKUP = r"[ \t*_`]*"
+# A label, a separator (":", "is", a dash; "**Final Verdict:**" and "verdict is:" too), then the verdict.
+_SEPARATOR = r"(?:" + _MARKUP + r"(?:\bis\b|[:：=–—-]))+" + _MARKUP
+_WHO = r"(?:(?:trace|solution|response|option)[ \t]+)?"
+_LABELED_VERDICT = re.compile(
+    r"\b(?:final[ \t]+verdict|verdict|final[ \t]+decision|decision|final[ \t]+judg(?:e)?ment|judg(?:e)?ment"
+    r"|final[ \t]+answer|winner|better[ \t]+trace)" + _SEPARATOR + _WHO + r"(" + _PAIR_TOKEN + r")(?![\w>=])"
+    r"(?![ \t]*(?:,|/|\bor\b|\band\b)" + _MARKUP + _WHO + r"(?:[abc]|tie)\b)"  # "A, B or C": options, not a verdict
+    r"(?=" + _MARKUP + r"(?:$|[.!;,:)]|\s+(?:is[ \t]+(?:the[ \t]+)?(?:better|superior|stronger|preferred)|wins|"
+    r"because|since|\()))", re.IGNORECASE | re.MULTILINE)
+_LINE_VERDICT = re.compile(r"^[ \t>#*_`]*" + _WHO + r"(" + _PAIR_TOKEN + r")" + _MARKUP + r"[.!]?" + _MARKUP + r"$",
+                           re.IGNORECASE | re.MULTILINE)
+_LABELED_RATING = re.compile(
+    r"\b(?:final[ \t]+)?(?:rating|score|grade)" + _SEPARATOR + r"(" + _NUMBER_TOKEN + r")(?![\w/]|\.\d)",
+    re.IGNORECASE)
+_LIST_GAP = re.compile(r"(?:[ \t\"'`*_,;/|()]|\bor\b|\band\b)*", re.IGNORECASE)
+_CONDITIONAL = re.compile(r"[ \t\"'`*_)\]]*(?:if|when|whenever|means|for[ \t]+(?:a[ \t]+)?(?:tie|draw)|→|->|⇒)(?!\w)",
+                          re.IGNORECASE)
+_DEFINITION = re.compile(r"[ \t\"'`*_)\]]*(?:[:：]|[ \t][-–—])[ \t]*\w")
+_EXAMPLE = re.compile(r"(?:e\.g\.|i\.e\.|for[ \t]+example|for[ \t]+instance|such[ \t]+as)[\s,:\"'`(]*"
+                      r"(?:(?:rating|score|verdict)[ \t]*:[ \t]*)?[\"'`(]*$", re.IGNORECASE)
+_MAX_LIST_GAP = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class _Hit:
+  start: int
+  end: int
+  value: Any
+
+
+def _last_verdict(hits: list[_Hit], text: str) -> Any:
+  """The last real verdict among `hits` (one tier's), without restatements of the format; None if none."""
+  hits = sorted(hits, key=lambda h: (h.start, -h.end))
+  unique: list[_Hit] = []
+  for h in hits:
+    if not unique or h.start >= unique[-1].end:  # one verdict read by two forms counts once
+      unique.append(h)
+  kept = [h for h in unique if not _CONDITIONAL.match(text, h.end, h.end + 40)
+          and not _EXAMPLE.search(text, max(0, h.start - 40), h.start)]
+  runs: list[list[_Hit]] = []
+  for h in kept:
+    gap = (runs[-1][-1].end, h.start) if runs else None
+    if gap and gap[1] - gap[0] <= _MAX_LIST_GAP and _LIST_GAP.fullmatch(text, *gap):
+      runs[-1].append(h)
+    else:
+      runs.append([h])
+  kept = [h for run in runs if len({x.value for x in run}) == 1 for h in run]
+  definitions = [h for h in kept if _DEFINITION.match(text, h.end, h.end + 40)]
+  if len({h.value for h in definitions}) > 1:
+    kept = [h for h in kept if h not in definitions]
+  return kept[-1].value if kept else None
+
+
+def _pair_verdict(token: str) -> Verdict | None:
+  t = re.sub(r"\s+", "", token).upper()
+  if t in ("A", "A>B", "A>>B"):
+    return Verdict.FIRST_WINS
+  if t in ("B", "B>A", "B>>A"):
+    return Verdict.SECOND_WINS
+  if t in ("C", "TIE", "ATIE", "DRAW", "A=B", "B=A"):
+    return Verdict.TIE
+  return None
+
+
+def _unboxed(inner: str) -> str:
+  """The content of a `\\boxed{…}` without its LaTeX text wrappers and markup: `\\text{Trace A}` → "Trace A"."""
+  for _ in range(3):
+    inner = _LATEX_WRAP.sub(r"\1", inner)
+  inner = re.sub(r"[${}*`]|\\[,;!: ]", " ", inner).strip()
+  return re.sub(r"^\[\[\s*|\s*\]\]$", "", inner)
+
+
+def _boxed_verdict(inner: str) -> Verdict | None:
+  m = re.fullmatch(_WHO + r"(" + _PAIR_TOKEN + r")[ .]*", _unboxed(inner), re.IGNORECASE)
+  return _pair_verdict(m.group(1)) if m else None
+
+
+def _boxed_number(inner: str) -> float | None:
+  inner = _FRAC.sub(r"\1/\2", inner)
+  m = re.fullmatch(r"(" + _NUMBER_TOKEN + r")(?:\s*/\s*(\d+))?[ .]*", _unboxed(inner))
+  if not m:
+    return None
+  if m.group(2) is None:
+    return float(m.group(1))
+  return float(m.group(1)) / float(m.group(2)) if float(m.group(2)) else None
 
 
 def parse_pairwise(text: str | None) -> Verdict | None:
-  """The verdict in *presentation* order (A = the trace shown first); the last verdict token wins."""
-  matches = _VERDICT.findall(text or "")
-  if not matches:
+  """The verdict in *presentation* order (A = the trace shown first) of a judge's final answer (SPEC §4).
+
+  The thinking is never read (`split_reasoning`); an answer whose thinking never ended, or with no
+  verdict, is None — unparseable, never a tie. Forms and tiers: the comment above.
+  """
+  text = _final_text(text)
+  if not text:
     return None
-  token = re.sub(r"\s+", "", matches[-1])
-  if token in ("A", "A>B", "A>>B"):
-    return Verdict.FIRST_WINS
-  if token in ("B", "B>A", "B>>A"):
-    return Verdict.SECOND_WINS
-  return Verdict.TIE
+  brackets = [_Hit(m.start(), m.end(), _pair_verdict(m.group(1))) for m in _VERDICT.finditer(text)]
+  loose = [_Hit(m.start(), m.end(), _boxed_verdict(m.group(1))) for m in _BOXED.finditer(text)]
+  loose += [_Hit(m.start(1), m.end(1), _pair_verdict(m.group(1))) for m in _LABELED_VERDICT.finditer(text)]
+  loose += [_Hit(m.start(), m.end(), _pair_verdict(m.group(1))) for m in _LINE_VERDICT.finditer(text)]
+  for hits in (brackets, loose):
+    verdict = _last_verdict([h for h in hits if h.value is not None], text)
+    if verdict is not None:
+      return verdict
+  return None
 
 
 def parse_rating(text: str | None, levels: Sequence[float]) -> float | None:
-  """The last `[[level]]` of a pointwise answer, normalised to [0, 1] over `levels`; None if not a level."""
-  matches = _RATING.findall(text or "")
-  if not matches:
+  """The rubric level of a judge's final answer, normalised to [0, 1] over `levels` (SPEC §7).
+
+  `Rating: [[0.5]]` (the template's form) first; else `\\boxed{0.5}` (also `\\frac{1}{2}`) or
+  `Rating: 0.5` / `Score: 0.5`. None when there is none, when the last one is not a level, or when the
+  thinking never ended.
+  """
+  text = _final_text(text)
+  if not text:
     return None
-  value = float(matches[-1])
+  brackets = [_Hit(m.start(), m.end(), float(m.group(1))) for m in _RATING.finditer(text)]
+  loose = [_Hit(m.start(), m.end(), _boxed_number(m.group(1))) for m in _BOXED.finditer(text)]
+  loose += [_Hit(m.start(1), m.end(1), float(m.group(1))) for m in _LABELED_RATING.finditer(text)]
+  value = None
+  for hits in (brackets, loose):
+    value = _last_verdict([h for h in hits if h.value is not None], text)
+    if value is not None:
+      break
+  if value is None:
+    return None
   lo, hi = min(levels), max(levels)
   if not any(abs(value - float(v)) <= 1e-9 for v in levels):
     return None
   return (value - lo) / (hi - lo)
 
 
+# ───────────────────────────────────────────── JSON ─────────────────────────────────────────────
+
+_STEP_REF = re.compile(r"\s*\[?\s*STEP\s*[-_ ]?\s*(\d+)\s*\]?\s*", re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_MAX_JSON_STARTS = 400  # `{` positions tried from the end; bounds the cost of a pathological answer
+_PLACEHOLDER = re.compile(r"\s*(?:\.\.\.|…)\s*|STEP-[a-z]|[a-z]+(?:\s*\|\s*[a-z]+)+", re.IGNORECASE)
+_PLACEHOLDER_KEYS = ("what_went_wrong", "impact", "argument", "question", "stance", "statement_refs")
+
+
+def _is_format_echo(obj: dict) -> bool:
+  """Whether `obj` restates a template's example (`"what_went_wrong": "..."`, `"STEP-k"`,
+  `"neutral|minor|major|fatal"`) rather than answering."""
+  stack = [obj]
+  while stack:
+    item = stack.pop()
+    if isinstance(item, dict):
+      for k, v in item.items():
+        if k in _PLACEHOLDER_KEYS and isinstance(v, str) and _PLACEHOLDER.fullmatch(v):
+          return True
+        if k == "statement_refs" and isinstance(v, list) and any(isinstance(r, str) and _PLACEHOLDER.fullmatch(r)
+                                                                  for r in v):
+          return True
+        if isinstance(v, (dict, list)):
+          stack.append(v)
+    elif isinstance(item, list):
+      stack.extend(x for x in item if isinstance(x, (dict, list)))
+  return False
+
+
 def extract_json(text: str | None, key: str) -> dict | None:
-  """The last JSON object in `text` that has `key` (fenced ```json blocks first); None if there is none."""
+  """The last JSON object in `text` that has `key` (fenced ```json blocks first) and is not a restatement
+  of the template's example (`_is_format_echo`); None if there is none. `text` is read as it is: the
+  parsers pass only the final answer (`split_reasoning`)."""
   text = text or ""
   for block in reversed(_FENCE.findall(text)):
     try:
       obj = json.loads(block)
     except ValueError:
       continue
-    if isinstance(obj, dict) and key in obj:
+    if isinstance(obj, dict) and key in obj and not _is_format_echo(obj):
       return obj
   decoder = json.JSONDecoder()
   starts = [m.start() for m in re.finditer(r"\{", text)][-_MAX_JSON_STARTS:]
@@ -211,7 +446,7 @@ def extract_json(text: str | None, key: str) -> dict | None:
       obj, _ = decoder.raw_decode(text, start)
     except ValueError:
       continue
-    if isinstance(obj, dict) and key in obj:
+    if isinstance(obj, dict) and key in obj and not _is_format_echo(obj):
       return obj
   return None
 
@@ -276,11 +511,13 @@ def normalise_flaw(flaw: Any, num_steps: int | None, *, num_jurors: int | None =
 
 
 def parse_flaws(text: str | None, num_steps: int | None = None, *, num_jurors: int | None = None) -> list[dict] | None:
-  """The flaws of a juror / consolidator / synthesis answer (`{"flaws": [...]}`); None if no such JSON.
+  """The flaws of a juror / consolidator / synthesis answer (`{"flaws": [...]}`, SPEC §8); None if no such JSON.
 
-  Entries that are unusable (see `normalise_flaw`) are dropped; `{"flaws": []}` is a valid "no flaw".
+  The JSON is the last one of the final answer, after the thinking (`split_reasoning`: drafts in the
+  thinking are never read) and not a restatement of the template's example. Entries that are unusable
+  (see `normalise_flaw`) are dropped; `{"flaws": []}` is a valid "no flaw".
   """
-  obj = extract_json(text, "flaws")
+  obj = extract_json(_final_text(text), "flaws")
   if obj is None or not isinstance(obj["flaws"], list):
     return None
   flaws = [normalise_flaw(f, num_steps, num_jurors=num_jurors) for f in obj["flaws"]]
@@ -289,7 +526,7 @@ def parse_flaws(text: str | None, num_steps: int | None = None, *, num_jurors: i
 
 def parse_positions(text: str | None, claim_ids: Sequence[str]) -> dict[str, tuple[bool, str]] | None:
   """{claim id: (agrees, argument)} from a debate answer; None without a usable `positions` list."""
-  obj = extract_json(text, "positions")
+  obj = extract_json(_final_text(text), "positions")
   if obj is None or not isinstance(obj["positions"], list):
     return None
   wanted = set(claim_ids)
@@ -305,7 +542,7 @@ def parse_positions(text: str | None, claim_ids: Sequence[str]) -> dict[str, tup
 
 def parse_moderator(text: str | None, num_jurors: int, claim_ids: Sequence[str]) -> dict | None:
   """{"action": "stop"} or {"action": "ask", "speaker": 0-based, "claims": [...], "question": str}; None if invalid."""
-  obj = extract_json(text, "action")
+  obj = extract_json(_final_text(text), "action")
   if obj is None:
     return None
   action = str(obj["action"]).strip().lower()

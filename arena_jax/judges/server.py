@@ -12,7 +12,9 @@ Knobs (`config.server_config()`): the judge's own (noise, position bias, tie ban
 rates), a latency distribution, and faults — HTTP errors (with Retry-After), hangs, dropped
 connections, non-JSON bodies, answers without a parseable verdict — each with a rate, so clients can
 be tested against all of them. Answers longer than the request's max_tokens are cut with
-finish_reason "length", like a real server.
+finish_reason "length", like a real server. `style = "reasoning"` answers like a served reasoning LLM:
+thinking first (in `reasoning_content` or inline in `<think>`), then the verdict in one of the forms such
+models write, sometimes cut mid-thought (`simulated.JudgeLogic.reply`).
 """
 from __future__ import annotations
 
@@ -139,31 +141,27 @@ class _Server:
       return web.Response(text="<html>502 Bad Gateway</html>", content_type="text/html")
     prompt = "\n\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
     seed = body.get("seed") or 0
+    malformed = bool(cfg.malformed_rate) and r() < cfg.malformed_rate
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
     try:
-      kind, content, reasoning = self.logic.answer(prompt, seed)
+      reply = self.logic.reply(prompt, seed, malformed=malformed, max_tokens=max_tokens)
     except Exception as e:  # pylint: disable=broad-except  (a judging bug must not look like a dropped connection)
       self.counts["errors"] += 1
       return _error(500, f"the judge failed on this prompt: {type(e).__name__}: {e}"[:300], "server_error")
-    self.kinds[kind] = self.kinds.get(kind, 0) + 1
-    if cfg.malformed_rate and r() < cfg.malformed_rate:
-      self.counts["malformed"] += 1
-      content = self.logic.malformed(kind)
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-    finish = "stop"
-    if max_tokens and hygiene.count_tokens(content) > max_tokens:
-      self.counts["truncated"] += 1
-      content, finish = _cut(content, max_tokens), "length"
+    self.kinds[reply.kind] = self.kinds.get(reply.kind, 0) + 1
+    self.counts["malformed"] += malformed
+    self.counts["truncated"] += reply.finish_reason == "length"
     await _sleep_until(deadline)
     self.counts["answered"] += 1
-    message = {"role": "assistant", "content": content}
-    if cfg.emit_reasoning:
-      message["reasoning_content"] = reasoning
-    completion_tokens = hygiene.count_tokens(content) + hygiene.count_tokens(reasoning if cfg.emit_reasoning else "")
+    message = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+      message["reasoning_content"] = reply.reasoning
+    completion_tokens = hygiene.count_tokens(reply.content or "") + hygiene.count_tokens(reply.reasoning or "")
     prompt_tokens = hygiene.count_tokens(prompt)
     return web.json_response({
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": cfg.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     })
@@ -192,11 +190,6 @@ def _validate(body, model: str) -> str | None:
   if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 2):
     return f"temperature must be a number in [0, 2], got {t!r}"
   return None
-
-
-def _cut(text: str, max_tokens: int) -> str:
-  pieces = list(re.finditer(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]", text))
-  return text[:pieces[max_tokens - 1].end()] if max_tokens <= len(pieces) else text
 
 
 def make_app(cfg: ml_collections.ConfigDict) -> web.Application:

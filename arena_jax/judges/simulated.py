@@ -24,6 +24,12 @@ them). It then judges like a careful but imperfect LLM:
     the moderator asks the juror with the most open positions about them and stops when every claim
     is settled, and the synthesis reports the accepted claims.
 
+How it writes what it decided is the `style` knob (`JudgeLogic.reply`): `plain`, one short answer that
+ends in the template's format (`answer`); `reasoning`, the answer of a served reasoning LLM — thinking
+that names verdicts it does not give, drafts JSON and restates the format, in `reasoning_content` or
+inline in `<think>`, then the verdict in one of the forms such models write, a share `truncate_rate` cut
+mid-thought. The verdicts are the same; only the cut answers lose theirs (SPEC §4: a failure, dropped).
+
 The knobs are those of `config.server_config()`; the HTTP layer (`server.py`) adds latency and faults.
 """
 from __future__ import annotations
@@ -34,11 +40,12 @@ import json
 import math
 import re
 from fractions import Fraction
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import ml_collections
 
 from arena_jax import tasks
+from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
 
 # Which template a prompt was rendered from, by the sections it has (first match wins).
@@ -57,6 +64,8 @@ _STEP_MARK = re.compile(r"^\[STEP-(\d+)\][ \t]*", re.MULTILINE)
 _EQUATION = re.compile(r"[-\d \t.()+*/]+(?:=[-\d \t.()+*/]+)+")
 _MAX_LINE = 1000  # longer lines are not steps of a solution; the regex scan stays cheap
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_UNKNOWN = "I can only judge prompts written with arena_jax's judge templates."
+_TOKEN_PIECE = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]")  # hygiene.count_tokens's tokens
 
 
 # ───────────────────────────────────────── deterministic draws ─────────────────────────────────────────
@@ -71,6 +80,43 @@ def _unit(*parts) -> float:
 def _logistic(u: float, scale: float) -> float:
   u = min(max(u, 1e-12), 1.0 - 1e-12)
   return scale * math.log(u / (1.0 - u))
+
+
+def cut_tokens(text: str, max_tokens: int) -> str:
+  """`text` cut after its first `max_tokens` tokens (`hygiene.count_tokens`), as a server cuts at max_tokens."""
+  pieces = list(_TOKEN_PIECE.finditer(text))
+  return text[:pieces[max_tokens - 1].end()] if 0 < max_tokens <= len(pieces) else text
+
+
+# ───────────────────────────────────────────── answers ─────────────────────────────────────────────
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+  """One answer as the server sends it. `reasoning` becomes `message.reasoning_content` (None: absent);
+  `content` None is an answer that never came (thinking cut short behind a reasoning parser)."""
+
+  kind: str
+  content: str | None
+  reasoning: str | None = None
+  finish_reason: str = "stop"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Judgment:
+  """What the judge decided and why, before it is written in a style.
+
+  notes: the findings (a plain answer's explanation; the core of a reasoning answer's thinking).
+  final: the verdict — pairwise "A" | "B" | "C", pointwise the level, else the JSON object.
+  conclusion: one line that states the verdict in words; hidden: the plain style's reasoning_content.
+  options: the verdicts it could give (a reasoning answer's thinking weighs one it does not give).
+  """
+
+  notes: str
+  final: Any
+  conclusion: str = ""
+  hidden: str = ""
+  options: tuple = ()
 
 
 # ──────────────────────────────────────────── assessments ────────────────────────────────────────────
@@ -221,14 +267,76 @@ class JudgeLogic:
 
   # ── answers by kind ──
 
-  def answer(self, prompt: str, seed: int) -> tuple[str, str, str]:
-    """(kind, content, reasoning) for a prompt rendered from one of the project's templates."""
+  def judge(self, prompt: str, seed: int) -> tuple[str, _Judgment | None]:
+    """(kind, what the judge decides) for a prompt rendered from one of the project's templates; the
+    judgment is None when the prompt is not one of them (kind "unknown")."""
     sections = prompts.parse_sections(prompt)
     kind = next((k for k, need in _KINDS if need <= sections.keys()), None)
     if kind is None:
-      return "unknown", "I can only judge prompts written with arena_jax's judge templates.", ""
-    content, reasoning = getattr(self, f"_{kind}")(sections, seed)
-    return kind, content, reasoning
+      return "unknown", None
+    return kind, getattr(self, f"_{kind}")(sections, seed)
+
+  def answer(self, prompt: str, seed: int) -> tuple[str, str, str]:
+    """(kind, content, reasoning) of the plain style for a prompt rendered from the project's templates."""
+    kind, j = self.judge(prompt, seed)
+    if j is None:
+      return kind, _UNKNOWN, ""
+    return kind, self._plain(kind, j), j.hidden
+
+  def reply(self, prompt: str, seed: int, *, malformed: bool = False, max_tokens: int | None = None) -> Reply:
+    """The whole answer to one request in the configured `style`: `malformed` replaces the verdict by
+    text with nothing to parse; an answer longer than `max_tokens` is cut (finish_reason "length")."""
+    kind, j = self.judge(prompt, seed)
+    if self.cfg.style == "reasoning" and j is not None:
+      return self._reasoned(kind, j, prompt, seed, malformed, max_tokens)
+    content = _UNKNOWN if j is None else (self.malformed(kind) if malformed else self._plain(kind, j))
+    reasoning = (j.hidden if j is not None else "") if self.cfg.emit_reasoning else None
+    if max_tokens and hygiene.count_tokens(content) > max_tokens:
+      return Reply(kind, cut_tokens(content, max_tokens), reasoning, "length")
+    return Reply(kind, content, reasoning)
+
+  # ── styles ──
+
+  def _plain(self, kind: str, j: _Judgment) -> str:
+    """One short answer: the findings, then the verdict in the template's format."""
+    if kind == "pairwise":
+      explanation = f"{j.notes}\n{j.conclusion}"
+      return (f"Verdict: [[{j.final}]]\n\n{explanation}" if self.cfg.verdict_first
+              else f"{explanation}\n\n[[{j.final}]]")
+    if kind == "pointwise":
+      return f"{j.notes}\n\nRating: [[{j.final:g}]]"
+    answer = json.dumps(j.final, ensure_ascii=False)
+    if kind == "juror":
+      return f"{j.notes}\n\n```json\n{answer}\n```"
+    return f"{j.notes}\n\n{answer}" if kind == "consolidation" else answer
+
+  def _reasoned(self, kind: str, j: _Judgment, prompt: str, seed: int, malformed: bool,
+                max_tokens: int | None) -> Reply:
+    """The answer of a served reasoning LLM (`style = "reasoning"`; docs/judges.md).
+
+    Its thinking weighs a verdict it does not give, drafts and restates the format; then comes the final
+    answer, in a form drawn from the request seed. The thinking arrives in `reasoning_content` (a vLLM /
+    SGLang reasoning parser), inline in `<think>…</think>`, or inline after a template-opened block (only
+    `</think>`). At `truncate_rate` the model stops mid-thought, as when it runs out of max_tokens.
+    """
+    cfg = self.cfg
+    digest = hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).hexdigest()
+    draw = lambda tag: _unit(cfg.seed, seed, digest, "style", tag)
+    thinking = _thinking(kind, j, draw)
+    final = self.malformed(kind) if malformed else _final_answer(kind, j, draw)
+    placement = draw("placement")
+    # What the model generates; with a reasoning parser or a template-opened block, `<think>` is in the prompt.
+    opener = "<think>\n" if 0.5 <= placement < 0.75 else ""
+    raw, finish = f"{opener}{thinking}\n</think>\n\n{final}", "stop"
+    if draw("truncate") < cfg.truncate_rate:
+      kept = max(1, int(hygiene.count_tokens(thinking) * (0.2 + 0.6 * draw("cut"))))
+      raw, finish = opener + cut_tokens(thinking, kept), "length"
+    elif max_tokens and hygiene.count_tokens(raw) > max_tokens:
+      raw, finish = cut_tokens(raw, max_tokens), "length"
+    if placement < 0.5:  # a reasoning parser splits the thinking off; no answer yet when it never closed
+      thought, closed, answer = raw.partition("</think>")
+      return Reply(kind, answer.strip() if closed else None, thought.strip(), finish)
+    return Reply(kind, raw, None, finish)
 
   def malformed(self, kind: str) -> str:
     """An answer a flaky judge might give: it looks fine but has nothing to parse."""
@@ -255,11 +363,8 @@ class JudgeLogic:
         lines.append(f'Trace {name} ends with: "{s.steps[-1][:300]}"')
     reason = {"A": "Trace A has the sounder process.", "B": "Trace B has the sounder process.",
               "C": "Neither trace is clearly better."}[verdict]
-    explanation = "\n".join(lines + [reason])
-    content = (f"Verdict: [[{verdict}]]\n\n{explanation}" if cfg.verdict_first
-               else f"{explanation}\n\n[[{verdict}]]")
-    reasoning = f"Penalties: A {a.penalty:g}, B {b.penalty:g}; position bias {cfg.position_bias:g}."
-    return content, reasoning
+    penalties = f"Penalties: A {a.penalty:g}, B {b.penalty:g}; position bias {cfg.position_bias:g}."
+    return _Judgment("\n".join(lines), verdict, conclusion=reason, hidden=penalties, options=("A", "B", "C"))
 
   def _pointwise(self, sections, seed):
     cfg = self.cfg
@@ -273,7 +378,7 @@ class JudgeLogic:
       quality += 0.25 * _logistic(_unit(cfg.seed, seed, "point", problem, sections["Trace"]), cfg.noise)
     lo, hi = levels[0], levels[-1]
     level = min(levels, key=lambda v: abs((v - lo) / (hi - lo) - quality))
-    return f"{_summary('', s)}\n\nRating: [[{level:g}]]", ""
+    return _Judgment(_summary("", s), level, options=tuple(levels))
 
   def _juror_view(self, sections):
     problem, reference = sections.get("Problem", ""), _given(sections.get("Reference Answer"))
@@ -297,8 +402,7 @@ class JudgeLogic:
         reported.append(_false_alarm(i, steps[i], _unit(*key, i, "which")))
     if None in by_step and _unit(*key, "global", "miss") >= cfg.miss_rate:
       reported += [_flaw_json(f, specificity=4) for f in by_step[None]]
-    note = f"I checked all {len(steps)} steps and found {len(reported)} flaw(s)."
-    return f"{note}\n\n```json\n{json.dumps({'flaws': reported}, ensure_ascii=False)}\n```", ""
+    return _Judgment(f"I checked all {len(steps)} steps and found {len(reported)} flaw(s).", {"flaws": reported})
 
   def _confirms(self, truth: _Assessment, step: int | None, key, tag) -> bool:
     """The server's own (noisy) verdict on a claimed flaw at `step`."""
@@ -334,7 +438,7 @@ class JudgeLogic:
       step = prompts.step_ref_index(group, len(steps)) if not group.startswith("global:") else None
       if len(entry["jurors"]) * 2 > n or self._confirms(truth, step, key, "consolidate"):
         kept.append({**entry["flaw"], "jurors": sorted(entry["jurors"])})
-    return f"Merged {len(groups)} claim(s); {len(kept)} kept.\n\n{json.dumps({'flaws': kept}, ensure_ascii=False)}", ""
+    return _Judgment(f"Merged {len(groups)} claim(s); {len(kept)} kept.", {"flaws": kept})
 
   def _debate(self, sections, seed):
     problem, reference, steps, truth = self._juror_view(sections)
@@ -358,7 +462,9 @@ class JudgeLogic:
         quoted = f'"{steps[step][:200]}" is correct.' if step is not None else "no such flaw."
         argument = f"{where} checks out: {quoted}"
       positions.append({"claim": str(c["id"]), "stance": "agree" if agree else "disagree", "argument": argument})
-    return json.dumps({"positions": positions}, ensure_ascii=False), ""
+    agreed = sum(p["stance"] == "agree" for p in positions)
+    return _Judgment(f"I checked {len(positions)} claim(s) against the steps; I agree with {agreed}.",
+                     {"positions": positions})
 
   def _moderator(self, sections, seed):
     del seed  # the moderator's choice is a deterministic rule
@@ -368,11 +474,13 @@ class JudgeLogic:
     todo = {j: [c["id"] for c in open_claims if _stance(c, j) is None] for j in range(n)}
     speaker = max(range(n), key=lambda j: (len(todo[j]), -j), default=None)
     if speaker is None or not todo[speaker]:
-      return json.dumps({"action": "stop"}), ""
+      return _Judgment(f"{len(open_claims)} claim(s) open, and no juror has a position left to take.",
+                       {"action": "stop"})
     ask = {"action": "ask", "speaker": speaker + 1, "claims": todo[speaker],
            "question": f"Juror {speaker + 1}, do you agree with claim(s) {', '.join(todo[speaker])}? "
                        "Check the steps cited."}
-    return json.dumps(ask), ""
+    return _Judgment(f"{len(open_claims)} claim(s) open; juror {speaker + 1} has {len(todo[speaker])} position(s) "
+                     "to take.", ask)
 
   def _synthesis(self, sections, seed):
     del seed
@@ -384,7 +492,8 @@ class JudgeLogic:
       if len(agree) >= quorum:
         kept = {k: c.get(k) for k in ("what_went_wrong", "statement_refs", "impact", "evidence")}
         flaws.append({**kept, "jurors": agree})
-    return json.dumps({"flaws": flaws}, ensure_ascii=False), ""
+    return _Judgment(f"{len(flaws)} of {len(state['claims'])} claim(s) reached the quorum of {quorum}.",
+                     {"flaws": flaws})
 
 
 def _load_state(text: str) -> dict:
@@ -424,3 +533,86 @@ def _false_alarm(step: int, text: str, u: float) -> dict:
           if numbers else "this step does not follow from the previous ones")
   return {"what_went_wrong": what, "statement_refs": [f"STEP-{step + 1}"], "impact": "major" if u < 0.5 else "minor",
           "evidence": text, "specificity": 4}
+
+
+# ───────────────────────────────────────── the reasoning style ─────────────────────────────────────────
+# What a thinking judge writes around the verdict: its thinking names a verdict it will not give, drafts
+# JSON it then corrects and restates the format; its final answer takes one of the forms reasoning
+# models use. Only the final answer carries the verdict (`prompts.split_reasoning`).
+
+_FORMATS = {
+    "juror": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
+             '"evidence": "...", "specificity": 5}]}',
+    "consolidation": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
+                     '"evidence": "...", "jurors": [1, 2]}]}',
+    "synthesis": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
+                 '"evidence": "...", "jurors": [1, 3]}]}',
+    "debate": '{"positions": [{"claim": "C1", "stance": "agree", "argument": "..."}]}',
+    "moderator": '{"action": "ask", "speaker": 2, "claims": ["C1", "C3"], "question": "..."} or {"action": "stop"}',
+}
+_TIE_WORDS = {"A": ("A", "A"), "B": ("B", "B"), "C": ("tie", "Tie")}
+
+
+def _pick(options: Sequence, u: float):
+  return options[min(int(u * len(options)), len(options) - 1)]
+
+
+def _decoy(j: _Judgment, u: float):
+  """A verdict the judge weighs in its thinking but does not give."""
+  others = [o for o in j.options if o != j.final]
+  return _pick(others, u) if others else j.final
+
+
+def _draft(kind: str, final: dict) -> dict:
+  """A first draft of a JSON answer that the thinking then corrects (it differs from the final one)."""
+  if kind == "debate":
+    flip = {"agree": "disagree", "disagree": "agree"}
+    return {"positions": [{**p, "stance": flip.get(p.get("stance"), "agree")} for p in final["positions"]]
+            or [{"claim": "C1", "stance": "agree", "argument": "at first sight the claim holds"}]}
+  if kind == "moderator":
+    return ({"action": "ask", "speaker": 1, "claims": ["C1"], "question": "Is C1 right?"}
+            if final.get("action") == "stop" else {"action": "stop"})
+  if final.get("flaws"):
+    return {"flaws": []}
+  return {"flaws": [{"what_went_wrong": "the first step looks unjustified", "statement_refs": ["STEP-1"],
+                     "impact": "major", "evidence": "", "specificity": 4}]}
+
+
+def _thinking(kind: str, j: _Judgment, draw: Callable[[str], float]) -> str:
+  """The thinking before the final answer (module comment above)."""
+  if kind == "pairwise":
+    decoy = _decoy(j, draw("decoy"))
+    opening = _pick((
+        "The verdict goes on the last line as [[A]], [[B]] or [[C]]. Let me check both traces step by step.",
+        'Format: "[[A]]" if trace A is better, "[[B]]" if trace B is better, "[[C]]" for a tie. First the steps.',
+        "Which is better, A or B, or is it a tie? Let me go through the steps before deciding.",
+    ), draw("opening"))
+    doubt = _pick((
+        f"At first glance [[{decoy}]] looked right, but the step check says otherwise.",
+        f"Final verdict: {_TIE_WORDS[decoy][0]}? No, not after counting the flawed steps.",
+        f"I almost wrote \\boxed{{{decoy}}}, but that ignores what the checks found.",
+    ), draw("doubt"))
+    return "\n\n".join((opening, j.notes, j.hidden, doubt, f"So: {j.conclusion}"))
+  if kind == "pointwise":
+    levels = ", ".join(f"[[{v:g}]]" for v in j.options)
+    doubt = f"Rating: [[{_decoy(j, draw('decoy')):g}]] crossed my mind, but it does not fit what I found."
+    return "\n\n".join((f"The rubric offers {levels}; the last line must read Rating: [[level]].", j.notes, doubt,
+                        f"The level that fits is {j.final:g}."))
+  draft = json.dumps(_draft(kind, j.final), ensure_ascii=False)
+  return "\n\n".join((f"The answer must end with one JSON object: {_FORMATS[kind]}", j.notes,
+                      f"First draft: {draft}", "No — let me check that draft against the steps again."))
+
+
+def _final_answer(kind: str, j: _Judgment, draw: Callable[[str], float]) -> str:
+  """The final answer after the thinking, in a form drawn from the request seed."""
+  form = draw("form")
+  if kind == "pairwise":
+    word, bold = _TIE_WORDS[j.final]
+    verdict = _pick((f"[[{j.final}]]", f"\\boxed{{{j.final}}}", f"Final verdict: {word}", f"**{bold}**"), form)
+    restated = "As asked, the verdict is one of [[A]], [[B]] or [[C]].\n\n" if draw("restate") < 0.25 else ""
+    return f"{restated}{j.conclusion}\n\n{verdict}"
+  if kind == "pointwise":
+    return _pick((f"Rating: [[{j.final:g}]]", f"\\boxed{{{j.final:g}}}", f"**Rating:** {j.final:g}",
+                  f"Final score: {j.final:g}"), form)
+  answer = json.dumps(j.final, ensure_ascii=False)
+  return f"{j.notes}\n\n```json\n{answer}\n```" if form < 0.5 else answer

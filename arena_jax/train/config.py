@@ -94,6 +94,10 @@ RUN = cs.Section(dict(
         async_lag=field(1, "1: the judge works on step t's groups while step t + 1 samples, and update t waits for "
                         "the judge only if it is slower (`time/judge_wait`); 0: sample, judge, update in turn.",
                         cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1")),
+        max_judge_outage_steps=field(10, "Consecutive steps in which every judge call failed before the run stops "
+                                     "with an error naming the judge's last answer (0 = never): a judge that "
+                                     "is down or misconfigured must not pass for RLVR. Shorter outages are "
+                                     "survived: those groups get zero advantage.", cs.integer(0)),
         std_ddof=field(0, "Delta degrees of freedom of the group standard deviation in Â (0 = population std, "
                        "SPEC §1).", cs.integer(0), valid="int in [0, group_size)"),
     ), removed=dict(dynamic_sampling="DAPO is its own reward mode: set reward.mode = 'rlvr_dapo'")),
@@ -157,6 +161,9 @@ RUN = cs.Section(dict(
         tensorboard=_bool(True, "TensorBoard event files in `<workdir>/tensorboard` (`metrics.jsonl` is always "
                           "written)."),
         plot=_bool(True, "`<workdir>/curves.png` at the end of the run (`train.plot_curves`)."),
+        samples_per_step=field(4, "Completions written per step to `<workdir>/samples.jsonl` and TensorBoard text "
+                               "(prompt, completion, verifier reward, trained reward, advantage, judged): what "
+                               "the policy wrote, for reading next to the metrics. 0 = none.", cs.integer(0)),
     )),
 
     # What launch/aot_compile.py compiles; only the real-model configs (`pod_config`) have it.
@@ -255,6 +262,7 @@ def mode_config(mode: str, arg: str | None = None, **reward) -> ml_collections.C
     c.reward[k] = v
   c.init.policy_dir = DEFAULT_POLICY_DIR
   c.tasks = tasks_config.demo_config()  # the SFT policy's tasks: its difficulty and its held-out split
+  c.judge.max_tokens = 2048  # the embedded judge's verdicts are short (the default budget is a reasoning judge's)
   if arg == "smoke":
     smoke(c)
   elif arg:

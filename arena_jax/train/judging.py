@@ -43,6 +43,7 @@ class JudgeOutcome:
   usage: judges.Usage = judges.Usage()
   failures: int = 0
   failure_reasons: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  first_failure: str = ""  # the reason and the judge's own words, for the step's warning
 
   def count(self, result) -> None:
     """Adds one judgment (a pairwise `JudgeResult` or a pointwise `ScoreResult`): its cost and failure."""
@@ -50,6 +51,9 @@ class JudgeOutcome:
     if not result.ok:
       self.failures += 1
       self.failure_reasons[result.failure_reason] += 1
+      if not self.first_failure:
+        detail = " ".join(str(result.failure_detail or "").split())[:300]
+        self.first_failure = f"{result.failure_reason}" + (f": {detail}" if detail else "")
 
 
 class JudgeRunner:

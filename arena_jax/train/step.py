@@ -118,7 +118,9 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
     rows = rollout.tokens.shape[0]
     mine = jax.lax.dynamic_slice_in_dim(adv, minibatch * rows, rows)
     values = {"reward/trained": r.mean(), "adv/nonzero_fraction": (jnp.abs(adv) > 1e-6).mean(),
-              "adv/l1": jnp.abs(adv).mean()}
+              "adv/l1": jnp.abs(adv).mean(),
+              # [B, G], for the trainer's sample of completions (not averaged as the scalars are)
+              "rows/rewards": r, "rows/advantages": adv.reshape(r.shape)}
     return rollout._replace(advantages=mine.astype(rollout.old_logprobs.dtype)), values
 
   def update(state: TrainState, rollout: Rollout, ref_params, rewards: StepRewards | None = None, minibatch=0):

@@ -52,6 +52,10 @@ from arena_jax.train.plot import plot_curves
 from arena_jax.train.policy_io import load_policy, write_policy_spec
 
 
+class JudgeOutageError(UserError, RuntimeError):
+  """The judge failed every call for `reward.max_judge_outage_steps` steps in a row."""
+
+
 class NonFiniteLossError(UserError, FloatingPointError):
   """The loss went NaN or infinite; the message names the last good checkpoint and what to change."""
 
@@ -222,6 +226,7 @@ class Trainer:
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
                                      cleanup_tmp=True)
     self.judge_runner: judging.JudgeRunner | None = None
+    self.outage_steps = 0  # consecutive steps in which every judge call failed
     self.history: list[dict] = []
 
   # ── restore and save ──
@@ -353,17 +358,30 @@ class Trainer:
                 "judge/groups_all_failed": all_failed, "judge/tokens": tokens})
       m.update(_failure_reasons(outcome.failure_reasons))
       if all_failed:
-        # A judge that is down (or failing) mid-run must not stop training, nor pass unnoticed: these
-        # groups get zero advantage (SPEC §4: failures are dropped, never ties).
+        # A judge that is down (or failing) mid-run must not stop training at once, nor pass unnoticed:
+        # these groups get zero advantage (SPEC §4: failures are dropped, never ties).
         logging.warning(
-            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed): they get zero "
-            "advantage this step; see judge/failures, judge/groups_all_failed in metrics.jsonl",
-            pending.step + 1, all_failed, groups, failures, calls)
+            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed; the first: %s): they "
+            "get zero advantage this step; see judge/failures, judge/groups_all_failed in metrics.jsonl",
+            pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?")
+      self._check_outage(calls, failures, outcome.first_failure)
     if self.mode.uses_judge:  # each host judged its own block: every host's rows, in host order
       judge_r, judged = parallel.gather(judge_r), parallel.gather(judged)
     rewards = step_lib.StepRewards(np.asarray(batch.verifier, np.float32), np.asarray(judge_r, np.float32),
                                    np.asarray(judged))
     return jax.device_put(rewards, self.shardings.replicated), m
+
+  def _check_outage(self, calls: int, failures: int, first_failure: str) -> None:
+    """Stops the run once every judge call has failed for `reward.max_judge_outage_steps` steps in a row
+    (the counts are summed over hosts, so every host stops at the same step)."""
+    limit = self.config.reward.max_judge_outage_steps
+    self.outage_steps = self.outage_steps + 1 if calls and failures == calls else 0
+    if limit and self.outage_steps >= limit:
+      raise JudgeOutageError(
+          f"every judge call failed for {self.outage_steps} steps in a row (reward.max_judge_outage_steps="
+          f"{limit}); the judge's last answer: {first_failure or '?'}. Check judge.urls and judge.model (or "
+          f"raise the limit); resume from the last checkpoint in {self.checkpointer.directory} with "
+          "--config.resume=True")
 
   # ── update (advantages inside) ──
 
@@ -378,7 +396,12 @@ class Trainer:
       self.state, v = self.update_fn(self.state, jax.device_put(mb, self.shardings.rollout), self.ref_params,
                                      rewards, np.int32(k))
       values.append(parallel.read_replicated(v))
+    rows = {k: values[0].pop(k) for k in list(values[0]) if k.startswith("rows/")}  # the same in every minibatch
+    for v in values[1:]:
+      for k in rows:
+        del v[k]
     out = {k: float(np.mean([v[k] for v in values])) for k in values[0]}
+    out.update(rows)
     if not math.isfinite(out["loss"]):
       raise NonFiniteLossError(
           f"non-finite loss {out['loss']} at step {pending.step}; the last good checkpoint "
@@ -386,13 +409,14 @@ class Trainer:
           "or check the rewards (all metrics of the step are in metrics.jsonl up to the previous step).")
     return out
 
-  def apply(self, pending: Pending) -> dict:
-    """rewards → update for a generated step; returns the step's metrics."""
+  def apply(self, pending: Pending) -> tuple[dict, list[dict]]:
+    """rewards → update for a generated step; returns the step's metrics and a sample of its completions."""
     t0 = time.perf_counter()
     rewards, m = self.rewards(pending)
     t1 = time.perf_counter()
     m.update(self.update(pending, rewards))
     t2 = time.perf_counter()
+    samples = self.samples(pending, np.asarray(rewards.judged), m.pop("rows/rewards"), m.pop("rows/advantages"))
     batch, gen = pending.batch, pending.generation
     v = batch.verifier
     m.update({
@@ -412,7 +436,21 @@ class Trainer:
     })
     m.setdefault("time/judge_wait", 0.0)
     m.setdefault("time/bt_fit", 0.0)
-    return m
+    return m, samples
+
+  def samples(self, pending: Pending, judged, rewards, advantages) -> list[dict]:
+    """`log.samples_per_step` of this host's completions, spread over its groups: what the policy wrote,
+    with the rewards and advantages it was trained with."""
+    local, n = pending.local, self.config.log.samples_per_step
+    rows = np.linspace(0, local.num_groups * self.g - 1, min(n, local.num_groups * self.g)).astype(int)
+    out = []
+    for r in rows:
+      b, i = divmod(int(r), self.g)
+      gb = self.block.start + b  # the group's index in the step
+      out.append({"group": gb, "member": i, "prompt": self.task.prompt(local.examples[b]), "completion": local.texts[r],
+                  "verifier": float(local.verifier[b, i]), "reward": float(rewards[gb, i]),
+                  "advantage": float(advantages[gb, i]), "judged": bool(judged[gb])})
+    return out
 
 
 def _failure_reasons(reasons) -> dict:
@@ -478,12 +516,13 @@ def train(config, workdir: str) -> dict:
     """rewards → update → metrics, progress, checkpoint; True when the run must stop after this step."""
     nonlocal last_end
     stop.poll()  # a signal on any host stops every host after this step (the loop stays in lockstep)
-    m = trainer.apply(pending)
+    m, samples = trainer.apply(pending)
     now = time.perf_counter()
     m["time/wall"] = now - last_end  # wall-clock between optimizer steps (overlap included)
     last_end = now
     step = pending.step + 1
     writer.write(step, m)
+    writer.write_samples(step, samples)
     trainer.history.append({"step": step, **m})
     if progress is not None:
       progress.update(1)
@@ -523,7 +562,7 @@ def train(config, workdir: str) -> dict:
     trainer.checkpointer.close()
 
   summary = {"workdir": workdir, "steps": trainer.history[-1]["step"] if trainer.history else start,
-             "last": trainer.history[-1] if trainer.history else {}}
+             "last": trainer.history[-1] if trainer.history else {}, "interrupted": stop.now}
   if c.log.plot and trainer.history and main:
     summary["plot"] = plot_curves(workdir)
   return summary

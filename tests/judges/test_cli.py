@@ -103,3 +103,19 @@ def test_jury_cli_with_given_jurors_on_labelled_traces(tmp_path, server, demos):
                "--judge.jury.error_min_impact=minor")
   m = json.loads(stdout.strip().splitlines()[-1])["metrics"]
   assert m["balanced_f1"] == 1.0 and "processbench" not in m  # accurate jurors, no ProcessBench labels
+
+
+def test_judge_pairs_reads_a_reasoning_style_judge(tmp_path, demos):
+  """The embedded judge writing like a served reasoning LLM (thinking in reasoning_content or inline,
+  verdicts as [[A]], \\boxed{A}, Final verdict: A, **A**): the same verdicts as the plain style."""
+  rows = [{"id": f"p{k}", "problem": d.prompt, "reference": d.example.answer, "trace_a": d.example.solution,
+           "trace_b": d.completion} for k, d in enumerate(demos.values())]
+  src, out = tmp_path / "pairs.jsonl", tmp_path / "verdicts.jsonl"
+  write_jsonl(src, rows)
+  summary = json.loads(cli("launch.judge_pairs", "--input", str(src), "--output", str(out),
+                           "--judge.server.style=reasoning", "--judge.server.truncate_rate=0").strip().splitlines()[-1])
+  assert summary["judged"] == len(rows) and summary["failed"] == 0
+  got = {r["id"]: r for r in read_jsonl(out)}
+  for k, d in enumerate(demos.values()):
+    expected = "tie" if d.kind in ("clean", "skipped") else "A"
+    assert got[f"p{k}"]["verdict"] == expected, (d.kind, got[f"p{k}"])

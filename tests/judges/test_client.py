@@ -162,12 +162,25 @@ def test_unparseable_answers_get_a_capped_number_of_fresh_requests():
   assert c.usage.prompt_tokens > 0 and c.usage.completion_tokens > 0  # the failed answers' tokens are counted
 
 
-def test_answers_cut_at_max_tokens_count_as_unparseable():
+def test_answers_cut_at_max_tokens_are_truncated_and_not_retried_by_default():
   async def run(url):
-    return (await ask(make_client(url, max_tokens=5, max_parse_retries=1)))[0]
+    client = make_client(url, max_tokens=5, max_parse_retries=3)  # the parse budget does not cover truncation
+    return (await ask(client))[0], client.stats
 
-  c = with_server({}, run)
-  assert c.failure_reason == "truncated" and c.finish_reason == "length" and c.parse_attempts == 2
+  c, stats = with_server({}, run)
+  assert c.failure_reason == "truncated" and c.finish_reason == "length" and "max_tokens=5" in c.failure_detail
+  assert c.parse_attempts == c.usage.http_requests == 1
+  assert stats.truncation_retries == stats.parse_retries == 0 and stats.failures == {"truncated": 1}
+
+
+def test_truncation_has_its_own_retry_budget():
+  async def run(url):
+    client = make_client(url, max_tokens=5, max_parse_retries=0, max_truncation_retries=2, seed=7)
+    return (await ask(client))[0], client.stats
+
+  c, stats = with_server({}, run)
+  assert c.failure_reason == "truncated" and c.parse_attempts == c.usage.http_requests == 3
+  assert c.seed == 9 and stats.truncation_retries == 2 and stats.parse_retries == 0  # each with the next seed
 
 
 @pytest.mark.parametrize("knobs, client_kw, status", [

@@ -81,14 +81,15 @@ def fast_client(config, **client):
 def worst_case_judge_s(config, stages: int) -> float:
   """An upper bound of one step's wait on the judge when every call runs into its limits.
 
-  A call makes at most (max_parse_retries + 1) answers, each of (max_retries + 1) attempts of at most
-  timeout_s, separated by a backoff or a Retry-After; the live tournament of G has G − 1 sequential
-  stages (one per arrival after the first), and groups run concurrently.
+  A call makes at most (max_parse_retries + 1) answers and (max_retries + 1) attempts of at most
+  timeout_s, separated by a backoff or a Retry-After, and ends at its deadline (`client.deadline_s`)
+  whatever comes first; the live tournament of G has G − 1 sequential stages (one per arrival after the
+  first), and groups run concurrently.
   """
   c = config.judge.client
   wait = max(c.backoff_max_s, config.judge.server.retry_after_s)
   per_call = (c.max_parse_retries + 1) * ((c.max_retries + 1) * c.timeout_s + c.max_retries * wait)
-  return stages * per_call
+  return stages * min(per_call, c.deadline_s)
 
 
 def read_rows(workdir) -> list[dict]:

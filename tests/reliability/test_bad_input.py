@@ -6,6 +6,7 @@ import json
 import math
 import os
 import time
+import urllib.request
 
 import jax
 import pytest
@@ -161,7 +162,8 @@ def test_an_unreachable_judge_url_is_a_clear_error_within_seconds(data_dir, tmp_
   c.judge.urls = (dead,)
   c.judge.client.startup_check_s = 2.0
   start = time.monotonic()
-  message = fails_up_front(c, tmp_path / "run", error=judges.JudgeUnreachableError, match="did not answer")
+  message = fails_up_front(c, tmp_path / "run", error=judges.JudgeUnreachableError,
+                           match="failed the start-up check")
   assert dead in message and "within 2 s" in message, message
   # Within seconds: the check's window, not a step's worth of retries (a behaviour bound, generous margin).
   assert time.monotonic() - start < 2.0 + 30.0
@@ -177,3 +179,15 @@ def test_the_start_up_check_names_each_dead_url_and_a_rejected_key(monkeypatch):
     assert dead in str(info.value) and "1 of 2" in str(info.value) and judge.url + " " not in str(info.value)
     with pytest.raises(judges.JudgeUnreachableError, match="HTTP 401: the judge rejected the API key"):
       judges.check_endpoints([judge.url], api_key="wrong", timeout_s=5.0)
+
+
+def test_a_judge_model_the_server_does_not_serve_fails_at_start_up_naming_what_it_serves(data_dir, tmp_path):
+  with killable_judge() as judge:
+    served = json.loads(urllib.request.urlopen(judge.url.rstrip("/") + "/v1/models", timeout=10).read())
+    names = [m["id"] for m in served["data"]]
+    judges.check_endpoints([judge.url], timeout_s=5.0, model=names[0])  # the served model passes
+    c = smoke_config("arena_live", data_dir)
+    c.judge.urls, c.judge.model = (judge.url,), "my-judge"
+    message = fails_up_front(c, tmp_path / "run", error=judges.JudgeUnreachableError,
+                             match="does not serve judge.model='my-judge'")
+    assert repr(names[0]) in message, message

@@ -110,6 +110,8 @@ def test_sigterm_checkpoints_the_step_and_exits_cleanly(crashes):
   assert c["term_rc"] == 0, (c["logs"]["run2"][-3000:], _why(c))
   assert "received signal 15" in c["logs"]["run2"], _why(c)
   stopped_at = max(c["rows_at_term"])
+  # It says so, and how to go on (not "done").
+  assert f"interrupted after step {stopped_at} (checkpoint saved); resume with" in c["logs"]["run2"], _why(c)
   assert stopped_at < NUM_STEPS, _why(c)  # it stopped early ...
   assert max(c["ckpts_at_term"]) == stopped_at, _why(c)  # ... with a checkpoint of the last step it logged
   assert f"resumed from step {stopped_at} " in c["logs"]["run3"], _why(c)

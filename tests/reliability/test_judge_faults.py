@@ -7,6 +7,9 @@ processes on loopback ports (`judge.urls`), so the test can SIGKILL them and sta
 import logging
 import math
 
+import pytest
+
+from arena_jax.errors import UserError
 from arena_jax.train import metrics as metrics_lib
 from arena_jax.train import train
 from arena_jax.train import trainer as trainer_lib
@@ -131,6 +134,26 @@ def test_a_judge_down_for_good_leaves_zero_advantages_and_says_so(data_dir, tmp_
     assert r["judge/failure_rate"] == 1.0 and r["judge/groups_all_failed"] == r["judge/groups"], r
     assert r["groups/diverse"] == 0 and r["adv/nonzero_fraction"] == 0, r  # all judged, all zero
     assert any(m.startswith(f"step {s}:") and "zero advantage" in m for m in judge_warnings(caplog))
+
+
+def test_a_judge_down_for_n_steps_stops_the_run_with_its_last_answer(data_dir, tmp_path, monkeypatch):
+  """A judge that fails every call must not pass for RLVR: after reward.max_judge_outage_steps steps in
+  a row the run stops, saying why and how to resume; the checkpoints before the outage stay."""
+  judge = KillableJudge(free_port()).start()
+  try:
+    hook_steps(monkeypatch, {2: judge.kill})
+    c = run_config(data_dir, [judge.url], 8, max_retries=0)
+    c.checkpoint.every = 2
+    c.reward.max_judge_outage_steps = 2
+    with pytest.raises(trainer_lib.JudgeOutageError, match=r"every judge call failed for 2 steps in a row") as info:
+      train(c, str(tmp_path))
+  finally:
+    judge.close()
+  assert "the judge's last answer: " in str(info.value) and "--config.resume=True" in str(info.value)
+  assert isinstance(info.value, UserError)  # one line from the launch mains
+  rows = read_rows(tmp_path)
+  assert [r["step"] for r in rows] == [1, 2, 3]  # step 2's judgment was in flight when the judge died
+  assert (tmp_path / "checkpoints" / "2").is_dir()
 
 
 def test_with_two_judges_losing_one_loses_no_match(data_dir, tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
 """Every reward mode of SPEC §7 runs a few RL steps end to end (tiny shapes, the embedded judge), and a
 new mode is one block: defined here, in this file alone, it trains."""
+import json
 import math
 
 import numpy as np
@@ -94,3 +95,33 @@ def test_a_new_mode_is_one_block(data_dir, tmp_path):
   assert row["groups/diverse"] == 0 and row["judge/groups"] == 4 and len(seen) == 4
   assert all(len(v.matches[0]) > 0 for v in seen)  # Swiss matches reached the mode's own aggregation
   assert row["judge/calls"] == 4 * arena.expected_calls("swiss", 4)
+
+
+def test_each_step_writes_a_sample_of_its_completions(data_dir, coin_verifier, tmp_path):
+  c = smoke_config("arena_live", data_dir)
+  c.log.samples_per_step = 5
+  train(c, str(tmp_path))
+  rows = [json.loads(l) for l in (tmp_path / "samples.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in rows] == [1] * 5 + [2] * 5
+  metrics = {r["step"]: r for r in read_metrics(str(tmp_path))}
+  for r in rows:
+    assert set(r) == {"step", "group", "member", "prompt", "completion", "verifier", "reward", "advantage", "judged"}
+    assert r["prompt"].startswith("Question:") and isinstance(r["completion"], str)
+    if not r["judged"]:  # a diverse group keeps its verifier reward (SPEC §3)
+      assert r["reward"] == r["verifier"]
+    assert math.isfinite(r["advantage"])
+  # The 5 rows are spread over the step's 16 completions, so they cover all 4 groups: judged ones appear
+  # exactly when the step routed some.
+  for step, m in metrics.items():
+    assert {r["group"] for r in rows if r["step"] == step} == {0, 1, 2, 3}
+    assert any(r["judged"] for r in rows if r["step"] == step) == (m["groups/routed"] > 0)
+
+
+def test_training_against_a_reasoning_style_judge(data_dir, tmp_path):
+  """arena_live against the embedded judge in reasoning style: every match is read (none truncated here)."""
+  c = smoke_config("arena_live", data_dir)
+  c.judge.server.style, c.judge.server.truncate_rate = "reasoning", 0.0
+  train(c, str(tmp_path))
+  rows = read_metrics(str(tmp_path))
+  assert all(r["judge/groups"] == 4 for r in rows)  # a random policy: every group all-wrong, all judged
+  assert all(r["judge/calls"] == 4 * EXPECTED_CALLS["arena_live"] and r["judge/failures"] == 0 for r in rows), rows
