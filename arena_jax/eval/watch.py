@@ -84,8 +84,8 @@ def load_params(workdir: str, step: int):
   return state["params"]
 
 
-def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = True) -> dict:
-  """{benchmark: evaluate(...) metrics} for parameters of `model_config`."""
+def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = True, progress: bool = True) -> dict:
+  """{benchmark: evaluate(...) metrics} for parameters of `model_config` (a progress bar per benchmark)."""
   out = {}
   for k, name in enumerate(config.benchmarks):
     task = tasks.get_task(name, config.tasks)
@@ -94,7 +94,7 @@ def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = 
     res = evaluate(params, tokenizer, task, examples, num_samples=config.num_samples, temperature=config.temperature,
                    max_new_tokens=config.max_new_tokens, batch_size=config.batch_size,
                    rng=jax.random.fold_in(jax.random.key(config.seed), k), greedy=config.greedy,
-                   add_bos=add_bos, config=model_config)
+                   add_bos=add_bos, config=model_config, progress=f"eval {name}" if progress else None)
     out[name] = flatten_metrics(res)
   return out
 

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import jax
 import numpy as np
+from tqdm import auto as tqdm
 
 from arena_jax.models import ModelConfig, Transformer
 from arena_jax.sampling.methods import Greedy, RandomSampling
@@ -69,11 +70,11 @@ def _in_vocab(tokens: np.ndarray, tokenizer) -> np.ndarray:
 
 def generate(model: Transformer | Any, tokenizer, prompts: Sequence[Sequence[int]], *, num_samples: int,
              method, max_new_tokens: int, batch_size: int, rng: jax.Array,
-             config: ModelConfig | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
+             config: ModelConfig | None = None, on_batch=None) -> tuple[list[str], np.ndarray, np.ndarray]:
   """Samples `num_samples` completions per prompt, `batch_size` prompts per sampler call.
 
   The last batch is padded with copies of its last prompt (their samples are dropped) so every call
-  has the same shape. Batch i uses `fold_in(rng, i)`.
+  has the same shape. Batch i uses `fold_in(rng, i)`; `on_batch()` is called after each (progress).
 
   Returns (texts [P·n] decoded up to EOS, lengths int [P·n] in tokens, truncated bool [P·n]); rows
   p·n … p·n + n − 1 are prompt p's samples.
@@ -92,13 +93,16 @@ def generate(model: Transformer | Any, tokenizer, prompts: Sequence[Sequence[int
     texts += tokenizer.decode_batch(_in_vocab(tokens, tokenizer), lens)
     lengths.append(lens)
     truncated.append(np.asarray(out.truncated[:rows]))
+    if on_batch is not None:
+      on_batch()
   return texts, np.concatenate(lengths), np.concatenate(truncated)
 
 
 def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any], *, num_samples: int = 8,
              temperature: float = 1.0, max_new_tokens: int = 128, batch_size: int = 64,
              rng: jax.Array | None = None, greedy: bool = True, ks: Sequence[int] | None = None,
-             add_bos: bool = True, config: ModelConfig | None = None, return_details: bool = False) -> dict:
+             add_bos: bool = True, config: ModelConfig | None = None, return_details: bool = False,
+             progress: str | None = None) -> dict:
   """Greedy accuracy, mean pass ratio@n, pass@k and response length of a policy on `examples`.
 
   Args:
@@ -116,6 +120,7 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
     add_bos: prompts start with BOS (the policy's convention, `Policy.add_bos`).
     config: the model config when `model` is bare parameters.
     return_details: add per-example `rewards` [E, n], `greedy_rewards` [E] and the completions.
+    progress: a progress bar with this description (sampler calls, with an ETA); None = silent.
 
   Returns:
     A dict: num_examples; greedy_accuracy, greedy_response_length (if greedy); and with n ≥ 1:
@@ -129,7 +134,10 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
   rng = jax.random.key(0) if rng is None else rng
   examples = list(examples)
   prompts = tokenizer.encode([task.prompt(e) for e in examples], add_bos=add_bos)
-  common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, config=config)
+  calls = -(-len(examples) // batch_size) * (int(greedy) + int(num_samples >= 1))
+  bar = tqdm.tqdm(total=calls, desc=progress, unit="batch", disable=progress is None, dynamic_ncols=True,
+                  leave=False)
+  common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, config=config, on_batch=bar.update)
   result: dict[str, Any] = {"num_examples": len(examples)}
   details: dict[str, Any] = {}
 
@@ -160,6 +168,7 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
     result["frac_diverse"] = float(np.mean((correct > 0) & (correct < n)))
     details.update(rewards=rewards, completions=texts)
 
+  bar.close()
   if return_details:
     result.update(details)
   return result

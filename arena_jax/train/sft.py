@@ -411,7 +411,8 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
       e = config.eval
       eval_metrics = accuracy.flatten_metrics(accuracy.evaluate(
           model, tokenizer, task, examples, num_samples=e.num_samples, temperature=e.temperature,
-          max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, rng=jax.random.key(config.seed)))
+          max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, rng=jax.random.key(config.seed),
+          progress="sft eval" if config.progress else None))
   eval_time = time.time() - t0
 
   summary = {
