@@ -19,7 +19,9 @@ asynchronous and must be fast, robust and countable:
     seed would return the same answer);
   * one deadline, `deadline_s` from the judgment's first request, bounds all of it: each attempt's
     timeout is clipped to the time left, and no backoff or Retry-After sleep runs past it (the
-    judgment fails at once instead), so a slow judge delays a step by at most the deadline;
+    judgment fails at once instead), so one judgment takes at most the deadline once it has started (a
+    judgment waiting for a free slot behind others has not started yet: a step of N judgments on S
+    slots can take up to ⌈N / S⌉ deadlines when every endpoint hangs);
   * a final failure is an explicit failed `Completion` with a reason — never an exception, never a
     default verdict (SPEC §4: a failed judgment is dropped and counted) — and every request, retry,
     failure, token and second is counted in `stats`;
@@ -50,6 +52,7 @@ import http.client
 import json
 import os
 import random
+import re
 import time
 import urllib.error
 import urllib.request
@@ -223,7 +226,9 @@ def _model_missing(body: bytes, model: str | None) -> str | None:
     ids = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
   except (ValueError, AttributeError, TypeError):
     return None  # not a model list: nothing to compare with
-  if not ids or model in ids:
+  # Servers name one model several ways (Ollama's "llama3:latest" for "llama3", "models/…" prefixes).
+  names = {i.removeprefix("models/").removesuffix(":latest") for i in ids}
+  if not ids or model in ids or model.removeprefix("models/").removesuffix(":latest") in names:
     return None
   return f"it does not serve judge.model={model!r}; it serves {', '.join(repr(i) for i in ids[:10])}"
 
@@ -501,6 +506,8 @@ class JudgeClient:
       if should in ("true", "false"):
         retryable = should == "true"
       text = raw[:_DETAIL_CHARS].decode("utf-8", "replace")
+      if status == 400 and re.search(r"context length|max_model_len|maximum context|too many tokens", text, re.I):
+        text += " (judge.max_tokens plus the prompt exceed the judge's context: lower judge.max_tokens)"
       return _Attempt(f"http_{status}", retryable, text, status, retry_after_seconds(headers))
     try:
       body = json.loads(raw)
@@ -539,7 +546,9 @@ class JudgeClient:
       result.endpoint, result.status = endpoint.base, attempt.status
       if attempt.error is None:
         return attempt.body
-      if attempt.error == "timeout" and limit_s < self.timeout_s:
+      if attempt.error == "timeout" and limit_s < self.timeout_s and budget.left() <= 0.05:
+        # The deadline clipped this attempt and has now passed; any other timeout is retried as usual
+        # (the retry below stops when its backoff would overrun the deadline).
         return self._expire(result, f"an attempt was still waiting for its answer after {limit_s:.3g} s")
       result.failure_reason, result.failure_detail = attempt.error, attempt.detail
       if not attempt.retryable or budget.transport <= 0:

@@ -270,11 +270,11 @@ _SEPARATOR = r"(?:" + _MARKUP + r"(?:\bis\b|[:：=–—-]))+" + _MARKUP
 _WHO = r"(?:(?:trace|solution|response|option)[ \t]+)?"
 _LABELED_VERDICT = re.compile(
     r"\b(?:final[ \t]+verdict|verdict|final[ \t]+decision|decision|final[ \t]+judg(?:e)?ment|judg(?:e)?ment"
-    r"|final[ \t]+answer|winner|better[ \t]+trace)" + _SEPARATOR + _WHO + r"(" + _PAIR_TOKEN + r")(?![\w>=])"
+    r"|winner|better[ \t]+trace)" + _SEPARATOR + _WHO + r"(" + _PAIR_TOKEN + r")(?![\w>=])"
     r"(?![ \t]*(?:,|/|\bor\b|\band\b)" + _MARKUP + _WHO + r"(?:[abc]|tie)\b)"  # "A, B or C": options, not a verdict
     r"(?=" + _MARKUP + r"(?:$|[.!;,:)]|\s+(?:is[ \t]+(?:the[ \t]+)?(?:better|superior|stronger|preferred)|wins|"
     r"because|since|\()))", re.IGNORECASE | re.MULTILINE)
-_LINE_VERDICT = re.compile(r"^[ \t>#*_`]*" + _WHO + r"(" + _PAIR_TOKEN + r")" + _MARKUP + r"[.!]?" + _MARKUP + r"$",
+_LINE_VERDICT = re.compile(r"^[ \t#*_`]*" + _WHO + r"(" + _PAIR_TOKEN + r")" + _MARKUP + r"[.!]?" + _MARKUP + r"$",
                            re.IGNORECASE | re.MULTILINE)
 _LABELED_RATING = re.compile(
     r"\b(?:final[ \t]+)?(?:rating|score|grade)" + _SEPARATOR + r"(" + _NUMBER_TOKEN + r")(?![\w/]|\.\d)",
@@ -285,6 +285,8 @@ _CONDITIONAL = re.compile(r"[ \t\"'`*_)\]]*(?:if|when|whenever|means|for[ \t]+(?
 _DEFINITION = re.compile(r"[ \t\"'`*_)\]]*(?:[:：]|[ \t][-–—])[ \t]*\w")
 _EXAMPLE = re.compile(r"(?:e\.g\.|i\.e\.|for[ \t]+example|for[ \t]+instance|such[ \t]+as)[\s,:\"'`(]*"
                       r"(?:(?:rating|score|verdict)[ \t]*:[ \t]*)?[\"'`(]*$", re.IGNORECASE)
+# "…, not [[A]]", "rather than [[A]]": the verdict named to be rejected.
+_NEGATED = re.compile(r"(?:\bnot|\brather[ \t]+than|\binstead[ \t]+of|\bover)[ \t\"'`*_(]*$", re.IGNORECASE)
 _MAX_LIST_GAP = 40
 
 
@@ -303,7 +305,8 @@ def _last_verdict(hits: list[_Hit], text: str) -> Any:
     if not unique or h.start >= unique[-1].end:  # one verdict read by two forms counts once
       unique.append(h)
   kept = [h for h in unique if not _CONDITIONAL.match(text, h.end, h.end + 40)
-          and not _EXAMPLE.search(text, max(0, h.start - 40), h.start)]
+          and not _EXAMPLE.search(text, max(0, h.start - 40), h.start)
+          and not _NEGATED.search(text, max(0, h.start - 20), h.start)]
   runs: list[list[_Hit]] = []
   for h in kept:
     gap = (runs[-1][-1].end, h.start) if runs else None

@@ -375,7 +375,9 @@ class Trainer:
     """Stops the run once every judge call has failed for `reward.max_judge_outage_steps` steps in a row
     (the counts are summed over hosts, so every host stops at the same step)."""
     limit = self.config.reward.max_judge_outage_steps
-    self.outage_steps = self.outage_steps + 1 if calls and failures == calls else 0
+    if not calls:
+      return  # a step that judged nothing says nothing about the judge
+    self.outage_steps = self.outage_steps + 1 if failures == calls else 0
     if limit and self.outage_steps >= limit:
       raise JudgeOutageError(
           f"every judge call failed for {self.outage_steps} steps in a row (reward.max_judge_outage_steps="

@@ -114,3 +114,17 @@ def test_an_unclosed_thinking_block_fails_as_truncated():
   assert pairwise.settle(plain).failure_reason == "unparseable"
   ok = client_lib.Completion(content="[[A]]", parsed=Verdict.FIRST_WINS)
   assert pairwise.settle(ok) is ok
+
+
+@pytest.mark.parametrize("text, verdict", [
+    # A quoted task answer is not the verdict (multiple-choice tasks answer A/B/C too).
+    ("Final verdict: A\n\nTrace B reached final answer: C, which is wrong.", Verdict.FIRST_WINS),
+    ("Verdict: B\nReason: A's final answer is C", Verdict.SECOND_WINS),
+    # A verdict named only to be rejected is not the verdict.
+    ("I choose [[B]] rather than [[A]].", Verdict.SECOND_WINS),
+    ("[[B]] ... the verdict is [[B]], not [[A]].", Verdict.SECOND_WINS),
+    # A quoted line (markdown '>') is the trace's, not the judge's.
+    ("**B**\n\nTrace A's last line:\n> A", Verdict.SECOND_WINS),
+])
+def test_answers_that_mention_other_verdicts(text, verdict):
+  assert prompts.parse_pairwise(text) == verdict
