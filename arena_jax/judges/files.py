@@ -1,13 +1,17 @@
 """JSONL batch judging behind the CLIs `launch/judge_pairs.py` and `launch/jury.py`.
 
 Both read a JSONL file, judge every row concurrently, and append one output row per input row as
-soon as it is judged (in completion order, each carrying its input `row` index and `id`), so an
-interrupted run resumes where it stopped: rows already in the output are skipped (failed ones are
-judged again with `retry_failed`). A progress bar goes to stderr.
+soon as it is judged (each carrying its input `row` index and `id`), so an interrupted run loses
+nothing and resumes where it stopped: rows already in the output are skipped (failed ones are judged
+again with `retry_failed`). When every row is done the file is rewritten in input order (atomically; an
+interrupted file is put in order when it is resumed). A progress bar goes to stderr.
 
 Pairs:  {"problem", "reference", "trace_a", "trace_b"[, "id"]}
         → {"row", "id", "verdict": "A" | "B" | "tie" | null, "outcome" (soft score of trace_a, SPEC §4),
-           "judge_text", "reasoning", "failure_reason", "swapped", "calls", "prompt_tokens", ...}
+           "judge_text", "judge_text_order", "reasoning", "failure_reason", "swapped", "calls",
+           "prompt_tokens", ...}
+        `judge_text` is the judge's own words, so its "Trace A" is whichever trace was shown first;
+        `judge_text_order` says which that was (`TEXT_ORDER`; SPEC §4 debiasing).
 Jury:   {"problem", "trace" (or "steps": [...]), "reference"?, "label"?, "flawed_steps"?[, "id"]} or a
         ProcessBench row {"id", "problem", "steps", "label", "final_answer_correct"}
         → {"row", "id", "flaws", "consensus", "num_steps", "flagged_steps", "predicted_error_step", "label"}
@@ -31,17 +35,32 @@ from arena_jax.judges.pairwise import PairwiseJudge
 from arena_jax.judges.usage import Usage
 
 _VERDICT_NAMES = {1: "A", 0: "tie", -1: "B"}
+# How the judge's "Trace A" / "Trace B" in `judge_text` map onto the input's trace_a / trace_b, by
+# (debias == "both", swapped). The verdict and outcome are already in the input's naming; only the
+# judge's text, kept verbatim, is not.
+TEXT_ORDER = {
+    (False, False): "as given",
+    (False, True): "swapped: the judge's Trace A is trace_b",
+    (True, False): "both: as given, then swapped (in the second answer the judge's Trace A is trace_b)",
+}
+
+
+def _sort_by_row(output_path: str) -> dict[int, dict]:
+  """Rewrites an output file in input order (one line per `row`); returns {row: output row}."""
+  # A line cut by an interruption is skipped (strict=False), so its row is judged again.
+  rows = {r["row"]: r for r in fileio.read_jsonl(output_path, strict=False) if isinstance(r.get("row"), int)}
+  fileio.write_jsonl(output_path, (rows[k] for k in sorted(rows)))
+  return rows
 
 
 def _resume(output_path: str, retry_failed: bool) -> dict[int, dict]:
   """Rows already written {row: output row}; with `retry_failed`, failed rows are dropped from the file."""
   if not os.path.exists(output_path):
     return {}
-  # A line cut by an interruption is skipped (strict=False), so its row is judged again.
-  done = {r["row"]: r for r in fileio.read_jsonl(output_path, strict=False) if isinstance(r.get("row"), int)}
+  done = _sort_by_row(output_path)
   if retry_failed:
     done = {k: v for k, v in done.items() if not v.get("failure_reason")}
-  fileio.write_jsonl(output_path, (done[k] for k in sorted(done)))
+    fileio.write_jsonl(output_path, (done[k] for k in sorted(done)))
   return done
 
 
@@ -56,7 +75,8 @@ def _usage_fields(u: Usage, *, http_requests: bool = True) -> dict:
 
 async def _run_rows(todo: Sequence[int], work: Callable, output_path: str, *, workers: int, progress: bool,
                     desc: str) -> list[dict]:
-  """Runs `work(i)` for every row index with `workers` in flight; appends each output row as it lands."""
+  """Runs `work(i)` for every row index with `workers` in flight; appends each output row as it lands
+  (an interruption loses nothing), then puts the file in input order (rows finish out of order)."""
   written = []
   pending = iter(todo)
   bar = tqdm.tqdm(total=len(todo), desc=desc, unit="row", disable=not progress, dynamic_ncols=True)
@@ -73,6 +93,7 @@ async def _run_rows(todo: Sequence[int], work: Callable, output_path: str, *, wo
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(workers, len(todo))))))
   bar.close()
+  _sort_by_row(output_path)
   return written
 
 
@@ -89,7 +110,8 @@ async def judge_pairs_file(config, input_path: str, output_path: str, *, urls: S
     r = rows[i]
     res = await judge.compare(r["problem"], r.get("reference") or "", r["trace_a"], r["trace_b"], key=("row", i))
     return {"row": i, "id": r.get("id"), "verdict": None if res.verdict is None else _VERDICT_NAMES[int(res.verdict)],
-            "outcome": res.outcome, "judge_text": res.raw, "reasoning": res.reasoning,
+            "outcome": res.outcome, "judge_text": res.raw,
+            "judge_text_order": TEXT_ORDER[(judge.debias == "both", bool(res.swapped))], "reasoning": res.reasoning,
             "failure_reason": res.failure_reason, "failure_detail": res.failure_detail, "swapped": res.swapped,
             **_usage_fields(res.usage)}
 

@@ -12,7 +12,10 @@ them). It then judges like a careful but imperfect LLM:
     invalid + irrelevant steps + skip_weight · operations not shown + answer_weight · [wrong
     answer]. Pairwise (SPEC §4): d = penalty_B − penalty_A + position_bias + Logistic(0, noise);
     |d| ≤ tie_band is [[C]], else [[A]] when d > 0, [[B]] otherwise. Unknown problems: final-answer
-    correctness against the reference, then a tie;
+    correctness against the reference, then a tie. A trace's final answer is read by the task
+    verifier's own `tasks.extract_answer` (SPEC §1: `Answer: 11`, `**Answer:** 11`, `Final answer: 11`,
+    `\\boxed{11}`, "The answer is 11.", a last line that is just a number), so the judge and the
+    reward never disagree about what a trace answered;
   * pointwise (SPEC §7): the rubric level (read from the prompt's rubric) nearest to 1 for a flawless
     trace, the middle for a right answer reached with flaws, 0 for a wrong answer;
   * juror: the checker's flaws as Phase-1 JSON (SPEC §8), each flawed step missed with probability
@@ -247,7 +250,8 @@ class JudgeLogic:
                    + cfg.answer_weight * (not report.answer_correct))
         return _Assessment(steps, penalty, report.answer, report.answer_correct, flaws, list(report.invalid_steps),
                            list(report.irrelevant_steps), report.num_skipped, task)
-    # Unknown problems (or steps the checker splits differently): written equations and the final answer.
+    # Unknown problems (or steps the checker splits differently): written equations and the final answer,
+    # read as the task verifier reads it (the checkers above do the same).
     answer = tasks.extract_answer(trace)
     correct = _answers_match(answer, reference)
     flaws, invalid = [], []

@@ -1,8 +1,17 @@
 """Final-answer extraction and numeric equality: the rule-based verifier R(x, τ) ∈ {0, 1} of SPEC §1.
 
-A completion's final answer is the last `Answer: …` line or the last `\\boxed{…}`, whichever comes
-later in the text. Numbers are compared exactly (`Fraction`), so "0.5", "1/2" and "\\frac{1}{2}" agree.
-Free-form math answers (JSONL tasks) go through `math_verify_pool.py` instead.
+A completion's final answer is the last answer it states, in any of these forms (the one that comes
+latest in the text wins):
+
+  * an answer line: `Answer: 11`, `Final answer: 11`, `**Answer:** 11`, `> Answer: $11$`;
+  * `\\boxed{11}` (or `\\fbox{…}`), anywhere;
+  * a sentence: "The answer is 11.", "So the final answer is $\\boxed{11}$", "my answer is 7/2";
+  * failing all of these, a last line that is only a number ("11", "**11**", "$11$.").
+
+The same reading serves the task rewards (SPEC §1), the process checker (`process.py`) and the embedded
+judge's answer check (SPEC §4, §8), so a reward and a judge never disagree about what a trace answered.
+Numbers are compared exactly (`Fraction`), so "0.5", "1/2" and "\\frac{1}{2}" agree. Free-form math answers
+(JSONL tasks) go through `math_verify_pool.py` instead.
 """
 from __future__ import annotations
 
@@ -11,6 +20,12 @@ from fractions import Fraction
 
 _ANSWER = re.compile(r"(?im)^[ \t>*#_]*(?:final[ \t]+)?answer[ \t*_]*[:：][ \t*_]*(.*?)[ \t]*$")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# "The answer is 11." Only after the/my/our, so that "the reference answer is 35" quoted in a trace is
+# not read as its own answer; `[ \t]` keeps the match on one line.
+_ANSWER_IS = re.compile(r"(?i)\b(?:the|my|our)[ \t]+(?:(?:final|correct)[ \t]+)?answer[ \t]+is\b[ \t]*:?[ \t]*([^\n]*)")
+_SENTENCE_END = re.compile(r"[.!?;](?=\s|$)")
+_WORD = re.compile(r"[A-Za-z]{2,}")  # "the answer is not 12", "… is that": prose, not an answer
+_MARKUP = "*_ \t"  # bold / italics around an answer: "**11**"
 _FRAC = re.compile(r"^\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}$")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(,\d{3})+(\.\d+)?$")
 _DECIMAL = re.compile(r"^-?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d{1,3})?$")
@@ -44,22 +59,46 @@ def _boxed_spans(text: str) -> list[tuple[int, str]]:
 
 
 def _clean(answer: str) -> str:
-  answer = answer.strip()
+  answer = answer.strip().rstrip(".").strip(_MARKUP)
   if len(answer) >= 2 and answer[0] == answer[-1] == "$":
     answer = answer[1:-1].strip()
   return answer.rstrip(".").strip()
 
 
-def extract_answer(completion: str) -> str | None:
-  """The final answer of a completion, or None when it states none.
+def _sentence_answers(text: str) -> list[tuple[int, str]]:
+  """(start, answer) of every "the answer is …": up to the end of its sentence, and only the leading
+  number when one leads it ("11, since 5 + 6 = 11" → "11"; a free-form "x = 3" is kept whole)."""
+  out = []
+  for m in _ANSWER_IS.finditer(text):
+    value = _SENTENCE_END.split(m.group(1)[:MAX_NUMBER_CHARS], maxsplit=1)[0].strip().strip(_MARKUP)
+    if not value or _WORD.match(value):
+      continue
+    first = value.split()[0].rstrip(",;:")
+    if parse_number(value) is None and parse_number(first) is not None:
+      value = first
+    out.append((m.start(), value))
+  return out
 
-  The later of the last `Answer: …` line and the last `\\boxed{…}` wins; a boxed value inside the
-  answer line is unwrapped ("Answer: \\boxed{7}" → "7"), and `$…$` and a trailing period are dropped.
+
+def _bare_number_line(text: str) -> str | None:
+  """The last non-empty line when it is only a number ("32", "**32**", "$32$.")."""
+  lines = [ln for ln in text.splitlines() if ln.strip()]
+  last = _clean(lines[-1]) if lines else ""
+  return last if parse_number(last) is not None else None
+
+
+def extract_answer(completion: str) -> str | None:
+  """The final answer of a completion, or None when it states none (forms: module docstring).
+
+  The latest `Answer: …` line, `\\boxed{…}` or "the answer is …" wins; a boxed value inside it is
+  unwrapped ("Answer: \\boxed{7}" → "7"), and `$…$`, bold and a trailing period are dropped. Only when
+  none is there is a last line that is just a number read as the answer.
   """
   candidates = [(m.start(), m.group(1)) for m in _ANSWER.finditer(completion)]
   candidates += _boxed_spans(completion)
+  candidates += _sentence_answers(completion)
   if not candidates:
-    return None
+    return _bare_number_line(completion)
   start, text = max(candidates, key=lambda c: c[0])
   inner = _boxed_spans(text)
   if inner:

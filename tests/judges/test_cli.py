@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from arena_jax import fileio
 from arena_jax import judges
 from arena_jax import tasks
+from arena_jax.judges import files
 
 from tests.judges.conftest import fast_config
 
@@ -40,6 +43,7 @@ def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos):
   # No --judge_url: the CLI starts its own embedded server.
   summary = json.loads(cli("launch.judge_pairs", "--input", str(src), "--output", str(out)).strip().splitlines()[-1])
   assert summary["judged"] == len(rows) and summary["failed"] == 0
+  assert [r["row"] for r in read_jsonl(out)] == list(range(len(rows)))  # input order, however they finished
   got = {r["id"]: r for r in read_jsonl(out)}
   for k, d in enumerate(demos.values()):
     r = got[f"p{k}"]
@@ -53,7 +57,7 @@ def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos):
   summary = json.loads(cli("launch.judge_pairs", "--judge_url", server.url, "--input", str(src), "--output",
                            str(out)).strip().splitlines()[-1])
   assert summary["resumed"] == 3 and summary["judged"] == len(rows) - 3
-  assert sorted(r["row"] for r in read_jsonl(out)) == list(range(len(rows)))
+  assert [r["row"] for r in read_jsonl(out)] == list(range(len(rows)))
 
 
 def test_failed_rows_are_recorded_and_retried_on_request(tmp_path, demos):
@@ -119,3 +123,64 @@ def test_judge_pairs_reads_a_reasoning_style_judge(tmp_path, demos):
   for k, d in enumerate(demos.values()):
     expected = "tie" if d.kind in ("clean", "skipped") else "A"
     assert got[f"p{k}"]["verdict"] == expected, (d.kind, got[f"p{k}"])
+
+
+def test_rows_land_as_they_finish_and_the_file_ends_in_input_order(tmp_path):
+  out, n = tmp_path / "out.jsonl", 5
+  seen_while_running = []
+
+  async def main():
+    finished = [asyncio.Event() for _ in range(n)] + [asyncio.Event()]
+    finished[n].set()
+
+    async def work(i):
+      await finished[i + 1].wait()  # row i finishes only after row i + 1: the reverse of input order
+      seen_while_running.append([r["row"] for r in fileio.read_jsonl(out, strict=False)])
+      finished[i].set()
+      return {"row": i}
+
+    return await files._run_rows(list(range(n)), work, str(out), workers=n, progress=False, desc="rows")  # pylint: disable=protected-access
+
+  written = asyncio.run(main())
+  assert [r["row"] for r in written] == [4, 3, 2, 1, 0]
+  assert seen_while_running[-1] == [4, 3, 2, 1]  # appended as they landed: an interruption loses nothing
+  assert [r["row"] for r in read_jsonl(out)] == list(range(n))
+
+
+def _first_shown_ending(judge_text):
+  """The last step the embedded judge quotes for its own "Trace A" (its plain answer)."""
+  return judge_text.split('Trace A ends with: "', 1)[1].split('"', 1)[0]
+
+
+@pytest.mark.parametrize("debias", ["random", "both"])
+def test_judge_text_order_names_the_trace_the_judge_calls_a(tmp_path, demos, debias):
+  d = demos["slip"]
+  rows = [{"problem": d.prompt, "reference": d.example.answer, "trace_a": d.example.solution,
+           "trace_b": d.completion} for _ in range(8)]
+  src, out = tmp_path / "pairs.jsonl", tmp_path / "verdicts.jsonl"
+  write_jsonl(src, rows)
+
+  async def main():
+    config = fast_config()
+    config.debias = debias
+    async with judges.serve_in_process() as url:
+      await judges.judge_pairs_file(config, str(src), str(out), urls=[url], progress=False)
+
+  asyncio.run(main())
+  got = read_jsonl(out)
+  ending = {"trace_a": d.example.solution.split("\n\n")[-1], "trace_b": d.completion.split("\n\n")[-1]}
+  assert ending["trace_a"] != ending["trace_b"]
+  for r in got:
+    assert r["verdict"] == "A"  # the verdict is always in the input's naming
+    if debias == "both":
+      assert r["judge_text_order"] == files.TEXT_ORDER[(True, False)] and not r["swapped"]
+      first, second = r["judge_text"].split("\n\n-----\n\n")
+      assert _first_shown_ending(first) == ending["trace_a"] and _first_shown_ending(second) == ending["trace_b"]
+    elif r["swapped"]:
+      assert r["judge_text_order"] == "swapped: the judge's Trace A is trace_b"
+      assert _first_shown_ending(r["judge_text"]) == ending["trace_b"]
+    else:
+      assert r["judge_text_order"] == "as given"
+      assert _first_shown_ending(r["judge_text"]) == ending["trace_a"]
+  if debias == "random":
+    assert {r["swapped"] for r in got} == {True, False}  # both presentations occur among 8 keyed coins

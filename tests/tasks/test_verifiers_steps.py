@@ -41,7 +41,7 @@ def test_verify_numeric():
   assert tasks.verify_numeric("...\n\nAnswer: 0.5", "1/2") == 1.0
   assert tasks.verify_numeric("\\boxed{32}", "32") == 1.0
   assert tasks.verify_numeric("Answer: 31", "32") == 0.0
-  assert tasks.verify_numeric("32", "32") == 0.0  # no stated answer, no reward
+  assert tasks.verify_numeric("32 apples", "32") == 0.0  # no stated answer, no reward
   assert tasks.numbers_equal("2.0", "2") and not tasks.numbers_equal("two", "2")
 
 
