@@ -62,3 +62,10 @@ aot: $(VENV_TPU)/.installed
 	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_ministral3_8b.py:v5e:8x8
 	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5p:2x2x2
 	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5e:8x8
+
+# TensorBoard on every run under runs/ (<workdir>/tensorboard, <workdir>/eval/tensorboard): the viewer comes
+# with the `test` extra (setup.py); the package only writes event files (tensorboardX).
+.PHONY: tensorboard
+TB_LOGDIR ?= runs
+tensorboard: $(VENV)/.installed-test
+	$(VENV)/bin/tensorboard --logdir $(TB_LOGDIR)

@@ -38,6 +38,9 @@ EXTRAS_REQUIRE = {
         "nbclient==0.11.0",
         "nbformat==5.10.4",
         "ipykernel==7.4.0",
+        # The viewer for the event files runs write (<workdir>/tensorboard, <workdir>/eval/tensorboard; the
+        # package itself writes them with tensorboardX and never imports tensorboard): `make tensorboard`.
+        "tensorboard==2.21.0",
     ],
     # Reference implementations for parity tests; torch 2.13.0 is the CPU build these machines carry.
     "hf": [
