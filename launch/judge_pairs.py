@@ -4,9 +4,9 @@
         --input pairs.jsonl --output verdicts.jsonl [--judge.model=...] [--judge.debias=both]
 
 Input rows: {"problem", "reference", "trace_a", "trace_b"[, "id"]}. Output rows: {"row", "id",
-"verdict" (A / B / tie / null), "outcome" (soft score of trace_a, SPEC §4), "judge_text",
-"failure_reason", ...}. Resumable: rows already in the output are skipped (--retry_failed judges
-failed ones again). Without --judge_url the embedded judge server is started for the run. Every
+"verdict" (A / B / tie / null), "outcome" (soft score of trace_a, SPEC §4), "judge_text" (the judge's
+words), "judge_text_order" (which input trace its "Trace A" is), "failure_reason", ...}, in input order.
+Resumable: rows already in the output are skipped (--retry_failed judges failed ones again). Without --judge_url the embedded judge server is started for the run. Every
 judge setting is a `--judge.<field>` flag (`arena_jax.judges.default_config()`).
 """
 import asyncio
