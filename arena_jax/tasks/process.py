@@ -148,11 +148,13 @@ class _Line:
   note: str = ""
 
 
-def _parse_line(line: str) -> list[_Line]:
+def _parse_line(line: str, *, last: bool = False) -> list[_Line]:
+  """A trace line's parts; a line that is only a number is an answer only when it is the trace's `last`
+  line (as the verifier reads it), not a step in the middle."""
   line = steps_lib.unmark(line).strip()
   if not line:
     return []
-  if verifiers.extract_answer(line) is not None:
+  if verifiers.extract_answer(line, bare_number=last) is not None:
     return [_Line("answer", line)]
   if "=" not in line:
     return [_Line("text", line)]
@@ -366,8 +368,14 @@ def _run(state, completion: str, answer_correct_fn) -> ProcessReport:
   segments = steps_lib.split_steps(completion)
   per_segment: list[list[_Line]] = []
   flat: list[_Line] = []
-  for segment in segments:
-    lines = [ln for raw in segment.splitlines() for ln in _parse_line(raw)]
+  raw_lines = [(k, raw) for k, segment in enumerate(segments) for raw in segment.splitlines()]
+  # A bare number answers only as the verifier reads it: on the last line, when nothing else states one.
+  last = -1 if verifiers.extract_answer(completion, bare_number=False) is not None else max(
+      (i for i, (_, raw) in enumerate(raw_lines) if steps_lib.unmark(raw).strip()), default=-1)
+  by_segment: list[list] = [[] for _ in segments]
+  for i, (k, raw) in enumerate(raw_lines):
+    by_segment[k].extend(_parse_line(raw, last=i == last))
+  for lines in by_segment:
     per_segment.append(lines)
     for ln in lines:
       line_id = len(flat)

@@ -87,18 +87,19 @@ def _bare_number_line(text: str) -> str | None:
   return last if parse_number(last) is not None else None
 
 
-def extract_answer(completion: str) -> str | None:
+def extract_answer(completion: str, *, bare_number: bool = True) -> str | None:
   """The final answer of a completion, or None when it states none (forms: module docstring).
 
   The latest `Answer: …` line, `\\boxed{…}` or "the answer is …" wins; a boxed value inside it is
   unwrapped ("Answer: \\boxed{7}" → "7"), and `$…$`, bold and a trailing period are dropped. Only when
-  none is there is a last line that is just a number read as the answer.
+  none is there is a last line that is just a number read as the answer (`bare_number=False`: never,
+  for reading one line of a trace that may not be its last).
   """
   candidates = [(m.start(), m.group(1)) for m in _ANSWER.finditer(completion)]
   candidates += _boxed_spans(completion)
   candidates += _sentence_answers(completion)
   if not candidates:
-    return _bare_number_line(completion)
+    return _bare_number_line(completion) if bare_number else None
   start, text = max(candidates, key=lambda c: c[0])
   inner = _boxed_spans(text)
   if inner:

@@ -75,3 +75,12 @@ def test_built_in_outputs_are_read_as_before(task_name):
     if task_name == "arithmetic":
       assert task.verify(d.example, d.completion) == float(tasks.numbers_equal(lines[-1], d.example.answer))
   assert kinds == set(tasks.DEMO_KINDS)
+
+
+def test_a_bare_number_answers_only_as_the_last_line_of_a_trace():
+  from arena_jax.tasks import process
+  # In the middle it is not an answer (it used to be read as a wrong answer "9"); at the end it answers.
+  middle = process.check_arithmetic("(3 + 4) * 2", "14", "3 + 4 = 7\n\n9\n\n7 * 2 = 14\n\nAnswer: 14")
+  assert middle.answer == "14" and not any("answer 9" in f.what for f in middle.flaws), middle.flaws
+  last = process.check_arithmetic("(3 + 4) * 2", "14", "3 + 4 = 7\n7 * 2 = 14\n14")
+  assert last.answer == "14" and last.answer_correct and not last.flaws, last
