@@ -321,6 +321,15 @@ def _last_verdict(hits: list[_Hit], text: str) -> Any:
   return kept[-1].value if kept else None
 
 
+def _first_tier(text: str, *tiers: list[_Hit]) -> Any:
+  """The last real verdict of the first tier that has one (the template's form before the loose ones)."""
+  for hits in tiers:
+    value = _last_verdict([h for h in hits if h.value is not None], text)
+    if value is not None:
+      return value
+  return None
+
+
 def _pair_verdict(token: str) -> Verdict | None:
   t = re.sub(r"\s+", "", token).upper()
   if t in ("A", "A>B", "A>>B"):
@@ -368,11 +377,7 @@ def parse_pairwise(text: str | None) -> Verdict | None:
   loose = [_Hit(m.start(), m.end(), _boxed_verdict(m.group(1))) for m in _BOXED.finditer(text)]
   loose += [_Hit(m.start(1), m.end(1), _pair_verdict(m.group(1))) for m in _LABELED_VERDICT.finditer(text)]
   loose += [_Hit(m.start(), m.end(), _pair_verdict(m.group(1))) for m in _LINE_VERDICT.finditer(text)]
-  for hits in (brackets, loose):
-    verdict = _last_verdict([h for h in hits if h.value is not None], text)
-    if verdict is not None:
-      return verdict
-  return None
+  return _first_tier(text, brackets, loose)
 
 
 def parse_rating(text: str | None, levels: Sequence[float]) -> float | None:
@@ -388,11 +393,7 @@ def parse_rating(text: str | None, levels: Sequence[float]) -> float | None:
   brackets = [_Hit(m.start(), m.end(), float(m.group(1))) for m in _RATING.finditer(text)]
   loose = [_Hit(m.start(), m.end(), _boxed_number(m.group(1))) for m in _BOXED.finditer(text)]
   loose += [_Hit(m.start(1), m.end(1), float(m.group(1))) for m in _LABELED_RATING.finditer(text)]
-  value = None
-  for hits in (brackets, loose):
-    value = _last_verdict([h for h in hits if h.value is not None], text)
-    if value is not None:
-      break
+  value = _first_tier(text, brackets, loose)
   if value is None:
     return None
   lo, hi = min(levels), max(levels)
