@@ -62,6 +62,7 @@ def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.Co
   print("== 2/4  evaluating the SFT policy on held-out arithmetic ==", flush=True)
   policy = load_policy(policy_dir)
   before = watch.evaluate_params(policy.model, policy.config, policy.tokenizer, ec, add_bos=policy.add_bos)
+  watch.pop_samples(before)  # the table compares metrics; the RL run's samples.jsonl shows what it wrote
 
   # ── 3. Reasoning Arena-Live RL ──
   workdir = os.path.join(root, "demo_arena_live")
@@ -75,6 +76,7 @@ def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.Co
   print("== 4/4  evaluating the RL policy on the same problems ==", flush=True)
   step = watch.checkpoint_steps(workdir)[-1]
   after = watch.evaluate_step(workdir, step, ec)
+  watch.pop_samples(after)
   summary = {"sft": before["arithmetic"], "rl": after["arithmetic"], "rl_steps": step,
              "rl_last": rl_summary.get("last", {}), "plot": rl_summary.get("plot"),
              "sft_cached": bool(sft_summary.get("cached")), "minutes": (time.time() - t0) / 60}

@@ -99,6 +99,7 @@ def run_study(study) -> dict:
       train(c, workdir)
       t1 = time.time()
       results = watch.evaluate_step(workdir, c.num_steps, eval_config(study, c.tasks))
+      watch.pop_samples(results)  # study.json keeps metrics; the runs' samples.jsonl keep completions
       summary = {"mode": mode_name, "seed": seed, "train_s": t1 - t0, "eval_s": time.time() - t1, "eval": results}
       with open(done_file, "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)

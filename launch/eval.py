@@ -5,7 +5,9 @@
     python -m launch.eval --workdir=runs/arena_live --watch --stop_after_step=200   # follow a live run
     python -m launch.eval --workdir=... --config.num_samples=16 --config.benchmarks='("arithmetic",)'
 
-Results go to <workdir>/eval/: eval.jsonl (one row per step), eval.md (a table), TensorBoard.
+Results go to <workdir>/eval/: eval.jsonl (one row per step), eval.md (a table), samples.jsonl (a few
+completions per benchmark and step: `--config.samples_per_benchmark`), TensorBoard (scalars and the
+completions as text). `--step` prints the table and the completions instead.
 The problems are the run's own: its task settings are read from <workdir>/tasks.json (a flag that
 contradicts the trained task's settings is an error naming both values).
 """
@@ -32,7 +34,10 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
   if _STEP.value is not None:
     results = watch_lib.evaluate_step(_WORKDIR.value, _STEP.value, _CONFIG.value)
+    samples = watch_lib.pop_samples(results)
     print(watch_lib.markdown_table([{"step": _STEP.value, "results": results}]))
+    for bench, rows in samples.items():
+      print(f"\n### {bench}: what the policy wrote\n\n{watch_lib.samples_markdown(rows)}")
     return
   rows = watch_lib.watch(_WORKDIR.value, _CONFIG.value, out_dir=_OUT.value, poll_s=_POLL.value,
                          stop_after_step=_STOP.value if _WATCH.value else None,

@@ -35,6 +35,7 @@ from arena_jax.train import policy_io
 
 RESULTS_FILE = "eval.jsonl"
 TABLE_FILE = "eval.md"
+SAMPLES_FILE = "samples.jsonl"
 
 
 def _unchecked(default, valid: str, meaning: str) -> cs.Field:
@@ -54,6 +55,9 @@ EVAL = cs.Section(dict(
     max_new_tokens=_unchecked(96, "int ≥ 1", "Completion budget; a truncated completion is scored as it is."),
     batch_size=_unchecked(64, "int ≥ 1", "Prompts per sampler call."),
     seed=_unchecked(0, "int", "Sampling key (folded with the benchmark index)."),
+    samples_per_benchmark=_unchecked(4, "int ≥ 0", "Completions kept per benchmark and checkpoint (the greedy one "
+                                     "and the first sampled one of the first problems) in `<out_dir>/samples.jsonl` "
+                                     "and TensorBoard text: what the policy wrote. 0 = none."),
     tasks=tasks_config.TASKS.but(documented_apart=True),
 ))
 
@@ -85,8 +89,13 @@ def load_params(workdir: str, step: int):
 
 
 def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = True, progress: bool = True) -> dict:
-  """{benchmark: evaluate(...) metrics} for parameters of `model_config` (a progress bar per benchmark)."""
+  """{benchmark: evaluate(...) metrics} for parameters of `model_config` (a progress bar per benchmark).
+
+  With `config.samples_per_benchmark` > 0, each benchmark's metrics also carry a few completions under
+  `SAMPLES` (a list of dicts, not a metric: `pop_samples` takes them out).
+  """
   out = {}
+  keep = int(config.get("samples_per_benchmark", 0))
   for k, name in enumerate(config.benchmarks):
     task = tasks.get_task(name, config.tasks)
     examples = tasks.load_split(config.tasks, name, "test")
@@ -94,9 +103,32 @@ def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = 
     res = evaluate(params, tokenizer, task, examples, num_samples=config.num_samples, temperature=config.temperature,
                    max_new_tokens=config.max_new_tokens, batch_size=config.batch_size,
                    rng=jax.random.fold_in(jax.random.key(config.seed), k), greedy=config.greedy,
-                   add_bos=add_bos, config=model_config, progress=f"eval {name}" if progress else None)
+                   add_bos=add_bos, config=model_config, progress=f"eval {name}" if progress else None,
+                   return_details=keep > 0)
     out[name] = flatten_metrics(res)
+    if keep > 0:
+      out[name][SAMPLES] = _samples(task, examples, res, keep, config.num_samples)
   return out
+
+
+SAMPLES = "samples"
+
+
+def _samples(task, examples, details: dict, keep: int, n: int) -> list[dict]:
+  """The greedy completion and the first sampled one of the first problems, `keep` rows in all."""
+  rows = []
+  for i, example in enumerate(examples):
+    for kind, texts, rewards, row in (("greedy", "greedy_completions", "greedy_rewards", i),
+                                      ("sampled", "completions", "rewards", i * max(n, 1))):
+      if len(rows) < keep and texts in details:
+        rows.append({"problem": i, "kind": kind, "prompt": task.prompt(example), "completion": details[texts][row],
+                     "verifier": float(np.ravel(details[rewards])[row])})
+  return rows
+
+
+def pop_samples(results: dict) -> dict:
+  """Takes the completions out of `evaluate_params` results: {benchmark: [rows]} (results keep only metrics)."""
+  return {bench: metrics.pop(SAMPLES) for bench, metrics in results.items() if SAMPLES in metrics}
 
 
 def run_config(workdir: str, config) -> ml_collections.ConfigDict:
@@ -185,6 +217,23 @@ def _append(out_dir: str, row: dict) -> None:
     os.fsync(f.fileno())
 
 
+def _write_samples(out_dir: str, step: int, samples: dict) -> None:
+  """Appends a step's completions to `<out_dir>/samples.jsonl` (rows of an earlier, interrupted
+  evaluation of the same step are dropped first, so a re-evaluated step appears once)."""
+  path = os.path.join(out_dir, SAMPLES_FILE)
+  if not samples and not os.path.exists(path):
+    return
+  kept = [r for r in fileio.read_jsonl(path, strict=False) if r.get("step") != step]
+  kept += [{"step": step, "benchmark": bench, **r} for bench, rows in samples.items() for r in rows]
+  fileio.write_jsonl(path, kept)
+
+
+def samples_markdown(rows: list[dict]) -> str:
+  """Completions as markdown (prompt and completion as a code block under a one-line header)."""
+  return "\n\n".join(f"**problem {r['problem']}, {r['kind']}, verifier {r['verifier']:g}**\n\n    "
+                      + (r["prompt"] + r["completion"]).replace("\n", "\n    ") for r in rows)
+
+
 def read_results(out_dir: str) -> list[dict]:
   """The result rows of `out_dir`, by step (a row torn by a crash mid-write is skipped)."""
   rows = [r for r in fileio.read_jsonl(os.path.join(out_dir, RESULTS_FILE), strict=False) if "step" in r]
@@ -223,6 +272,8 @@ def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 1
       todo = [s for s in checkpoint_steps(workdir) if s not in done]
       for step in todo:
         results = evaluate_fn(workdir, step, config)
+        samples = pop_samples(results)
+        _write_samples(out_dir, step, samples)  # before the result row: a crash between them re-evaluates the step
         row = {"step": step, "results": results, "time": time.time()}
         _append(out_dir, row)
         done.add(step)
@@ -237,6 +288,8 @@ def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 1
             for k, v in metrics.items():
               if isinstance(v, (int, float)) and np.isfinite(v):
                 writer.add_scalar(f"eval/{bench}/{k}", v, step)
+          for bench, rows in samples.items():
+            writer.add_text(f"eval/{bench}/samples", samples_markdown(rows), step)
         fileio.atomic_write(os.path.join(out_dir, TABLE_FILE), markdown_table(read_results(out_dir)))
       if stop_after_step is not None and any(s >= stop_after_step for s in done):
         break

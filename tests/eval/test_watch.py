@@ -72,6 +72,31 @@ def test_real_evaluation_of_a_checkpoint(run_dir):
   json.dumps(results)  # serialisable as an eval.jsonl row
 
 
+def test_evaluation_writes_what_the_policy_wrote(run_dir, tmp_path):
+  """`launch.eval` keeps a few completions per benchmark and step (issue 22 item 6): in samples.jsonl,
+  not in the metrics rows, each once even when a step is evaluated again after a torn row."""
+  workdir, _ = run_dir
+  c = watch_lib.default_config()
+  c.update(dict(num_examples=3, num_samples=2, max_new_tokens=8, benchmarks=("arithmetic",), samples_per_benchmark=4))
+  out = str(tmp_path / "eval")
+  only = lambda w, step, cfg: watch_lib.evaluate_step(w, step, cfg) if step == 3 else {"arithmetic": {}}
+  watch_lib.watch(workdir, c, out_dir=out, evaluate_fn=only, tensorboard=True)
+  rows = [r for r in map(json.loads, open(os.path.join(out, "samples.jsonl"))) if r["step"] == 3]
+  assert [(r["problem"], r["kind"]) for r in rows] == [(0, "greedy"), (0, "sampled"), (1, "greedy"), (1, "sampled")]
+  for r in rows:
+    assert r["benchmark"] == "arithmetic" and r["prompt"] and isinstance(r["completion"], str)
+    assert r["verifier"] in (0.0, 1.0)
+  assert all("samples" not in r["results"]["arithmetic"] for r in watch_lib.read_results(out))
+  assert os.listdir(os.path.join(out, "tensorboard"))
+  # Step 3's row torn by a crash: the step is evaluated again and its completions appear once.
+  lines = open(os.path.join(out, "eval.jsonl")).read().splitlines()
+  with open(os.path.join(out, "eval.jsonl"), "w") as f:
+    f.write("\n".join(lines[:2]) + "\n" + lines[2][:10])
+  watch_lib.watch(workdir, c, out_dir=out, evaluate_fn=only, tensorboard=False)
+  again = [r for r in map(json.loads, open(os.path.join(out, "samples.jsonl"))) if r["step"] == 3]
+  assert [(r["problem"], r["kind"]) for r in again] == [(r["problem"], r["kind"]) for r in rows]
+
+
 def test_a_trainer_run_directory_holds_its_policy_spec(run_dir):
   workdir, _ = run_dir
   config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
