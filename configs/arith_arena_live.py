@@ -96,5 +96,6 @@ def get_config(arg=None):
       tensorboard=True,       # event files next to metrics.jsonl
       plot=True,              # curves.png at the end: what `make demo` shows
       samples_per_step=4,     # four completions per step in samples.jsonl: what the policy wrote
+      process_checks=64,      # completions per step read by the process checker (process/* metrics)
   ))
   return common.variant(c, arg)

@@ -102,7 +102,7 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
              temperature: float = 1.0, max_new_tokens: int = 128, batch_size: int = 64,
              rng: jax.Array | None = None, greedy: bool = True, ks: Sequence[int] | None = None,
              add_bos: bool = True, config: ModelConfig | None = None, return_details: bool = False,
-             progress: str | None = None) -> dict:
+             progress: str | None = None, process: bool = True) -> dict:
   """Greedy accuracy, mean pass ratio@n, pass@k and response length of a policy on `examples`.
 
   Args:
@@ -121,11 +121,15 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
     config: the model config when `model` is bare parameters.
     return_details: add per-example `rewards` [E, n], `greedy_rewards` [E] and the completions.
     progress: a progress bar with this description (sampler calls, with an ETA); None = silent.
+    process: add the process metrics of tasks with a process checker (`Task.process_metrics`).
 
   Returns:
     A dict: num_examples; greedy_accuracy, greedy_response_length (if greedy); and with n ≥ 1:
     mean_pass_ratio, pass_at_k {k: value}, mean_response_length, truncated_fraction, and
-    frac_all_correct / frac_all_wrong / frac_diverse of the n-sample groups.
+    frac_all_correct / frac_all_wrong / frac_diverse of the n-sample groups. For a task with a process
+    checker (and `process`): the `tasks.process.PROCESS_METRICS` of the n samples (faithful_accuracy,
+    compensating_rate, …) with all_correct_flawed / all_wrong_error_spread of their groups, and
+    greedy_faithful_accuracy etc. of the greedy completions.
   """
   if len(examples) == 0:
     raise ValueError("evaluate: no examples")
@@ -147,6 +151,8 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
     rewards = np.asarray(task.verify_batch(examples, texts), np.float64)
     result["greedy_accuracy"] = float(rewards.mean())
     result["greedy_response_length"] = float(lengths.mean())
+    if process and getattr(task, "has_process_checker", False):
+      result.update({f"greedy_{k}": v for k, v in task.process_metrics(examples, texts, rewards).items()})
     details.update(greedy_rewards=rewards, greedy_completions=texts)
 
   if num_samples >= 1:
@@ -166,6 +172,8 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
     result["frac_all_correct"] = float(np.mean(correct == n))
     result["frac_all_wrong"] = float(np.mean(correct == 0))
     result["frac_diverse"] = float(np.mean((correct > 0) & (correct < n)))
+    if process and getattr(task, "has_process_checker", False):
+      result.update(task.process_metrics(repeated, texts, rewards.reshape(-1), group_size=n))
     details.update(rewards=rewards, completions=texts)
 
   bar.close()

@@ -21,7 +21,8 @@ from arena_jax.tasks.expressions import ParseError, evaluate
 from arena_jax.tasks.iterator import IteratorState, PromptIterator
 from arena_jax.tasks.jsonl import load_jsonl
 from arena_jax.tasks.math_verify_pool import MathVerifyPool
-from arena_jax.tasks.process import IMPACTS, Flaw, ProcessReport, StepCheck, check_arithmetic, check_countdown
+from arena_jax.tasks.process import (IMPACTS, PROCESS_METRICS, Flaw, ProcessReport, StepCheck, check_arithmetic,
+                                    check_countdown, process_counts, process_metrics, process_rates)
 from arena_jax.tasks.registry import (
     ArithmeticTask,
     CountdownTask,

@@ -40,6 +40,8 @@ import re
 from fractions import Fraction
 from typing import Sequence
 
+import numpy as np
+
 from arena_jax.tasks import expressions as ex
 from arena_jax.tasks import steps as steps_lib
 from arena_jax.tasks import verifiers
@@ -431,3 +433,92 @@ def check_countdown(numbers: Sequence[int], target, completion: str) -> ProcessR
     return st.answer_is_expression or st.derivation_ok
 
   return _run(state, completion, correct)
+
+
+# ─────────────────────────────────────── process metrics ───────────────────────────────────────
+
+# What the judge is supposed to change (issue 17): the process quality of a policy's own outputs.
+PROCESS_METRICS = ("faithful_accuracy", "compensating_rate", "flawed_correct_rate", "bare_answer_rate",
+                   "skipped_rate", "first_error_step_wrong")
+
+
+def is_bare_answer(report: ProcessReport) -> bool:
+  """A trace that is only its final answer (one step, the answer, nothing derived)."""
+  return report.num_steps == 1 and report.steps[0].kind == "answer"
+
+
+def process_counts(reports: Sequence[ProcessReport], correct: Sequence[float]) -> dict[str, float]:
+  """Sums over completions from which `process_rates` forms the rates; sums so that hosts can add theirs.
+
+  `correct` is the verifier's reward of each completion (> 0.5 = a right answer), the same reading as the
+  accuracy metrics, so faithful accuracy ≤ accuracy always.
+  """
+  out = dict.fromkeys(("n", "faithful", "compensating", "flawed_correct", "bare", "skipped", "wrong_with_error",
+                       "first_error_sum"), 0.0)
+  for report, reward in zip(reports, correct, strict=True):
+    right = float(reward) > 0.5
+    out["n"] += 1
+    out["faithful"] += right and report.num_invalid == 0
+    out["compensating"] += right and report.num_invalid > 0
+    out["flawed_correct"] += right and bool(report.flaws)
+    out["bare"] += is_bare_answer(report)
+    out["skipped"] += report.num_skipped > 0
+    if not right and report.num_invalid > 0:
+      out["wrong_with_error"] += 1
+      out["first_error_sum"] += report.first_error_step
+  return out
+
+
+def process_rates(counts: dict[str, float]) -> dict[str, float]:
+  """The process metrics from summed `process_counts`:
+
+    faithful_accuracy       right answer and every step valid
+    compensating_rate       right answer with an invalid step (errors that cancel out)
+    flawed_correct_rate     right answer with any flaw (invalid, irrelevant or skipped step, bare answer)
+    bare_answer_rate        the trace is only its answer
+    skipped_rate            some operation done without being shown
+    first_error_step_wrong  mean 0-based index of the first invalid step among wrong answers that have one
+                            (left out when none has: an undefined mean is not a number to plot)
+  """
+  n = max(counts["n"], 1.0)
+  out = {"faithful_accuracy": counts["faithful"] / n, "compensating_rate": counts["compensating"] / n,
+         "flawed_correct_rate": counts["flawed_correct"] / n, "bare_answer_rate": counts["bare"] / n,
+         "skipped_rate": counts["skipped"] / n}
+  if counts["wrong_with_error"]:
+    out["first_error_step_wrong"] = counts["first_error_sum"] / counts["wrong_with_error"]
+  return out
+
+
+def group_process_metrics(reports: Sequence[ProcessReport], correct: Sequence[float], group_size: int) -> dict:
+  """What the judge has to work with inside non-diverse groups (rows g·G … g·G + G − 1 form group g):
+
+    all_correct_flawed      share of all-correct groups with at least one flawed member (the judge can
+                            prefer the clean ones); left out without all-correct groups
+    all_wrong_error_spread  mean over all-wrong groups of the std of their members' first-error steps
+                            (a member without an invalid step counts as erring after its last step);
+                            0 = every member went wrong at the same step; left out without all-wrong groups
+  """
+  right = np.asarray(correct, np.float64).reshape(-1, group_size) > 0.5
+  flawed = np.asarray([bool(r.flaws) for r in reports]).reshape(-1, group_size)
+  first = np.asarray([r.first_error_step if r.num_invalid else r.num_steps for r in reports],
+                     np.float64).reshape(-1, group_size)
+  all_right, all_wrong = right.all(-1), ~right.any(-1)
+  out = {}
+  if all_right.any():
+    out["all_correct_flawed"] = float(flawed[all_right].any(-1).mean())
+  if all_wrong.any():
+    out["all_wrong_error_spread"] = float(first[all_wrong].std(-1).mean())
+  return out
+
+
+def process_metrics(task, examples: Sequence, completions: Sequence[str], correct: Sequence[float], *,
+                    group_size: int | None = None) -> dict:
+  """`process_rates` of completions of `task` (one example per completion), and with `group_size` the
+  `group_process_metrics` of its groups; {} when the task has no process checker (user JSONL data)."""
+  if not getattr(task, "has_process_checker", False):
+    return {}
+  reports = [task.check_process(e, c) for e, c in zip(examples, completions, strict=True)]
+  out = process_rates(process_counts(reports, correct))
+  if group_size:
+    out.update(group_process_metrics(reports, correct, group_size))
+  return out

@@ -86,6 +86,12 @@ class Task(abc.ABC):
     """Per-step validity and relevance of a completion (built-in tasks only)."""
     raise NotImplementedError(f"the {self.name!r} task has no process checker")
 
+  def process_metrics(self, examples: Sequence[Example], completions: Sequence[str], correct: Sequence[float], *,
+                      group_size: int | None = None) -> dict[str, float]:
+    """The process quality of completions (`process.process_metrics`: faithful accuracy, compensating
+    errors, bare answers, …); {} without a process checker."""
+    return process.process_metrics(self, examples, completions, correct, group_size=group_size)
+
   def generate(self, split: str) -> Iterator[Example]:
     """The examples of a split, in their stored order (what the TFDS builder writes)."""
     raise NotImplementedError

@@ -164,6 +164,10 @@ RUN = cs.Section(dict(
         samples_per_step=field(4, "Completions written per step to `<workdir>/samples.jsonl` and TensorBoard text "
                                "(prompt, completion, verifier reward, trained reward, advantage, judged): what "
                                "the policy wrote, for reading next to the metrics. 0 = none.", cs.integer(0)),
+        process_checks=field(64, "Completions per step (whole groups, spread over the step) read by the task's "
+                             "process checker for the `process/*` metrics: faithful accuracy, compensating "
+                             "errors, bare answers, skipped steps, first-error step of wrong answers. Tasks "
+                             "without a checker (JSONL) skip it. 0 = off.", cs.integer(0)),
     )),
 
     # What launch/aot_compile.py compiles; only the real-model configs (`pod_config`) have it.

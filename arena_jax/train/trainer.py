@@ -419,6 +419,7 @@ class Trainer:
     m.update(self.update(pending, rewards))
     t2 = time.perf_counter()
     samples = self.samples(pending, np.asarray(rewards.judged), m.pop("rows/rewards"), m.pop("rows/advantages"))
+    m.update(self.process_metrics(pending.local))
     batch, gen = pending.batch, pending.generation
     v = batch.verifier
     m.update({
@@ -453,6 +454,20 @@ class Trainer:
                   "verifier": float(local.verifier[b, i]), "reward": float(rewards[gb, i]),
                   "advantage": float(advantages[gb, i]), "judged": bool(judged[gb])})
     return out
+
+
+  def process_metrics(self, local: Batch) -> dict:
+    """`process/*`: the process checker's reading of `log.process_checks` completions of the step (whole
+    groups spread over every host's share), summed over hosts — what the judge is meant to change."""
+    checks = self.config.log.process_checks
+    if not checks or not self.task.has_process_checker:  # the same on every host: the gather below is collective
+      return {}
+    groups = np.unique(np.linspace(0, local.num_groups - 1, min(-(-checks // self.g), local.num_groups)).astype(int))
+    rows = [b * self.g + i for b in groups for i in range(self.g)]
+    reports = [self.task.check_process(local.examples[r // self.g], local.texts[r]) for r in rows]
+    counts = tasks.process_counts(reports, [float(local.verifier[r // self.g, r % self.g]) for r in rows])
+    total = {k: sum(host[k] for host in parallel.gather_json(counts)) for k in counts}
+    return {f"process/{k}": v for k, v in tasks.process_rates(total).items()}
 
 
 def _failure_reasons(reasons) -> dict:

@@ -69,6 +69,11 @@ def test_real_evaluation_of_a_checkpoint(run_dir):
   assert set(results) == {"arithmetic", "countdown"}
   for metrics in results.values():
     assert 0.0 <= metrics["greedy_accuracy"] <= 1.0 and 0.0 <= metrics["mean_pass_ratio"] <= 1.0
+    # The process metrics (issue 17): right answers are faithful or carry compensating errors.
+    assert metrics["faithful_accuracy"] + metrics["compensating_rate"] == pytest.approx(metrics["mean_pass_ratio"])
+    assert metrics["greedy_faithful_accuracy"] <= metrics["greedy_accuracy"]
+    assert all(0.0 <= v for k, v in metrics.items() if k.startswith(("all_correct_flawed", "all_wrong_error")))
+  watch_lib.pop_samples(results)
   json.dumps(results)  # serialisable as an eval.jsonl row
 
 

@@ -117,6 +117,24 @@ def test_each_step_writes_a_sample_of_its_completions(data_dir, coin_verifier, t
     assert any(r["judged"] for r in rows if r["step"] == step) == (m["groups/routed"] > 0)
 
 
+def test_each_step_reports_the_process_quality_of_its_completions(data_dir, tmp_path):
+  """`process/*` (issue 17): the process checker's reading of the step's completions. With every completion
+  checked, right answers split into faithful ones and compensating errors: the two rates sum to the
+  step's verifier accuracy over the same rows (samples.jsonl holds them all)."""
+  c = smoke_config("rlvr", data_dir)
+  c.log.samples_per_step = c.log.process_checks = c.rollout.prompts_per_step * c.rollout.group_size
+  train(c, str(tmp_path))
+  rows = [json.loads(l) for l in (tmp_path / "samples.jsonl").read_text().splitlines()]
+  for m in read_metrics(str(tmp_path)):
+    right = np.mean([r["verifier"] > 0.5 for r in rows if r["step"] == m["step"]])
+    assert m["process/faithful_accuracy"] + m["process/compensating_rate"] == pytest.approx(right)
+    for k in ("bare_answer_rate", "skipped_rate", "flawed_correct_rate"):
+      assert 0.0 <= m[f"process/{k}"] <= 1.0
+  c.log.process_checks = 0  # off: no process metrics
+  train(c, str(tmp_path / "off"))
+  assert not [k for k in read_metrics(str(tmp_path / "off"))[0] if k.startswith("process/")]
+
+
 def test_training_against_a_reasoning_style_judge(data_dir, tmp_path):
   """arena_live against the embedded judge in reasoning style: every match is read (none truncated here)."""
   c = smoke_config("arena_live", data_dir)
