@@ -46,7 +46,7 @@ def study_config() -> ml_collections.ConfigDict:
   c.out_dir = "docs/results"
   c.sft_dir = "runs/sft_demo"      # the shared SFT base (trained first from `sft_config` if missing)
   c.sft_config = "configs/sft.py"  # `path[:arg]`; a relative path is read from the repository root
-  c.eval = ml_collections.ConfigDict(dict(benchmarks=("arithmetic", "countdown"), num_examples=200,
+  c.eval = ml_collections.ConfigDict(dict(benchmarks=("arithmetic", "arithmetic_shift", "countdown"), num_examples=200,
                                           num_samples=8, max_new_tokens=96, batch_size=64))
   c.command = "make reproduce"
   return c
@@ -230,7 +230,8 @@ def write_results(study, runs: dict) -> str:
       f"{rc.rollout.prompts_per_step} prompts × G={rc.rollout.group_size}, the same prompt order, seeds "
       f"{tuple(study.seeds)}, {judge}; runs one after another on this machine. Evaluation: {ec.num_examples} "
       f"held-out problems per benchmark, {'greedy and ' if ec.greedy else ''}{ec.num_samples} samples at "
-      f"T={ec.temperature:g} (arithmetic = in distribution, countdown = out of distribution).",
+      f"T={ec.temperature:g} (arithmetic = in distribution; arithmetic_shift = out of distribution, problems no "
+      "training problem could be, by default exact division; countdown = a different task).",
       "",
       "## Accuracy (mean ± std over seeds; the paper's Table 1)",
       "",

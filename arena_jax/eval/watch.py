@@ -45,8 +45,10 @@ def _unchecked(default, valid: str, meaning: str) -> cs.Field:
 # What `launch/eval.py` evaluates, declared once (default, valid values, meaning; docs/configuration.md).
 # Nothing checks these up front: a bad value fails when the evaluation reaches it.
 EVAL = cs.Section(dict(
-    benchmarks=_unchecked(("arithmetic", "countdown"), "task names", "Benchmarks per checkpoint: arithmetic (in "
-                          "distribution), countdown (out of distribution), jsonl (`tasks.jsonl.test_path`)."),
+    benchmarks=_unchecked(("arithmetic", "arithmetic_shift"), "task names", "Benchmarks per checkpoint: arithmetic "
+                          "(in distribution), arithmetic_shift (out of distribution: arithmetic no training problem "
+                          "could be), countdown (a different task, far out of distribution), jsonl "
+                          "(`tasks.jsonl.test_path`)."),
     num_examples=_unchecked(200, "int ≥ 1", "Problems per benchmark (the first ones of the test split)."),
     num_samples=_unchecked(16, "int ≥ 0", "n: mean pass ratio@n (the paper's pass ratio@16) and pass@k for k ≤ n; "
                            "0 = greedy only."),

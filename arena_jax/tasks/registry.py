@@ -129,6 +129,18 @@ class ArithmeticTask(Task):
     return arithmetic.problem_tree(example)
 
 
+@register_task("arithmetic_shift")
+class ArithmeticShiftTask(ArithmeticTask):
+  """Arithmetic outside the training distribution (`arithmetic.generate_shift`): the same prompt, verifier
+  and process checker as `arithmetic`, problems no training problem could be; a test split only."""
+
+  def prompt(self, example):
+    return self.config.arithmetic.prompt_template.format(question=example.question)  # the policy's own convention
+
+  def generate(self, split):
+    return arithmetic.generate_shift(self.config.arithmetic, self.task_config, split, self.config.seed)
+
+
 @register_task("countdown")
 class CountdownTask(Task):
   """Countdown; the reward requires a valid derivation of the target (see `countdown.py`)."""

@@ -89,6 +89,8 @@ def builder_config(config: ml_collections.ConfigDict, task_name: str) -> TaskBui
   """The builder config for `task_name` under the tasks `config`."""
   section = config[task_name].to_dict()
   params = {"seed": config.seed, task_name: section}
+  for other in _DEPENDS_ON.get(task_name, ()):  # a task drawn relative to another task's settings
+    params[other] = {k: v for k, v in config[other].to_dict().items() if k != "prompt_template"}
   if task_name == "jsonl":
     # Workers and timeouts do not change the data; the files' contents do.
     for key in ("num_workers", "timeout_s", "max_items_per_worker", "prompt_template"):
@@ -106,12 +108,16 @@ def builder_config(config: ml_collections.ConfigDict, task_name: str) -> TaskBui
                            description=f"arena_jax {task_name} data: {blob}")
 
 
+# The shifted arithmetic split is drawn outside the arithmetic task's ranges: its data depends on both.
+_DEPENDS_ON = {"arithmetic_shift": ("arithmetic",)}
+
+
 def splits_of(config: ml_collections.ConfigDict, task_name: str) -> tuple[str, ...]:
   """The non-empty splits a task config defines."""
   c = config[task_name]
   if task_name == "jsonl":
     return tuple(s for s in ("train", "test") if c[f"{s}_path"])
-  return tuple(s for s in ("train", "test") if c[f"num_{s}"] > 0)
+  return tuple(s for s in ("train", "test") if c.get(f"num_{s}", 0) > 0)
 
 
 class _TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -129,8 +135,8 @@ class _TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     params = json.loads(self.builder_config.params)
     config = config_lib.default_config()
     config.seed = params["seed"]
-    section = {k: v for k, v in params[self.TASK].items() if k in config[self.TASK]}
-    config[self.TASK].update(section)
+    for task_name in (self.TASK,) + _DEPENDS_ON.get(self.TASK, ()):
+      config[task_name].update({k: v for k, v in params[task_name].items() if k in config[task_name]})
     return config
 
   def _info(self) -> tfds.core.DatasetInfo:
@@ -154,6 +160,12 @@ class ArenaArithmetic(_TaskBuilder):
   TASK = "arithmetic"
 
 
+class ArenaArithmeticShift(_TaskBuilder):
+  """Arithmetic outside the training distribution (`arithmetic.generate_shift`), test split only."""
+
+  TASK = "arithmetic_shift"
+
+
 class ArenaCountdown(_TaskBuilder):
   """Countdown, the out-of-distribution task (`countdown.py`)."""
 
@@ -166,4 +178,5 @@ class ArenaJsonlMath(_TaskBuilder):
   TASK = "jsonl"
 
 
-BUILDERS = {"arithmetic": ArenaArithmetic, "countdown": ArenaCountdown, "jsonl": ArenaJsonlMath}
+BUILDERS = {"arithmetic": ArenaArithmetic, "arithmetic_shift": ArenaArithmeticShift, "countdown": ArenaCountdown,
+            "jsonl": ArenaJsonlMath}

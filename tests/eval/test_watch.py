@@ -64,9 +64,11 @@ def test_real_evaluation_of_a_checkpoint(run_dir):
   cfg.tasks.data_dir = data
   cfg.tasks.arithmetic.num_train, cfg.tasks.arithmetic.num_test = 256, 32
   cfg.tasks.countdown.num_train, cfg.tasks.countdown.num_test = 64, 16
+  cfg.tasks.arithmetic_shift.num_test = 8
+  cfg.benchmarks = ("arithmetic", "arithmetic_shift", "countdown")
   cfg.num_examples, cfg.num_samples, cfg.max_new_tokens, cfg.batch_size = 4, 2, 8, 4
   results = watch_lib.evaluate_step(workdir, 2, cfg)
-  assert set(results) == {"arithmetic", "countdown"}
+  assert set(results) == {"arithmetic", "arithmetic_shift", "countdown"}
   for metrics in results.values():
     assert 0.0 <= metrics["greedy_accuracy"] <= 1.0 and 0.0 <= metrics["mean_pass_ratio"] <= 1.0
     # The process metrics (issue 17): right answers are faithful or carry compensating errors.
