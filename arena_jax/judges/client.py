@@ -415,6 +415,7 @@ class JudgeClient:
     self._headers = {"Content-Type": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
     if api_key:
       self._headers["Authorization"] = f"Bearer {api_key}"
+    self._secret = api_key or None  # scrubbed from what a judge sends back (`_finish`)
     self._rng = random.Random(rng_seed)
     self._rr = 0
     self._loop = None
@@ -656,6 +657,7 @@ class JudgeClient:
       if body is None:
         return self._finish(result, start)
       self._read_body(body, result)
+      self._scrub(result)
       result.parse_attempts += 1
       if result.finish_reason == "length":
         result.failure_reason = "truncated"
@@ -707,7 +709,18 @@ class JudgeClient:
     result.content, result.reasoning, result.finish_reason = body["content"], body["reasoning"], body["finish_reason"]
     result.usage += Usage(prompt_tokens=body["prompt_tokens"], completion_tokens=body["completion_tokens"])
 
+  def _scrub(self, result: Completion) -> None:
+    """Replaces the API key in what the judge sent back: a judge (or a proxy) that echoes the request's
+    Authorization header, in an error or an answer, must not put the key into warnings, metrics,
+    transcripts or the cache."""
+    if self._secret:
+      for name in ("failure_detail", "content", "reasoning"):
+        text = getattr(result, name)
+        if text and self._secret in text:
+          setattr(result, name, text.replace(self._secret, "***"))
+
   def _finish(self, result: Completion, start: float) -> Completion:
+    self._scrub(result)
     latency_s = time.perf_counter() - start
     result.usage = dataclasses.replace(result.usage, latency_s=latency_s)
     s = self.stats

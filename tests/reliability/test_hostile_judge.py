@@ -271,3 +271,32 @@ def test_stats_require_the_key(monkeypatch):
     status, text = _http(url + "/stats", headers={"Authorization": "Bearer k3y"})
     assert status == 200 and "requests" in json.loads(text)
     assert _http(url + "/health")[0] == 200  # liveness stays open
+
+
+def test_a_judge_that_echoes_the_api_key_does_not_put_it_in_any_result():
+  from aiohttp import web  # pylint: disable=g-import-not-at-top
+  key = "sk-test-0123456789"
+
+  async def echo(request):
+    said = request.headers.get("Authorization", "")
+    if (await request.json())["seed"] % 2:
+      return web.json_response({"error": {"message": f"bad request from {said}"}}, status=400)
+    return web.json_response({"choices": [{"message": {"content": f"{said} [[A]]", "reasoning_content": said},
+                                           "finish_reason": "stop"}]})
+
+  async def main():
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    host, port = runner.addresses[0][:2]
+    try:
+      return await asyncio.to_thread(_ask, f"http://{host}:{port}", n=4, api_key=key)
+    finally:
+      await runner.cleanup()
+
+  results, _ = asyncio.run(main())
+  assert [r.ok for r in results] == [True, False, True, False], [r.failure_detail for r in results]
+  assert all(key not in f"{r.content} {r.reasoning} {r.failure_detail}" for r in results)
+  assert "Bearer ***" in results[0].content and "Bearer ***" in results[1].failure_detail
