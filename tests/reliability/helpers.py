@@ -166,3 +166,21 @@ def judge_in_thread(**knobs):
     loop.call_soon_threadsafe(stop.set)
     thread.join(timeout=30)
     loop.close()
+
+
+@contextlib.asynccontextmanager
+async def serve_routes(*routes):
+  """A bare aiohttp app with `routes` (aiohttp `web.get(...)` / `web.post(...)`) on a free loopback port, on
+  the running loop; yields its URL (a judge that answers whatever a test makes it answer)."""
+  from aiohttp import web  # pylint: disable=g-import-not-at-top
+
+  app = web.Application()
+  app.add_routes(routes)
+  runner = web.AppRunner(app)
+  await runner.setup()
+  await web.TCPSite(runner, "127.0.0.1", 0).start()
+  host, port = runner.addresses[0][:2]
+  try:
+    yield f"http://{host}:{port}"
+  finally:
+    await runner.cleanup()

@@ -25,7 +25,7 @@ from arena_jax.judges import simulated
 from arena_jax.train import train
 from arena_jax.train import trainer as trainer_lib
 from tests.reliability.helpers import (fast_client, free_port, judge_in_thread, killable_judge, read_rows,
-                                       smoke_config)
+                                       serve_routes, smoke_config)
 
 MESSAGES = judges.load_templates().messages(
     "pairwise", problem="Question: Compute 7 + 5.\nSolution:\n", reference="12",
@@ -166,18 +166,10 @@ def test_a_200_that_is_not_a_model_list_fails_the_start_up_check():
     return web.Response(text="<html>welcome</html>", content_type="text/html")
 
   async def main():
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", page)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    host, port = runner.addresses[0][:2]
-    try:
+    async with serve_routes(web.get("/{tail:.*}", page)) as url:
       with pytest.raises(judges.JudgeUnreachableError, match="not an OpenAI model list") as info:
-        await asyncio.to_thread(judges.check_endpoints, [f"http://{host}:{port}"], timeout_s=5.0)
+        await asyncio.to_thread(judges.check_endpoints, [url], timeout_s=5.0)
       return str(info.value)
-    finally:
-      await runner.cleanup()
 
   assert "<html>welcome" in asyncio.run(main())
 
@@ -285,16 +277,8 @@ def test_a_judge_that_echoes_the_api_key_does_not_put_it_in_any_result():
                                            "finish_reason": "stop"}]})
 
   async def main():
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", echo)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    host, port = runner.addresses[0][:2]
-    try:
-      return await asyncio.to_thread(_ask, f"http://{host}:{port}", n=4, api_key=key)
-    finally:
-      await runner.cleanup()
+    async with serve_routes(web.post("/v1/chat/completions", echo)) as url:
+      return await asyncio.to_thread(_ask, url, n=4, api_key=key)
 
   results, _ = asyncio.run(main())
   assert [r.ok for r in results] == [True, False, True, False], [r.failure_detail for r in results]
