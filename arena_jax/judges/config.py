@@ -88,7 +88,8 @@ SERVER = cs.Section(dict(
     # Serving: judging runs in a worker pool, off the event loop that answers /health and reads requests.
     workers=field(4, "Threads that judge requests (the event loop only reads, validates and answers).",
                   cs.integer(1)),
-    read_timeout_s=field(30.0, "A request whose body has not arrived within this gets HTTP 408.",
+    read_timeout_s=field(30.0, "A request whose body has not arrived within this gets HTTP 408; a connection "
+                         "without a whole request line and headers (or idle) for this long is closed.",
                          cs.number(0, lo_open=True)),
     # Juror mode (Reasoning Jury, SPEC §8): errors per juror, decorrelated by the request seed.
     miss_rate=_rate("Juror mode: probability that a real flaw is not reported."),

@@ -261,7 +261,10 @@ def make_app(cfg: ml_collections.ConfigDict) -> web.Application:
 
 async def start(cfg: ml_collections.ConfigDict, *, shutdown_timeout: float) -> tuple[web.AppRunner, str]:
   """Starts the app of `cfg` on the running event loop; (its runner, to `cleanup()`, and its URL)."""
-  runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+  # keepalive_timeout also closes a connection whose request line and headers have not arrived by then (a
+  # slow client holding a socket); `_read_request` bounds the body.
+  runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout,
+                         keepalive_timeout=cfg.read_timeout_s)
   await runner.setup()
   await web.TCPSite(runner, cfg.host, cfg.port, backlog=2048).start()
   host, port = runner.addresses[0][:2]

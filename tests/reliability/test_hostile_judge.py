@@ -226,6 +226,14 @@ def test_a_body_that_never_arrives_gets_408():
   assert answer.startswith("HTTP/1.1 408") and "did not arrive within 0.3 s" in answer, answer
 
 
+def test_a_client_that_never_finishes_its_headers_is_disconnected():
+  with judge_in_thread(read_timeout_s=0.3) as url:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=20) as s:
+      s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+      assert s.recv(4096) == b""  # closed by the server (a recv timeout would raise)
+
+
 BAD_REQUESTS = [
     (b"[" * 100_000 + b"]" * 100_000, {}, "not valid JSON"),
     (b'{"messages": [{"role": "user", "content": "\xff\xfe\xfa"}]}', {}, "not valid JSON"),
