@@ -358,11 +358,17 @@ class ResponseCache:
     return os.path.join(self.directory, key[:2], key + ".json")
 
   def get(self, key: str) -> dict | None:
+    """The record stored under `key`, or None (none, unreadable, or not a record: asked again)."""
     try:
       with open(self._path(key), encoding="utf-8") as f:
-        return json.load(f)
-    except (OSError, ValueError):
+        record = json.load(f)
+    except (OSError, ValueError, RecursionError):
       return None
+    ok = (isinstance(record, dict) and all(isinstance(record.get(k), (str, type(None))) for k in
+                                           ("content", "reasoning", "finish_reason"))
+          and all(isinstance(record.get(k, 0), int) and record.get(k, 0) >= 0 for k in
+                  ("prompt_tokens", "completion_tokens")))
+    return record if ok else None
 
   def put(self, key: str, record: dict) -> None:
     path = self._path(key)

@@ -292,3 +292,20 @@ def test_a_judge_that_echoes_the_api_key_does_not_put_it_in_any_result():
   assert [r.ok for r in results] == [True, False, True, False], [r.failure_detail for r in results]
   assert all(key not in f"{r.content} {r.reasoning} {r.failure_detail}" for r in results)
   assert "Bearer ***" in results[0].content and "Bearer ***" in results[1].failure_detail
+
+
+@pytest.mark.parametrize("record", ["[1, 2]", '{"content": "[[A]]", "completion_tokens": -5}', '{"content": "[[A]]", "prompt_tokens": "x"}'])
+def test_a_damaged_cache_record_is_asked_again(tmp_path, record):
+  cache = judges.ResponseCache(str(tmp_path))
+  c = judges.JudgeClient(["http://127.0.0.1:9"], model=judges.server_config().model, cache_dir=str(tmp_path))
+  key = client_lib.request_key(c.payload(MESSAGES, seed=0))
+  os.makedirs(os.path.dirname(cache._path(key)), exist_ok=True)  # pylint: disable=protected-access
+  with open(cache._path(key), "w", encoding="utf-8") as f:  # pylint: disable=protected-access
+    f.write(record)
+
+  async def main():
+    async with judges.serve_in_process() as url:
+      return await asyncio.to_thread(_ask, url, n=1, cache_dir=str(tmp_path))
+
+  (result,), stats = asyncio.run(main())
+  assert result.ok and not result.cached and stats.usage.http_requests == 1
