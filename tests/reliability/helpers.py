@@ -133,7 +133,7 @@ def send(proc: subprocess.Popen, sig: int) -> None:
 
 
 
-# ───────────────────────── an embedded judge on its own thread (for monkeypatched judging) ─────────────────────────
+# ───────────────────── an embedded judge on its own thread (for monkeypatched judging) ─────────────────────
 
 
 @contextlib.contextmanager

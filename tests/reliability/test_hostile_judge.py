@@ -294,7 +294,8 @@ def test_a_judge_that_echoes_the_api_key_does_not_put_it_in_any_result():
   assert "Bearer ***" in results[0].content and "Bearer ***" in results[1].failure_detail
 
 
-@pytest.mark.parametrize("record", ["[1, 2]", '{"content": "[[A]]", "completion_tokens": -5}', '{"content": "[[A]]", "prompt_tokens": "x"}'])
+@pytest.mark.parametrize("record", ["[1, 2]", '{"content": "[[A]]", "completion_tokens": -5}',
+                                    '{"content": "[[A]]", "prompt_tokens": "x"}'])
 def test_a_damaged_cache_record_is_asked_again(tmp_path, record):
   cache = judges.ResponseCache(str(tmp_path))
   c = judges.JudgeClient(["http://127.0.0.1:9"], model=judges.server_config().model, cache_dir=str(tmp_path))
