@@ -65,6 +65,11 @@ FAULTS = {"error_rate": 0.15, "error_statuses": "(500, 503, 429)", "retry_after_
           "hang_s": 60.0, "malformed_rate": 0.05, "hostile_rate": 0.05, "hostile_bytes": 1 << 20}
 CLIENT = {"timeout_s": 0.5, "max_retries": 1, "max_parse_retries": 0, "backoff_initial_s": 0.05,
           "backoff_max_s": 0.2, "startup_check_s": 60.0, "max_response_bytes": 256 << 10}
+# The judge's planned outage lasts a few steps plus its restart, which takes tens of seconds on a loaded
+# machine while steps without a judge take ~2 s: the default outage stop (10 steps, for a judge that is
+# down for good; tests/reliability/test_judge_faults.py) would end the run that this benchmark wants to
+# see ride the outage out.
+OUTAGE_STEPS = 100
 MAX_RELAUNCHES = 3  # after a crash or a hang: the run goes on from its checkpoint, counted
 
 
@@ -143,6 +148,7 @@ def main(argv=None):
   judge = Judge(_free_port(), args.seed, args.style)
   flags = [f"--workdir={workdir}", f"--config.tasks.data_dir={data_dir}", f"--config.num_steps={n}",
            f"--config.checkpoint.every={every}", f"--config.judge.urls=('http://127.0.0.1:{judge.port}',)",
+           f"--config.reward.max_judge_outage_steps={OUTAGE_STEPS}",
            *[f"--config.judge.client.{k}={v}" for k, v in CLIENT.items()]]
 
   def launch(name, *extra):
