@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import ml_collections
@@ -164,14 +165,28 @@ def existing_dir_or_empty() -> Check:
   return Check('existing directory or ""', test)
 
 
+# A URL's user-info part (`user:password@`): a credential that would reach logs, errors and checkpoint metadata.
+_USERINFO = re.compile(r"(?<=://)[^/?#@\s]*@")
+CREDENTIALS_IN_URL = ("must not carry credentials (`user:password@`): they would be printed and stored with the "
+                      "config; put the key in an environment variable and name it in judge.api_key_env (sent as "
+                      "a bearer token)")
+
+
+def redact_url(text: str) -> str:
+  """`text` with the user-info of every URL in it replaced by `***` (for messages and anything stored)."""
+  return _USERINFO.sub("***@", text)
+
+
 def urls() -> Check:
-  """A tuple of http(s):// URLs (a comma-separated string is a common slip: say so)."""
+  """A tuple of http(s):// URLs without credentials (a comma-separated string is a common slip: say so)."""
   def test(v):
     if isinstance(v, str):
-      return f"must be a tuple of URLs (split a comma-separated string), got {v!r}"
+      return f"must be a tuple of URLs (split a comma-separated string), got {redact_url(repr(v))}"
     for u in v:
       if not isinstance(u, str) or not u.startswith(("http://", "https://")):
-        return f"entries must be http(s):// URLs, got {u!r}"
+        return f"entries must be http(s):// URLs, got {redact_url(repr(u))}"
+      if _USERINFO.search(u):
+        return f"{redact_url(u)}: {CREDENTIALS_IN_URL}"
     return None
 
   return Check("tuple of http(s):// URLs", test)

@@ -16,12 +16,13 @@
               `check_judge_urls` (fail fast at start when a configured judge does not answer)
   simulated   `JudgeLogic`: the rule-based process judge that the embedded server answers with
   server      the embedded judge's HTTP server (`make_app`, `run_server`; `python -m launch.serve_judge`)
+  hostile     the answers of a judge that tries to break its client (`server.hostile_rate`; tests, soak)
   embedded    `EmbeddedJudgeServer` (a child process) and `serve_in_process` (the running event loop)
   files       JSONL batch judging behind `launch/judge_pairs.py` and `launch/jury.py`
 
 Importing this package starts nothing: servers, sessions and event loops are created on use.
 """
-from arena_jax.judges import embedded, hygiene, prompts, server, simulated
+from arena_jax.judges import embedded, hostile, hygiene, prompts, server, simulated
 from arena_jax.judges.backends import (
     BACKENDS,
     check_judge_urls,

@@ -31,9 +31,18 @@ asynchronous and must be fast, robust and countable:
     `message.reasoning` (vLLM / SGLang reasoning parsers) is kept apart;
   * an optional on-disk cache keyed by the request (model, messages, sampling parameters) returns
     parsed answers without a call;
+  * whatever a judge sends is read defensively: answers are capped at `max_response_bytes` on the wire
+    and after decompression (the client inflates gzip / deflate itself), every field it reads is
+    checked for its type (`completion_fields`; a surprise is a failed judgment, `bad_response`), a
+    parser that raises on an answer makes it `unparseable`, and a Retry-After that is not a usable
+    number is ignored (too long a one is a final failure): no answer can raise out of `chat` or hold it
+    past its deadline;
   * `check_endpoints` (before training starts) fails fast, naming each URL, when a judge does not
-    answer `GET /v1/models` or rejects the key: a judge that is down at start is a configuration
-    error, while one that fails mid-run costs only the judgments it drops, which are counted.
+    answer `GET /v1/models` with a model list (a 404 there is a wrong URL), does not list `judge.model`
+    or rejects the key: a judge that is down at start is a configuration error, while one that fails
+    mid-run costs only the judgments it drops, which are counted;
+  * URLs with credentials (`user:password@`) are refused (`split_urls`): keys travel in the
+    Authorization header, from `judge.api_key_env`, and never reach a log or a checkpoint.
 
 Transport: aiohttp. Measured on this project's 2-core machine against an aiohttp server with 100 ms
 latency at 64 concurrent requests, aiohttp reached 0.90 of the latency bound, the `openai` package's
@@ -50,22 +59,27 @@ import email.utils
 import hashlib
 import http.client
 import json
+import math
 import os
 import random
 import re
 import time
 import urllib.error
 import urllib.request
+import zlib
 from typing import Any, Callable, Sequence
 
 import aiohttp
 
 from arena_jax import config_schema
 from arena_jax import fileio
-from arena_jax.errors import UserError
+from arena_jax.errors import ConfigError, UserError
 from arena_jax.judges.usage import Usage
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# Encodings the client decodes itself, within `max_response_bytes` (aiohttp's own decoder inflates a whole
+# network chunk at once, so a small compressed answer could still take hundreds of MB).
+ACCEPT_ENCODING = "gzip, deflate"
 # What every request body carries from the client itself; `extra_body` may not override these (an `n` > 1
 # or `stream` would also return what the client cannot read, `max_completion_tokens` outranks max_tokens).
 BODY_KEYS_SET_BY_CLIENT = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "seed", "n",
@@ -189,11 +203,13 @@ class JudgeUnreachableError(UserError, ConnectionError):
 
 
 def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: str | None) -> str | None:
-  """None once `base` answers `GET /v1/models` (listing `model`, when it lists models); else why not.
+  """None once `base` answers `GET /v1/models` with a model list (listing `model`, when it lists any);
+  else why not.
 
-  Any HTTP answer but 401 / 403 proves a server is listening (some deployments do not list models):
-  5xx and 429 are the client's business once training runs. A rejected key, and a model list without
-  `model`, are final at once: every judgment would fail for the same reason.
+  A 5xx, 408 or 429 proves an OpenAI-compatible server is listening there, busy or failing: that is the
+  client's business once training runs. Any other 4xx, or a 200 that is not a model list, means this is
+  not the API the client will call (a wrong path or port: every judgment would get the same 404), and a
+  rejected key or a model list without `model` would fail every judgment too: these are final at once.
   """
   # No proxies, as for the aiohttp session (trust_env=False): the check must see what training will see.
   opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -209,6 +225,9 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: 
       if e.code in (401, 403):
         return (f"HTTP {e.code}: the judge rejected the API key (set the env var named by judge.api_key_env "
                 "to the key the server expects)")
+      if 400 <= e.code < 500 and e.code not in RETRYABLE_STATUSES:
+        return (f"HTTP {e.code} at {models_url(base)}: no OpenAI-compatible API answers at this path (judge.urls "
+                "takes a base URL such as http://host:8000 or http://host:8000/v1)")
       return None
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:  # refused, DNS, timeout
       reason = f"{type(getattr(e, 'reason', e)).__name__}: {getattr(e, 'reason', e)}"
@@ -218,14 +237,16 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: 
 
 
 def _model_missing(body: bytes, model: str | None) -> str | None:
-  """Why an OpenAI `/v1/models` answer rules `model` out (it lists models, not this one), or None."""
-  if not model:
-    return None
+  """Why an OpenAI `/v1/models` answer rules the endpoint out (it is not a model list, or lists models but
+  not `model`), or None."""
   try:
     listed = json.loads(body).get("data")
     ids = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
-  except (ValueError, AttributeError, TypeError):
-    return None  # not a model list: nothing to compare with
+  except (ValueError, AttributeError, TypeError, RecursionError):
+    text = " ".join(body[:80].decode("utf-8", "replace").split())
+    return f"HTTP 200 but not an OpenAI model list ({text!r}...): is this the judge's API?"
+  if not model:
+    return None
   # Servers name one model several ways (Ollama's "llama3:latest" for "llama3", "models/…" prefixes).
   names = {i.removeprefix("models/").removesuffix(":latest") for i in ids}
   if not ids or model in ids or model.removeprefix("models/").removesuffix(":latest") in names:
@@ -264,14 +285,27 @@ def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, ti
 
 
 def split_urls(urls: str | Sequence[str]) -> tuple[str, ...]:
-  """URLs from a comma-separated string or a sequence, stripped, empties dropped."""
+  """URLs from a comma-separated string or a sequence, stripped, empties dropped.
+
+  Raises:
+    ConfigError: a URL carries credentials (`user:password@`; named redacted): keys go in `judge.api_key_env`.
+  """
   if isinstance(urls, str):
     urls = urls.split(",")
-  return tuple(u.strip() for u in urls if u and u.strip())
+  out = tuple(u.strip() for u in urls if u and u.strip())
+  for u in out:
+    if config_schema.redact_url(u) != u:
+      raise ConfigError(f"judge URL {config_schema.redact_url(u)}: {config_schema.CREDENTIALS_IN_URL}")
+  return out
 
 
 def retry_after_seconds(headers) -> float | None:
-  """Seconds a server asks to wait: `retry-after-ms`, then `retry-after` (seconds or an HTTP date)."""
+  """Seconds a server asks to wait: `retry-after-ms`, then `retry-after` (seconds or an HTTP date).
+
+  Only a number the client can sleep on counts: NaN, a negative value or text that is neither a number
+  nor a date is None (the client's own backoff applies); infinity, or a date far ahead, stays a large
+  number, which `client.max_retry_after_s` turns into a final failure.
+  """
   if not headers:
     return None
   for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
@@ -279,17 +313,22 @@ def retry_after_seconds(headers) -> float | None:
     if value is None:
       continue
     try:
-      return float(value) / divisor
-    except ValueError:
+      return _sane_delay(float(value) / divisor)
+    except (ValueError, OverflowError):
       pass
   value = headers.get("retry-after")
   if value is None:
     return None
   try:
     date = email.utils.parsedate_tz(value)
-    return None if date is None else float(email.utils.mktime_tz(date) - time.time())
-  except (TypeError, ValueError, OverflowError):
+    return None if date is None else _sane_delay(float(email.utils.mktime_tz(date) - time.time()))
+  except (TypeError, ValueError, OverflowError, IndexError):
     return None
+
+
+def _sane_delay(seconds: float) -> float | None:
+  """A delay a server asked for, or None when it is not one (NaN or negative); +inf is kept (too long)."""
+  return seconds if seconds >= 0 else None  # NaN compares False
 
 
 def backoff_delay(retry: int, *, initial: float, maximum: float, jitter: float, rng: random.Random) -> float:
@@ -319,11 +358,17 @@ class ResponseCache:
     return os.path.join(self.directory, key[:2], key + ".json")
 
   def get(self, key: str) -> dict | None:
+    """The record stored under `key`, or None (none, unreadable, or not a record: asked again)."""
     try:
       with open(self._path(key), encoding="utf-8") as f:
-        return json.load(f)
-    except (OSError, ValueError):
+        record = json.load(f)
+    except (OSError, ValueError, RecursionError):
       return None
+    ok = (isinstance(record, dict) and all(isinstance(record.get(k), (str, type(None))) for k in
+                                           ("content", "reasoning", "finish_reason"))
+          and all(isinstance(record.get(k, 0), int) and record.get(k, 0) >= 0 for k in
+                  ("prompt_tokens", "completion_tokens")))
+    return record if ok else None
 
   def put(self, key: str, record: dict) -> None:
     path = self._path(key)
@@ -347,7 +392,8 @@ class JudgeClient:
                max_retries: int = 4, max_parse_retries: int = 2, max_truncation_retries: int = 0,
                backoff_initial_s: float = 0.5, backoff_max_s: float = 8.0, jitter: float = 0.25,
                max_retry_after_s: float = 60.0, failures_before_cooldown: int = 3, cooldown_s: float = 5.0,
-               cache_dir: str = "", extra_body=None, rng_seed: int | None = None):
+               cache_dir: str = "", extra_body=None, rng_seed: int | None = None,
+               max_response_bytes: int = 8 << 20):
     urls = split_urls(urls)
     if not urls:
       raise ValueError("JudgeClient needs at least one judge URL (judge.urls)")
@@ -362,6 +408,7 @@ class JudgeClient:
     self.deadline_s, self.timeout_s, self.connect_timeout_s = float(deadline_s), float(timeout_s), connect_timeout_s
     self.backoff_initial_s, self.backoff_max_s, self.jitter = backoff_initial_s, backoff_max_s, jitter
     self.max_retry_after_s = max_retry_after_s
+    self.max_response_bytes = int(max_response_bytes)
     self.failures_before_cooldown, self.cooldown_s = failures_before_cooldown, cooldown_s
     self.extra_body = {}
     if extra_body is not None:
@@ -371,9 +418,10 @@ class JudgeClient:
       self.extra_body = config_schema.json_object_value(extra_body)
     self.cache = ResponseCache(cache_dir) if cache_dir else None
     self._endpoints = [_Endpoint(i, u, concurrency) for i, u in enumerate(urls)]
-    self._headers = {"Content-Type": "application/json"}
+    self._headers = {"Content-Type": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
     if api_key:
       self._headers["Authorization"] = f"Bearer {api_key}"
+    self._secret = api_key or None  # scrubbed from what a judge sends back (`_finish`)
     self._rng = random.Random(rng_seed)
     self._rr = 0
     self._loop = None
@@ -394,7 +442,8 @@ class JudgeClient:
         max_retries=c.max_retries, max_parse_retries=c.max_parse_retries,
         max_truncation_retries=c.max_truncation_retries, backoff_initial_s=c.backoff_initial_s,
         backoff_max_s=c.backoff_max_s, jitter=c.jitter, max_retry_after_s=c.max_retry_after_s,
-        failures_before_cooldown=c.failures_before_cooldown, cooldown_s=c.cooldown_s, cache_dir=c.cache_dir)
+        failures_before_cooldown=c.failures_before_cooldown, cooldown_s=c.cooldown_s, cache_dir=c.cache_dir,
+        max_response_bytes=c.max_response_bytes)
     kwargs.update(overrides)
     return cls(urls if urls is not None else config.urls, **kwargs)
 
@@ -413,7 +462,9 @@ class JudgeClient:
         e.in_flight = 0
     if self._session is None or self._session.closed:
       # No connector-level cap: the per-endpoint limits are the concurrency control.
-      self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
+      # auto_decompress off: `_read_answer` inflates within max_response_bytes (ACCEPT_ENCODING).
+      self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                                            auto_decompress=False)
 
   async def close(self) -> None:
     if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
@@ -494,12 +545,16 @@ class JudgeClient:
     timeout = aiohttp.ClientTimeout(total=limit_s, connect=min(self.connect_timeout_s, limit_s))
     try:
       async with self._session.post(endpoint.url, data=data, headers=self._headers, timeout=timeout) as resp:
-        raw = await resp.read()
         status, headers = resp.status, resp.headers
+        raw = await _read_answer(resp, self.max_response_bytes)
     except asyncio.TimeoutError:
       return _Attempt("timeout", True, f"no answer within {limit_s:.3g} s")
     except aiohttp.ClientError as e:
       return _Attempt("connection", True, f"{type(e).__name__}: {e}"[:_DETAIL_CHARS])
+    except _BadAnswer as e:
+      return _Attempt("bad_response", True, f"HTTP {status}: {e}"[:_DETAIL_CHARS], status)
+    except Exception as e:  # pylint: disable=broad-except  (whatever a server sends, a judgment fails, never training)
+      return _Attempt("bad_response", True, f"{type(e).__name__} reading the answer: {e}"[:_DETAIL_CHARS])
     if status != 200:
       retryable = status in RETRYABLE_STATUSES or status >= 500
       should = headers.get("x-should-retry")
@@ -510,12 +565,9 @@ class JudgeClient:
         text += " (judge.max_tokens plus the prompt exceed the judge's context: lower judge.max_tokens)"
       return _Attempt(f"http_{status}", retryable, text, status, retry_after_seconds(headers))
     try:
-      body = json.loads(raw)
-      choice = body["choices"][0]
-      if not isinstance(choice["message"], dict):
-        raise TypeError("message is not an object")
-    except (ValueError, KeyError, IndexError, TypeError) as e:
-      return _Attempt("bad_response", True, f"HTTP 200 without a chat completion ({type(e).__name__}): "
+      body = completion_fields(raw)
+    except _BadAnswer as e:
+      return _Attempt("bad_response", True, f"HTTP 200 without a chat completion ({e}): "
                       + raw[:200].decode("utf-8", "replace"), status)
     return _Attempt(status=status, body=body)
 
@@ -611,6 +663,7 @@ class JudgeClient:
       if body is None:
         return self._finish(result, start)
       self._read_body(body, result)
+      self._scrub(result)
       result.parse_attempts += 1
       if result.finish_reason == "length":
         result.failure_reason = "truncated"
@@ -620,14 +673,15 @@ class JudgeClient:
         budget.truncation -= 1
         self.stats.truncation_retries += 1
         continue
-      parsed = _safe_parse(parse, result.content)
+      parsed, error = _safe_parse(parse, result.content)
       if parsed is None:
         result.failure_reason = "unparseable"
         if result.content is None or not result.content.strip():
           result.failure_detail = ("the answer had no content" + (", only reasoning" if result.reasoning else "")
                                    + f" (finish_reason {result.finish_reason!r})")
         else:
-          result.failure_detail = "no verdict could be parsed from: " + result.content[-200:]
+          result.failure_detail = (f"the parser failed ({error}) on: " if error else
+                                   "no verdict could be parsed from: ") + result.content[-200:]
         if budget.parse <= 0:
           return self._finish(result, start)
         budget.parse -= 1
@@ -644,7 +698,7 @@ class JudgeClient:
     record = self.cache.get(key)
     if record is None:
       return False
-    parsed = _safe_parse(parse, record.get("content"))
+    parsed, _ = _safe_parse(parse, record.get("content"))
     if parsed is None:  # e.g. the parser changed since: ask again
       return False
     result.content, result.reasoning = record.get("content"), record.get("reasoning")
@@ -657,18 +711,22 @@ class JudgeClient:
 
   @staticmethod
   def _read_body(body: dict, result: Completion) -> None:
-    choice = body["choices"][0]
-    message = choice["message"]
-    content = message.get("content")
-    result.content = content if isinstance(content, str) else None
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    result.reasoning = reasoning if isinstance(reasoning, str) else None
-    result.finish_reason = choice.get("finish_reason")
-    usage = body.get("usage") or {}
-    result.usage += Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                          completion_tokens=int(usage.get("completion_tokens") or 0))
+    """Copies the fields `completion_fields` checked into `result`."""
+    result.content, result.reasoning, result.finish_reason = body["content"], body["reasoning"], body["finish_reason"]
+    result.usage += Usage(prompt_tokens=body["prompt_tokens"], completion_tokens=body["completion_tokens"])
+
+  def _scrub(self, result: Completion) -> None:
+    """Replaces the API key in what the judge sent back: a judge (or a proxy) that echoes the request's
+    Authorization header, in an error or an answer, must not put the key into warnings, metrics,
+    transcripts or the cache."""
+    if self._secret:
+      for name in ("failure_detail", "content", "reasoning"):
+        text = getattr(result, name)
+        if text and self._secret in text:
+          setattr(result, name, text.replace(self._secret, "***"))
 
   def _finish(self, result: Completion, start: float) -> Completion:
+    self._scrub(result)
     latency_s = time.perf_counter() - start
     result.usage = dataclasses.replace(result.usage, latency_s=latency_s)
     s = self.stats
@@ -684,12 +742,98 @@ class JudgeClient:
     return result
 
 
-def _safe_parse(parse, content):
-  if content is None:
-    return None
+def _safe_parse(parse, content) -> tuple[Any, str]:
+  """(parse(content) or None, what the parser raised): an answer the parser chokes on is one without a verdict."""
+  if not isinstance(content, str):
+    return None, ""
   if parse is None:
-    return content
+    return content, ""
   try:
-    return parse(content)
-  except (ValueError, TypeError, KeyError):
-    return None
+    return parse(content), ""
+  except Exception as e:  # pylint: disable=broad-except  (a judge's text must not stop training, whatever it holds)
+    return None, f"{type(e).__name__}: {e}"[:100]
+
+
+class _BadAnswer(ValueError):
+  """An HTTP answer the client will not read (too large, badly encoded, not a chat completion)."""
+
+
+async def _read_answer(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+  """The body of `resp`, decoded, at most `limit` bytes on the wire and after decompression.
+
+  Raises:
+    _BadAnswer: a larger body (by its Content-Length or as it arrives), a larger inflated body (a
+      decompression bomb stops at `limit` + 1 bytes), an encoding other than ACCEPT_ENCODING's.
+  """
+  declared = resp.content_length
+  if declared is not None and declared > limit:
+    raise _BadAnswer(f"an answer of {declared} bytes exceeds client.max_response_bytes={limit}")
+  raw = bytearray()
+  async for chunk in resp.content.iter_chunked(1 << 16):
+    raw += chunk
+    if len(raw) > limit:
+      raise _BadAnswer(f"the answer exceeds client.max_response_bytes={limit} bytes")
+  encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+  if encoding in ("", "identity"):
+    return bytes(raw)
+  if encoding not in ("gzip", "x-gzip", "deflate"):
+    raise _BadAnswer(f"Content-Encoding {encoding[:40]!r} was not asked for (Accept-Encoding: {ACCEPT_ENCODING})")
+  # gzip, or zlib-wrapped deflate (auto-detected by 32 + MAX_WBITS); raw deflate as some servers send it.
+  wbits = 32 + zlib.MAX_WBITS if encoding != "deflate" or raw[:1] == b"\x78" else -zlib.MAX_WBITS
+  inflater = zlib.decompressobj(wbits)
+  try:
+    out = inflater.decompress(bytes(raw), limit + 1)
+  except zlib.error as e:
+    raise _BadAnswer(f"a {encoding} body that does not inflate: {e}") from None
+  if len(out) > limit or inflater.unconsumed_tail:
+    raise _BadAnswer(f"the answer inflates past client.max_response_bytes={limit} bytes ({len(raw)} on the wire)")
+  return out
+
+
+def _count(usage: dict, name: str) -> int:
+  value = usage.get(name)
+  if value is None:
+    return 0
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2 ** 53:
+    raise _BadAnswer(f"usage.{name} is {str(value)[:40]!r}, not a token count")
+  return int(value)
+
+
+def completion_fields(raw: bytes) -> dict:
+  """The fields the client reads from a chat-completions answer, each checked for its type.
+
+  Returns {content, reasoning, finish_reason: str | None, prompt_tokens, completion_tokens: int}.
+  `reasoning` is `message.reasoning_content` or `message.reasoning` (vLLM / SGLang reasoning parsers).
+
+  Raises:
+    _BadAnswer: naming the first field that is missing or of the wrong type (a failed judgment, reason
+      `bad_response`; whatever a judge sends, the trainer only ever sees a failed judgment).
+  """
+  try:
+    body = json.loads(raw)
+  except (ValueError, RecursionError) as e:  # RecursionError: JSON nested thousands deep
+    raise _BadAnswer(f"not JSON: {type(e).__name__}") from None
+  if not isinstance(body, dict):
+    raise _BadAnswer(f"the body is a JSON {type(body).__name__}, not an object")
+  choices = body.get("choices")
+  if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+    raise _BadAnswer("choices is not a non-empty list of objects")
+  choice = choices[0]
+  message = choice.get("message")
+  if not isinstance(message, dict):
+    raise _BadAnswer("choices[0].message is not an object")
+  fields = {"content": message.get("content"), "reasoning_content": message.get("reasoning_content"),
+            "reasoning": message.get("reasoning"), "finish_reason": choice.get("finish_reason")}
+  for key, value in fields.items():
+    if value is not None and not isinstance(value, str):
+      where = "choices[0]." if key == "finish_reason" else "choices[0].message."
+      raise _BadAnswer(f"{where}{key} is a {type(value).__name__}, not a string")
+  out = {"content": fields["content"], "reasoning": fields["reasoning_content"] or fields["reasoning"],
+         "finish_reason": fields["finish_reason"]}
+  usage = body.get("usage")
+  if usage is None:
+    usage = {}
+  if not isinstance(usage, dict):
+    raise _BadAnswer(f"usage is a {type(usage).__name__}, not an object")
+  out["prompt_tokens"], out["completion_tokens"] = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+  return out

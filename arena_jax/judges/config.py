@@ -17,6 +17,7 @@ import ml_collections
 from arena_jax import config_schema as cs
 from arena_jax.config_schema import field
 from arena_jax.judges.client import EXTRA_BODY_CHECK
+from arena_jax.judges.hostile import HOSTILE_KINDS
 from arena_jax.tasks import IMPACTS
 
 BACKEND_NAMES = ("pairwise", "pointwise", "jury")
@@ -77,6 +78,19 @@ SERVER = cs.Section(dict(
     disconnect_rate=_rate("Share of requests whose connection is dropped without an answer."),
     bad_body_rate=_rate("Share of HTTP 200 answers whose body is not JSON."),
     malformed_rate=_rate("Share of well-formed completions with no parseable verdict."),
+    # Hostile answers (`judges/hostile.py`): what a judge could send to break its client rather than fail.
+    hostile_rate=_rate("Share of requests answered with a hostile answer drawn from `hostile_kinds`."),
+    hostile_kinds=field(HOSTILE_KINDS, "The hostile answers: fields of the wrong type, unusable Retry-After, "
+                        "huge answers, decompression bombs, JSON nested 100,000 deep.", cs.satisfies(
+                            f"non-empty tuple of {HOSTILE_KINDS}", lambda v: bool(v) and not isinstance(v, str)
+                            and all(k in HOSTILE_KINDS for k in v), f"a non-empty tuple of {HOSTILE_KINDS}")),
+    hostile_bytes=field(16 << 20, "Size of a `huge` answer and of a `bomb` once inflated.", cs.integer(1)),
+    # Serving: judging runs in a worker pool, off the event loop that answers /health and reads requests.
+    workers=field(4, "Threads that judge requests (the event loop only reads, validates and answers).",
+                  cs.integer(1)),
+    read_timeout_s=field(30.0, "A request whose body has not arrived within this gets HTTP 408; a connection "
+                         "without a whole request line and headers (or idle) for this long is closed.",
+                         cs.number(0, lo_open=True)),
     # Juror mode (Reasoning Jury, SPEC §8): errors per juror, decorrelated by the request seed.
     miss_rate=_rate("Juror mode: probability that a real flaw is not reported."),
     false_alarm_rate=_rate("Juror mode: probability that a clean step is reported as flawed."),
@@ -111,8 +125,12 @@ CLIENT = cs.Section(dict(
     failures_before_cooldown=field(3, "Consecutive failures that take an endpoint out of rotation (while another "
                                    "one is healthy) ...", cs.integer(1)),
     cooldown_s=field(5.0, "... for this long.", cs.number(0)),
-    startup_check_s=field(10.0, "Every configured URL must answer `GET /v1/models` within this before training "
-                          "starts; 0 = skip the check.", cs.number(0)),
+    startup_check_s=field(10.0, "Every configured URL must answer `GET /v1/models` with a model list (naming "
+                          "`model`, when it names any) within this before training starts; 0 = skip the check.",
+                          cs.number(0)),
+    max_response_bytes=field(8 << 20, "Largest answer read, on the wire and after decompression; a larger one "
+                             "(or a compressed one that inflates past it) is a failed attempt, `bad_response`. "
+                             "A reasoning judge's 16k-token answer is ~100 KB.", cs.integer(1024)),
     cache_dir=field("", "On-disk answer cache keyed by the request; \"\" = off.", cs.string()),
 ), title="how requests are sent")
 

@@ -5,13 +5,17 @@ that the client, the tournaments and the trainer talk to by default is this serv
 `python -m launch.serve_judge` or from Python (`embedded.py`: a child process or the running event
 loop). It serves `POST /v1/chat/completions`, `GET /v1/models` and `GET /health` (plus `GET /stats`:
 its counters), binds 127.0.0.1 unless told otherwise, optionally requires a bearer key
-(`api_key_env`), rejects bodies over `max_request_bytes` (HTTP 413) and malformed requests (400), and
-answers with the simulated judge (`simulated.JudgeLogic`).
+(`api_key_env`; on everything but `/health`), rejects bodies over `max_request_bytes` (HTTP 413), bodies
+that do not arrive within `read_timeout_s` (408) and every request it cannot read or does not support
+(400, naming what is wrong: not JSON, a bad field, `n` ≠ 1, `stream`), and answers with the simulated
+judge (`simulated.JudgeLogic`). The judging runs in a pool of `workers` threads, so that a long prompt
+never holds up the event loop that reads requests and answers `/health`.
 
 Knobs (`config.server_config()`): the judge's own (noise, position bias, tie band, juror error
 rates), a latency distribution, and faults — HTTP errors (with Retry-After), hangs, dropped
-connections, non-JSON bodies, answers without a parseable verdict — each with a rate, so clients can
-be tested against all of them. Answers longer than the request's max_tokens are cut with
+connections, non-JSON bodies, answers without a parseable verdict — and hostile answers (`hostile.py`:
+fields of the wrong type, unusable Retry-After, huge answers, decompression bombs), each with a rate,
+so clients can be tested against all of them. Answers longer than the request's max_tokens are cut with
 finish_reason "length", like a real server. `style = "reasoning"` answers like a served reasoning LLM:
 thinking first (in `reasoning_content` or inline in `<think>`), then the verdict in one of the forms such
 models write, sometimes cut mid-thought (`simulated.JudgeLogic.reply`).
@@ -19,7 +23,9 @@ models write, sometimes cut mid-thought (`simulated.JudgeLogic.reply`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hmac
+import json
 import math
 import os
 import random
@@ -32,6 +38,7 @@ import ml_collections
 from aiohttp import web
 
 from arena_jax.judges import config as config_lib
+from arena_jax.judges import hostile
 from arena_jax.judges import hygiene
 from arena_jax.judges.simulated import JudgeLogic
 
@@ -57,8 +64,10 @@ class _Server:
       if not self.api_key:
         raise ValueError(f"judge.server.api_key_env names {cfg.api_key_env!r}, which is not set in the environment")
     self.counts = {"requests": 0, "answered": 0, "errors": 0, "hangs": 0, "disconnects": 0, "bad_bodies": 0,
-                   "malformed": 0, "truncated": 0, "rejected": 0, "in_flight": 0, "max_in_flight": 0}
+                   "malformed": 0, "truncated": 0, "rejected": 0, "hostile": 0, "in_flight": 0, "max_in_flight": 0}
     self.kinds: dict[str, int] = {}
+    self.hostile: dict[str, int] = {}
+    self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers, thread_name_prefix="arena-judge")
 
   def _latency(self) -> float:
     cfg = self.cfg
@@ -83,8 +92,9 @@ class _Server:
     return web.json_response({"status": "ok"})
 
   async def stats(self, request):
-    del request
-    return web.json_response({**self.counts, "kinds": self.kinds})
+    if not self._authorised(request):
+      return _error(401, "invalid or missing API key", "authentication_error")
+    return web.json_response({**self.counts, "kinds": self.kinds, "hostile_kinds": self.hostile})
 
   async def models(self, request):
     if not self._authorised(request):
@@ -109,18 +119,10 @@ class _Server:
     if not self._authorised(request):
       self.counts["rejected"] += 1
       return _error(401, "invalid or missing API key", "authentication_error")
-    try:
-      body = await request.json()
-    except web.HTTPRequestEntityTooLarge:
+    body = await self._read_request(request)
+    if isinstance(body, web.Response):
       self.counts["rejected"] += 1
-      return _error(413, f"request body larger than {cfg.max_request_bytes} bytes")
-    except ValueError:
-      self.counts["rejected"] += 1
-      return _error(400, "the request body is not valid JSON")
-    problem = _validate(body, cfg.model)
-    if problem:
-      self.counts["rejected"] += 1
-      return _error(404 if problem.startswith("model") else 400, problem)
+      return body
     # Faults, in the order a flaky deployment shows them.
     r = self.rng.random
     if cfg.disconnect_rate and r() < cfg.disconnect_rate:
@@ -139,32 +141,63 @@ class _Server:
       self.counts["bad_bodies"] += 1
       await _sleep_until(deadline)
       return web.Response(text="<html>502 Bad Gateway</html>", content_type="text/html")
-    prompt = "\n\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
-    seed = body.get("seed") or 0
     malformed = bool(cfg.malformed_rate) and r() < cfg.malformed_rate
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    hostile_kind = self.rng.choice(cfg.hostile_kinds) if cfg.hostile_rate and r() < cfg.hostile_rate else None
     try:
-      reply = self.logic.reply(prompt, seed, malformed=malformed, max_tokens=max_tokens)
+      # Off the event loop: checking a long trace takes seconds of CPU, and /health must answer meanwhile.
+      completion, kind = await asyncio.get_running_loop().run_in_executor(self.pool, self._complete, body, malformed)
     except Exception as e:  # pylint: disable=broad-except  (a judging bug must not look like a dropped connection)
       self.counts["errors"] += 1
       return _error(500, f"the judge failed on this prompt: {type(e).__name__}: {e}"[:300], "server_error")
-    self.kinds[reply.kind] = self.kinds.get(reply.kind, 0) + 1
+    self.kinds[kind] = self.kinds.get(kind, 0) + 1
     self.counts["malformed"] += malformed
-    self.counts["truncated"] += reply.finish_reason == "length"
+    self.counts["truncated"] += completion["choices"][0]["finish_reason"] == "length"
     await _sleep_until(deadline)
+    if hostile_kind is not None:
+      self.counts["hostile"] += 1
+      self.hostile[hostile_kind] = self.hostile.get(hostile_kind, 0) + 1
+      return await hostile.answer(hostile_kind, request, completion, self.rng, cfg.hostile_bytes)
     self.counts["answered"] += 1
+    return web.json_response(completion)
+
+  async def _read_request(self, request: web.Request) -> dict | web.Response:
+    """The request's JSON body, validated; or the error answer: 408 (the body did not arrive within
+    `read_timeout_s`), 413 (too large), 404 (another model), 400 (anything else that is wrong with it)."""
+    cfg = self.cfg
+    try:
+      raw = await asyncio.wait_for(request.read(), cfg.read_timeout_s)
+    except asyncio.TimeoutError:
+      return _error(408, f"the request body did not arrive within {cfg.read_timeout_s:g} s")
+    except web.HTTPRequestEntityTooLarge:
+      return _error(413, f"request body larger than {cfg.max_request_bytes} bytes")
+    except Exception as e:  # pylint: disable=broad-except  (a body the transport cannot read is the request's fault)
+      return _error(400, f"the request body could not be read: {type(e).__name__}")
+    try:
+      body = json.loads(raw)  # bytes: UTF-8 / 16 / 32 detected, whatever the Content-Type's charset claims
+    except (ValueError, RecursionError) as e:  # RecursionError: arrays nested thousands deep
+      return _error(400, f"the request body is not valid JSON ({type(e).__name__})")
+    problem = _validate(body, cfg.model)
+    if problem:
+      return _error(404 if problem.startswith("model") else 400, problem)
+    return body
+
+  def _complete(self, body: dict, malformed: bool) -> tuple[dict, str]:
+    """(the chat completion answering `body`, the prompt's kind): the judging, run in the worker pool."""
+    prompt = "\n\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    reply = self.logic.reply(prompt, body.get("seed") or 0, malformed=malformed, max_tokens=max_tokens)
     message = {"role": "assistant", "content": reply.content}
     if reply.reasoning is not None:
       message["reasoning_content"] = reply.reasoning
     completion_tokens = hygiene.count_tokens(reply.content or "") + hygiene.count_tokens(reply.reasoning or "")
     prompt_tokens = hygiene.count_tokens(prompt)
-    return web.json_response({
+    return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
-        "model": cfg.model,
+        "model": self.cfg.model,
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
-    })
+    }, reply.kind
 
 
 async def _sleep_until(deadline: float) -> None:
@@ -174,22 +207,38 @@ async def _sleep_until(deadline: float) -> None:
 
 
 def _validate(body, model: str) -> str | None:
-  """What is wrong with a chat-completions request body, or None."""
+  """What is wrong with a chat-completions request body, or None (then the judging can read every field
+  it uses without a surprise)."""
   if not isinstance(body, dict):
     return "the request body must be a JSON object"
   if body.get("model") not in (None, model):
-    return f"model {body.get('model')!r} does not exist; this server serves {model!r}"
+    return f"model {_short(body.get('model'))} does not exist; this server serves {model!r}"
   messages = body.get("messages")
-  if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
-    return "messages must be a non-empty list of {role, content} objects"
-  for name in ("max_tokens", "max_completion_tokens", "seed"):
+  if not isinstance(messages, list) or not messages or not all(
+      isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), (str, type(None)))
+      for m in messages):
+    return "messages must be a non-empty list of {role: string, content: string} objects"
+  for name, lo in (("max_tokens", 1), ("max_completion_tokens", 1), ("seed", -2 ** 63)):
     v = body.get(name)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (name != "seed" and v < 1)):
-      return f"{name} must be a positive integer, got {v!r}"
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not lo <= v < 2 ** 63):
+      return f"{name} must be an integer in [{lo}, 2^63), got {_short(v)}"
   t = body.get("temperature")
   if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 2):
-    return f"temperature must be a number in [0, 2], got {t!r}"
+    return f"temperature must be a number in [0, 2], got {_short(t)}"
+  n = body.get("n")
+  if n is not None and (isinstance(n, bool) or n != 1):
+    return f"n={_short(n)} is not supported: this server returns one choice per request (send n=1 or no n)"
+  stream = body.get("stream")
+  if stream not in (None, False):
+    return (f"stream={_short(stream)} is not supported: this server returns whole answers (send stream=false "
+            "or no stream)")
   return None
+
+
+def _short(value) -> str:
+  """`repr(value)` cut for an error message (a request may hold megabytes)."""
+  text = repr(value)
+  return text if len(text) <= 80 else text[:77] + "..."
 
 
 def make_app(cfg: ml_collections.ConfigDict) -> web.Application:
@@ -201,12 +250,21 @@ def make_app(cfg: ml_collections.ConfigDict) -> web.Application:
   app.router.add_get("/stats", server.stats)
   app.router.add_get("/v1/models", server.models)
   app.router.add_post("/v1/chat/completions", server.chat)
+
+  async def stop_workers(app):
+    del app
+    server.pool.shutdown(wait=False, cancel_futures=True)
+
+  app.on_cleanup.append(stop_workers)
   return app
 
 
 async def start(cfg: ml_collections.ConfigDict, *, shutdown_timeout: float) -> tuple[web.AppRunner, str]:
   """Starts the app of `cfg` on the running event loop; (its runner, to `cleanup()`, and its URL)."""
-  runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+  # keepalive_timeout also closes a connection whose request line and headers have not arrived by then (a
+  # slow client holding a socket); `_read_request` bounds the body.
+  runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout,
+                         keepalive_timeout=cfg.read_timeout_s)
   await runner.setup()
   await web.TCPSite(runner, cfg.host, cfg.port, backlog=2048).start()
   host, port = runner.addresses[0][:2]

@@ -17,6 +17,7 @@ import threading
 from typing import Sequence
 
 import numpy as np
+from absl import logging
 
 from arena_jax import arena
 from arena_jax import judges
@@ -80,10 +81,10 @@ class JudgeRunner:
     return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
   def submit(self, step: int, jobs: Sequence[GroupJob], group_size: int) -> concurrent.futures.Future:
-    """Judges `jobs` in the background; the future's result is a `JudgeOutcome`."""
+    """Judges `jobs` in the background; the future's result is a `JudgeOutcome` (never an exception)."""
     if self.scheduler is not None:
-      return self._run(self._tournaments(step, jobs, group_size))
-    return self._run(self._pointwise(step, jobs))
+      return self._run(_contained(self._tournaments(step, jobs, group_size), jobs))
+    return self._run(_contained(self._pointwise(step, jobs), jobs))
 
   async def _tournaments(self, step, jobs, g) -> JudgeOutcome:
     tjobs = []
@@ -123,6 +124,25 @@ class JudgeRunner:
       self._loop.call_soon_threadsafe(self._loop.stop)
       self._thread.join(timeout=10)
       self._loop.close()
+
+
+async def _contained(judging, jobs: Sequence[GroupJob]) -> JudgeOutcome:
+  """The outcome of `judging`, or, when it raises, one in which every group got no judgment.
+
+  The client turns every judge failure into a failed judgment; this catches what nothing else does (a
+  bug reached by a judge's answer, a scheduler surprise), so that a step's judging can cost that step's
+  judge signal but never the run. Each group counts one failed call with reason `exception`, so that
+  `reward.max_judge_outage_steps` still stops a run whose judging fails every step.
+  """
+  try:
+    return await judging
+  except Exception as e:  # pylint: disable=broad-except  (see the docstring)
+    logging.exception("the judging of %d group(s) raised; they get no judgment this step", len(jobs))
+    out = JudgeOutcome([j.index for j in jobs], verdicts=[Verdicts() for _ in jobs],
+                       usage=judges.Usage(calls=len(jobs)), failures=len(jobs))
+    out.failure_reasons["exception"] = len(jobs)
+    out.first_failure = f"exception: {type(e).__name__}: {e}"[:300]
+    return out
 
 
 def _seed(seed: int, step: int, group: int) -> int:

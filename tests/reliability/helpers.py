@@ -131,3 +131,56 @@ def send(proc: subprocess.Popen, sig: int) -> None:
   with contextlib.suppress(ProcessLookupError):
     os.kill(proc.pid, sig)
 
+
+
+# ───────────────────── an embedded judge on its own thread (for monkeypatched judging) ─────────────────────
+
+
+@contextlib.contextmanager
+def judge_in_thread(**knobs):
+  """The embedded judge app on an event loop of its own thread, in this process (so a test can patch its
+  judging); yields its URL. Requests from the test thread do not share the server's loop."""
+  import asyncio  # pylint: disable=g-import-not-at-top
+  import queue  # pylint: disable=g-import-not-at-top
+  import threading  # pylint: disable=g-import-not-at-top
+
+  from arena_jax.judges import embedded, server  # pylint: disable=g-import-not-at-top
+
+  ready, loop = queue.Queue(), asyncio.new_event_loop()
+  stop = asyncio.Event()
+
+  async def main():
+    runner, url = await server.start(embedded.merged_config(None, knobs), shutdown_timeout=0.1)
+    ready.put(url)
+    try:
+      await stop.wait()
+    finally:
+      await runner.cleanup()
+
+  thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+  thread.start()
+  url = ready.get(timeout=30)
+  try:
+    yield url
+  finally:
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(timeout=30)
+    loop.close()
+
+
+@contextlib.asynccontextmanager
+async def serve_routes(*routes):
+  """A bare aiohttp app with `routes` (aiohttp `web.get(...)` / `web.post(...)`) on a free loopback port, on
+  the running loop; yields its URL (a judge that answers whatever a test makes it answer)."""
+  from aiohttp import web  # pylint: disable=g-import-not-at-top
+
+  app = web.Application()
+  app.add_routes(routes)
+  runner = web.AppRunner(app)
+  await runner.setup()
+  await web.TCPSite(runner, "127.0.0.1", 0).start()
+  host, port = runner.addresses[0][:2]
+  try:
+    yield f"http://{host}:{port}"
+  finally:
+    await runner.cleanup()
