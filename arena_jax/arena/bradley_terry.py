@@ -44,6 +44,9 @@ DEFAULT_SOLVER = "newton"
 # Shapes are bucketed to powers of two (at least these) so a run compiles a handful of programs.
 MIN_MATCH_BUCKET = 8
 MIN_BATCH_BUCKET = 1
+# L counts every match twice (it and its mirror), so its Hessian is twice the curvature of "each judged
+# match is one observation" (with prior λ/2, the same optimum): the Laplace covariance is 2·(∇²L)⁻¹.
+LAPLACE_SCALE = 2.0
 
 
 # ─────────────────────────────── dense statistics (shared by every solver) ───────────────────────────────
@@ -392,6 +395,17 @@ def fit_bradley_terry_host(first, second, outcome, weight, num_players: int, *, 
     if np.abs(alpha * direction).max() <= tol:
       break
   return theta
+
+
+def laplace_covariance_host(first, second, outcome, weight, num_players: int, theta, *,
+                            l2: float = DEFAULT_L2) -> np.ndarray:
+  """Float64 Laplace covariance Σ = 2·(∇²L(θ))⁻¹ of ONE group at the fit θ (see `LAPLACE_SCALE`)."""
+  f, s = np.asarray(first, np.int64), np.asarray(second, np.int64)
+  o = np.asarray(outcome, np.float64)
+  wt = np.ones_like(o) if weight is None else np.asarray(weight, np.float64)
+  w = win_matrix(f, s, o, wt, num_players, xp=np)
+  hess = dense_eval(np.asarray(theta, np.float64), w, l2, xp=np)[2]
+  return LAPLACE_SCALE * np.linalg.inv(hess)
 
 
 def fit_bradley_terry_scipy(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,
