@@ -65,17 +65,41 @@ def win_rate(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndarray:
   return out
 
 
-@register_aggregator("bt")
-def bradley_terry(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str, **_) -> np.ndarray:
-  """Min–max normalised Bradley–Terry strengths (SPEC §6): one batched jitted fit over the groups,
-  their match lists padded to the longest with weight 0."""
-  m = max(len(v.matches[0]) for v in verdicts)
+def padded_matches(verdicts: Sequence[Verdicts]) -> tuple[np.ndarray, ...]:
+  """(first int32, second int32, outcome, weight) [n, M] of the groups' matches, padded to the longest
+  with weight 0: the batched input of one jitted Bradley–Terry fit."""
+  m = max(1, max(len(v.matches[0]) for v in verdicts))
   arrays = np.zeros((4, len(verdicts), m))
   for k, v in enumerate(verdicts):
     f, s, o = v.matches
     arrays[:, k, :len(f)] = np.stack([f, s, o, np.ones(len(f))])
-  return np.asarray(arena.bt_rewards(arrays[0].astype(np.int32), arrays[1].astype(np.int32), arrays[2],
-                                     arrays[3], group_size, l2=l2, solver=solver))
+  return arrays[0].astype(np.int32), arrays[1].astype(np.int32), arrays[2], arrays[3]
+
+
+@register_aggregator("bt")
+def bradley_terry(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str, **_) -> np.ndarray:
+  """Min–max normalised Bradley–Terry strengths (SPEC §6): one batched jitted fit over the groups,
+  their match lists padded to the longest with weight 0."""
+  return np.asarray(arena.bt_rewards(*padded_matches(verdicts), group_size, l2=l2, solver=solver))
+
+
+def shrinkage_factors(theta: np.ndarray, se: np.ndarray, shrinkage: float) -> np.ndarray:
+  """f_i = z_i² / (z_i² + κ), z_i = (θ_i − θ̄)/SE_i, κ = `shrinkage` (issue 20; docs/reward_modes.md).
+
+  The factor that multiplies a judged trajectory's advantage: ≈ 1 when its strength stands out of the
+  group mean by many standard errors, → 0 when it is within noise of it; κ = 0 leaves everything at 1.
+  """
+  if shrinkage == 0:
+    return np.ones_like(theta)
+  z2 = np.square((theta - theta.mean(-1, keepdims=True)) / np.maximum(se, 1e-12))
+  return z2 / (z2 + shrinkage)
+
+
+def bt_shrinkage(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str,
+                 shrinkage: float) -> np.ndarray:
+  """Advantage factors [n, G] (`shrinkage_factors`) from one batched fit with Laplace standard errors."""
+  theta, se = arena.fit_bradley_terry(*padded_matches(verdicts), group_size, l2=l2, solver=solver, errors="laplace")
+  return shrinkage_factors(np.asarray(theta, np.float64), np.asarray(se, np.float64), shrinkage)
 
 
 @register_aggregator("rank_quantile")

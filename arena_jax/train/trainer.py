@@ -333,6 +333,7 @@ class Trainer:
     the whole step (each host judged its own block), and the judge's metrics."""
     batch, n_local = pending.batch, pending.local.num_groups
     judge_r = np.full((n_local if self.mode.uses_judge else self.b, self.g), self.mode.fill)
+    scale = np.ones_like(judge_r)  # advantage factors: < 1 only under reward.bt_shrinkage
     judged = np.zeros(len(judge_r), bool)
     m: dict[str, Any] = {}
     if self.mode.uses_judge:
@@ -349,6 +350,12 @@ class Trainer:
                                                      solver=self.config.reward.bt_solver)
         judged[local_idx] = True
         all_failed = int((~ok).sum())
+        if self.config.reward.bt_shrinkage and ok.any():
+          live = [v for v, k in zip(outcome.verdicts, ok) if k]
+          scale[local_idx[ok]] = rl.bt_shrinkage(
+              live, self.g, l2=self.config.reward.bt_l2, solver=self.config.reward.bt_solver,
+              shrinkage=self.config.reward.bt_shrinkage)
+          m["judge/shrinkage"] = float(scale[local_idx[ok]].mean())
       m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
       groups, calls, failures, all_failed, tokens = (int(x) for x in parallel.host_sum(np.asarray(
           [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens],
@@ -366,9 +373,9 @@ class Trainer:
             pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?")
       self._check_outage(calls, failures, outcome.first_failure)
     if self.mode.uses_judge:  # each host judged its own block: every host's rows, in host order
-      judge_r, judged = parallel.gather(judge_r), parallel.gather(judged)
+      judge_r, judged, scale = parallel.gather(judge_r), parallel.gather(judged), parallel.gather(scale)
     rewards = step_lib.StepRewards(np.asarray(batch.verifier, np.float32), np.asarray(judge_r, np.float32),
-                                   np.asarray(judged))
+                                   np.asarray(judged), np.asarray(scale, np.float32))
     return jax.device_put(rewards, self.shardings.replicated), m
 
   def _check_outage(self, calls: int, failures: int, first_failure: str) -> None:
