@@ -50,6 +50,7 @@ def get_config(arg=None):
       max_gen_batches=8,      # only modes with dynamic sampling generate more than one batch per step
       bt_l2=0.1,              # λ of the Bradley–Terry fit: finite strengths even for a player that never lost
       bt_solver="newton",     # the objective is strictly convex for λ > 0: Newton is exact in a few steps
+      dedupe_traces=True,     # identical completions share one tournament node: no call between copies
       bt_shrinkage=0.0,       # off: advantages are the z-scored BT rewards, however uncertain the strengths
       async_lag=1,            # judge step t while step t + 1 samples: judging hides behind generation
       max_judge_outage_steps=10,  # a judge failing every call for 10 steps in a row stops the run

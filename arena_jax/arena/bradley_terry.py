@@ -282,8 +282,11 @@ def standard_errors(theta, w, l2, first, second, outcome, weight, kind: str = "l
             the score of match m: robust to outcomes that are not Bernoulli (soft outcomes, ties, a
             judge more or less consistent than the model says).
   Strengths are identified only up to a common shift (the L2 prior alone pins the level), so the
-  errors are those of θ_i − θ̄: SE_i = √(PΣP)_ii, P = I − 11ᵀ/G. Computed from θ alone, so every
-  solver gets the same errors at the same optimum.
+  errors are those of θ_i − θ̄, θ̄ the mean over the players with at least one match (all of them if
+  none has one): SE_i = √(PΣPᵀ)_ii, P = I − 1mᵀ/|m|, m the 0/1 indicator of those players. (A player
+  without a match — a failed judgment, a duplicate whose representative played for it — has only its
+  prior, and must not blur the others' errors.) Computed from θ alone, so every solver gets the same
+  errors at the same optimum.
   """
   if kind not in ERRORS:
     raise ValueError(f"errors must be one of {ERRORS}, got errors={kind!r}")
@@ -298,8 +301,11 @@ def standard_errors(theta, w, l2, first, second, outcome, weight, kind: str = "l
     k = win_matrix(first, second, jnp.full_like(outcome, 0.5), c * c, g)  # c² at (i, j) and at (j, i)
     meat = eye * k.sum(-1)[..., :, None] - k
     cov = cov @ meat @ cov
-  proj = eye - 1.0 / g
-  return jnp.sqrt(jnp.maximum(jnp.diagonal(proj @ cov @ proj, axis1=-2, axis2=-1), 0.0))
+  played = (w.sum(-1) > 0).astype(theta.dtype)
+  played = jnp.where(played.sum(-1, keepdims=True) > 0, played, 1.0)
+  proj = eye - played[..., None, :] / played.sum(-1)[..., None, None]
+  var = jnp.diagonal(proj @ cov @ jnp.swapaxes(proj, -1, -2), axis1=-2, axis2=-1)
+  return jnp.sqrt(jnp.maximum(var, 0.0))
 
 
 @functools.partial(jax.jit, static_argnames=("num_players", "l2", "solver", "options", "rewards", "errors"))

@@ -23,18 +23,33 @@ class Verdicts:
     soft outcome of `first` (SPEC §4).
   native_ranking: float[G], rank 0 = best, by the tournament's own rule (pairwise modes).
   scores: a rubric score per member, None where the judgment failed (pointwise modes).
+  copies: int[G] or None: member i is a duplicate of member copies[i] (its representative, which
+    played for it: `matches` involve representatives only); None = every member played for itself.
   """
 
   matches: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
   native_ranking: np.ndarray | None = None
   scores: Sequence[float | None] | None = None
+  copies: np.ndarray | None = None
 
   @property
   def empty(self) -> bool:
-    """No successful judgment at all: the group carries no judge signal."""
+    """No successful judgment at all: the group carries no judge signal (a group whose members are all
+    one trajectory needs none: it is not empty, its rewards are equal)."""
     if self.scores is not None:
       return all(s is None for s in self.scores)
+    if self.copies is not None and len(set(np.asarray(self.copies).tolist())) == 1:
+      return False
     return self.matches is None or len(self.matches[0]) == 0
+
+  def expand(self, row: np.ndarray) -> np.ndarray:
+    """A per-member row [..., G] with each duplicate given its representative's value."""
+    return row if self.copies is None else np.asarray(row)[..., np.asarray(self.copies)]
+
+
+def expand_rows(verdicts: Sequence[Verdicts], rows: np.ndarray) -> np.ndarray:
+  """`Verdicts.expand` of each group's row of `rows` [n, ..., G]."""
+  return np.stack([v.expand(r) for v, r in zip(verdicts, np.asarray(rows))])
 
 
 Aggregation = Callable[..., np.ndarray]  # (verdicts, group_size, *, l2, solver) -> float [n, G]
@@ -61,7 +76,7 @@ def win_rate(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndarray:
     f, s, o = v.matches
     score = np.bincount(f, o, group_size) + np.bincount(s, 1.0 - o, group_size)
     games = np.bincount(f, minlength=group_size) + np.bincount(s, minlength=group_size)
-    out[k] = np.where(games > 0, score / np.maximum(games, 1), 0.5)
+    out[k] = v.expand(np.where(games > 0, score / np.maximum(games, 1), 0.5))
   return out
 
 
@@ -79,8 +94,12 @@ def padded_matches(verdicts: Sequence[Verdicts]) -> tuple[np.ndarray, ...]:
 @register_aggregator("bt")
 def bradley_terry(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str, **_) -> np.ndarray:
   """Min–max normalised Bradley–Terry strengths (SPEC §6): one batched jitted fit over the groups,
-  their match lists padded to the longest with weight 0."""
-  return np.asarray(arena.bt_rewards(*padded_matches(verdicts), group_size, l2=l2, solver=solver))
+  their match lists padded to the longest with weight 0. Duplicates take their representative's θ
+  before normalising (equal strength, and a member that never played does not set the range)."""
+  if all(v.copies is None for v in verdicts):
+    return np.asarray(arena.bt_rewards(*padded_matches(verdicts), group_size, l2=l2, solver=solver))
+  theta = np.asarray(arena.fit_bradley_terry(*padded_matches(verdicts), group_size, l2=l2, solver=solver))
+  return np.asarray(arena.min_max_normalise(expand_rows(verdicts, theta)))
 
 
 def shrinkage_factors(theta: np.ndarray, se: np.ndarray, shrinkage: float) -> np.ndarray:
@@ -99,7 +118,8 @@ def bt_shrinkage(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, so
                  shrinkage: float) -> np.ndarray:
   """Advantage factors [n, G] (`shrinkage_factors`) from one batched fit with Laplace standard errors."""
   theta, se = arena.fit_bradley_terry(*padded_matches(verdicts), group_size, l2=l2, solver=solver, errors="laplace")
-  return shrinkage_factors(np.asarray(theta, np.float64), np.asarray(se, np.float64), shrinkage)
+  theta, se = (expand_rows(verdicts, np.asarray(a, np.float64)) for a in (theta, se))
+  return shrinkage_factors(theta, se, shrinkage)
 
 
 @register_aggregator("rank_quantile")

@@ -91,6 +91,10 @@ RUN = cs.Section(dict(
                     cs.number(0, lo_open=True, why="SPEC §6")),
         bt_solver=field(arena.DEFAULT_SOLVER, "Bradley–Terry solver (`arena.SOLVERS`, `arena.register_solver`).",
                         cs.one_of(lambda: sorted(arena.SOLVERS), noun="solver")),
+        dedupe_traces=field(True, "Judged members of a group whose traces are identical up to whitespace share one "
+                            "tournament node (or one rubric score): no judge call between them, one call on behalf "
+                            "of all copies, equal rewards; counted in `judge/calls_saved_duplicates`. False = "
+                            "every member is judged on its own.", cs.boolean()),
         bt_shrinkage=field(0.0, "κ ≥ 0: multiply each judged trajectory's advantage by z²/(z² + κ), z = its BT "
                            "strength's distance from the group mean in Laplace standard errors, so a trajectory "
                            "within noise of the mean moves little (docs/reward_modes.md). 0 = off. Modes that "

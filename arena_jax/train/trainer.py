@@ -357,10 +357,11 @@ class Trainer:
               shrinkage=self.config.reward.bt_shrinkage)
           m["judge/shrinkage"] = float(scale[local_idx[ok]].mean())
       m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
-      groups, calls, failures, all_failed, tokens = (int(x) for x in parallel.host_sum(np.asarray(
-          [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens],
-          np.int64)))
+      groups, calls, failures, all_failed, tokens, saved = (int(x) for x in parallel.host_sum(np.asarray(
+          [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens,
+           outcome.calls_saved], np.int64)))
       m.update({"judge/groups": groups, "judge/calls": calls, "judge/calls_per_group": calls / max(groups, 1),
+                "judge/calls_saved_duplicates": saved,
                 "judge/failures": failures, "judge/failure_rate": failures / max(calls, 1),
                 "judge/groups_all_failed": all_failed, "judge/tokens": tokens})
       m.update(_failure_reasons(outcome.failure_reasons))
@@ -548,7 +549,8 @@ def train(config, workdir: str) -> dict:
     with _StopFlag() as stop, judges.judge_endpoints(c.judge) as urls:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
         trainer.judge_runner = judging.JudgeRunner(c.judge, parallel.host_judge_urls(urls), mode,
-                                                   topology=trainer.topology, seed=c.seed)
+                                                   topology=trainer.topology, seed=c.seed,
+                                                   dedupe=c.reward.dedupe_traces)
       pending = None  # generated, judged in the background, not yet applied
       for step in range(start, c.num_steps):
         current = trainer.generate(step)

@@ -244,11 +244,13 @@ def test_mirroring_a_match_changes_nothing(gm, flips):
 def reference_errors(first, second, outcome, weight, g, kind, l2=0.1):
   """Float64 reference on the literal match list of each group (no dense form, no JAX): θ from scipy, then
   A = Σ_m w p(1 − p) uuᵀ + λI (each match once, prior λ/2·‖θ‖²: the same optimum as L), Σ = A⁻¹ or
-  A⁻¹ (Σ_m g_m g_mᵀ) A⁻¹, errors of θ_i − θ̄."""
+  A⁻¹ (Σ_m g_m g_mᵀ) A⁻¹, errors of θ_i − θ̄ (θ̄ over the players with a match)."""
   theta = arena.fit_bradley_terry_scipy(first, second, outcome, weight, g, l2=l2)
   out = np.zeros(theta.shape)
-  proj = np.eye(g) - 1.0 / g
   for b in range(theta.shape[0]):
+    live = (weight[b] > 0) & (first[b] != second[b])
+    played = np.isin(np.arange(g), np.concatenate([first[b][live], second[b][live]])).astype(float)
+    proj = np.eye(g) - np.outer(np.ones(g), played) / played.sum()
     a, meat = l2 * np.eye(g), np.zeros((g, g))
     for i, j, s, w in zip(first[b], second[b], outcome[b], weight[b]):
       if w == 0 or i == j:
@@ -261,7 +263,7 @@ def reference_errors(first, second, outcome, weight, g, kind, l2=0.1):
     cov = np.linalg.inv(a)
     if kind == "sandwich":
       cov = cov @ meat @ cov
-    out[b] = np.sqrt(np.diag(proj @ cov @ proj))
+    out[b] = np.sqrt(np.diag(proj @ cov @ proj.T))
   return theta, out
 
 
@@ -317,3 +319,15 @@ def test_standard_errors_shrink_with_evidence_and_grow_for_sparse_players():
   assert se.argmax() == 3
   with pytest.raises(ValueError, match="errors"):
     arena.fit_bradley_terry(i, j, outcome[:6], None, g, errors="fisher")
+
+
+def test_a_player_without_matches_does_not_blur_the_others_errors():
+  """Players 4 and 5 never play (failed judgments, or duplicates represented by another member): the
+  errors of 0–3 are those of the 4-player fit; their own are large (prior only)."""
+  rng = np.random.default_rng(2)
+  first, second, outcome, _ = random_matches(rng, 1, 4, 30)
+  small = np.asarray(arena.fit_bradley_terry(first, second, outcome, None, 4, errors="sandwich")[1])
+  big = np.asarray(arena.fit_bradley_terry(first, second, outcome, None, 6, errors="sandwich")[1])
+  np.testing.assert_allclose(big[:, :4], small, rtol=1e-4)
+  laplace = np.asarray(arena.fit_bradley_terry(first, second, outcome, None, 6, errors="laplace")[1])
+  assert np.all(laplace[:, 4:] > 5 * laplace[:, :4].max())
