@@ -66,22 +66,19 @@ class SimulatedJudge:
     return out
 
 
-class RandomPairs(tournaments.Scheduler):
-  """Baseline (not a registered topology): `budget` distinct pairs drawn uniformly, judged in one round."""
+class RandomPairs(tournaments.RoundRobin):
+  """Baseline (not a registered topology): `budget` distinct pairs of the round robin, drawn uniformly
+  from `seed`, judged in one round; ranked by BT."""
+
+  name = BASELINE
 
   def __init__(self, num_players, *, budget=None, **kwargs):
+    self.budget = self.expected_calls(num_players, budget=budget)  # before the first round is drawn
     super().__init__(num_players, **kwargs)
-    self.budget = tournaments.InfoBudget.expected_calls(num_players, budget=budget)
-    self._issued_all = False
-    self._start()
 
   def _advance(self):
-    if self._issued_all:
-      return []
-    self._issued_all = True
-    g = self.num_players
-    pairs = [(i, j) for i in range(g) for j in range(i + 1, g)]
-    pick = np.random.default_rng(self.seed).choice(len(pairs), self.budget, replace=False)
+    pairs = super()._advance()
+    pick = np.random.default_rng(self.seed).choice(len(pairs), min(self.budget, len(pairs)), replace=False)
     return [pairs[k] for k in sorted(pick)]
 
   def native_scores(self):
