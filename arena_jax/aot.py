@@ -175,7 +175,8 @@ def lower_train_step(model_config: ModelConfig, optimizer, loss_config, mesh: Me
     rep = sh.replicated
     args += [step_lib.StepRewards(sds((groups, group_size), jnp.float32, sharding=rep),
                                   sds((groups, group_size), jnp.float32, sharding=rep),
-                                  sds((groups,), jnp.bool_, sharding=rep)),
+                                  sds((groups,), jnp.bool_, sharding=rep),
+                                  sds((groups, group_size), jnp.float32, sharding=rep)),
              sds((), jnp.int32, sharding=rep)]
   return fn.lower(*args)
 

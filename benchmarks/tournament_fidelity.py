@@ -1,22 +1,33 @@
-"""Cost and fidelity of every tournament topology × aggregation rule, with a simulated judge (SPEC §4–§6).
+"""Cost and fidelity of every tournament topology × aggregation rule, with simulated judges (SPEC §4–§6).
 
-    python -m benchmarks.tournament_fidelity [--groups 400] [--sizes 8,16] [--noise 1.0]
-        [--tie_band 0.25] [--position_bias 0.5] [--no_debias] [--margin 0.4] [--seed 0]
+    python -m benchmarks.tournament_fidelity [--groups 200] [--sizes 8,16] [--noises 0.5,1.0]
+        [--tie_band 0.25] [--position_bias 0.5] [--no_debias] [--margin 0.4] [--shrinkage 1.0]
+        [--budgets 21,42,63,84,120] [--curve_size 16] [--seed 0]
 
 The simulated judge knows each trajectory's latent quality θ ~ N(0, 1). Asked about a pair it sees the
 two in a presentation order (random per query when debiasing is on, SPEC §4 (1); canonical otherwise),
 perceives d = θ_shown_first − θ_shown_second + position_bias + Logistic(0, noise), calls a tie when
 |d| < tie_band and otherwise a win for the side d favours; the verdict is mapped back to the canonical
-order and turned into a soft outcome with margin m.
+order and turned into a soft outcome with margin m. Two judges are simulated, one per `--noises` value
+(a sharper and a noisier one), both with the same position bias.
 
-For each group size G and topology (`arena_jax.arena.SCHEDULERS`) the same groups are ranked three ways:
-  native    the topology's own rule (win rate, BT for live, anchor score, elimination/Swiss rank)
-  win_rate  mean soft score over the observed (mirrored) matches
-  bt        batched Bradley–Terry on the observed matches (`arena_jax.arena.fit_bradley_terry`)
-and compared by Kendall τ-b with the latent truth and with round-robin + BT of the same group (a
-separate full round robin judged by the same simulated judge). Judge calls and sequential judge rounds
-per group are counted. This is the project's cost/fidelity table (the paper's Table 2, ArenaRL's
-topology comparison); it reports whatever comes out. The last line is JSON.
+For each judge, group size G and topology (`arena_jax.arena.SCHEDULERS`, plus `random_pairs`: live's
+number of calls spent on distinct pairs drawn uniformly, one round — the baseline an informed schedule
+must beat) the same groups are ranked four ways:
+  native        the topology's own rule (win rate, BT for live*/info_budget, anchor score, elimination/Swiss rank)
+  win_rate      mean soft score over the observed matches
+  bt            batched Bradley–Terry on the observed matches (`arena_jax.arena.fit_bradley_terry`)
+  bt_shrinkage  the advantage direction under `reward.bt_shrinkage` = κ: f_i·(θ_i − θ̄), f_i = z_i²/(z_i² + κ)
+and compared by Kendall τ-b with the latent truth and with round-robin + BT of the same group (a separate
+full round robin judged by the same judge). Judge calls and sequential judge rounds per group are counted.
+
+The budget curve (G = `--curve_size`): τ against the truth (BT aggregation) of the paper's live rule
+(best/worst/median, generalised by `arena.tournaments.leaderboard_positions`), of `live_info`,
+`info_budget` and random pairs, each given `--budgets` judge calls per group (live's are spread over the
+arrivals by `arena.tournaments.arrival_quota`).
+
+The last line is JSON; its "topologies" entry is the headline: G = 16 (or the largest size run), the
+noise-1.0 judge (or the first), BT aggregation — {name: {"calls", "tau_truth", "tau_round_robin"}}.
 """
 from __future__ import annotations
 
@@ -28,9 +39,12 @@ from benchmarks import common  # sets JAX_PLATFORMS before jax is imported
 import numpy as np  # noqa: E402
 import scipy.stats  # noqa: E402
 
-from arena_jax import arena  # noqa: E402
+from arena_jax import arena, rl  # noqa: E402
+from arena_jax.arena import tournaments  # noqa: E402
 
-AGGREGATIONS = ("native", "win_rate", "bt")
+AGGREGATIONS = ("native", "win_rate", "bt", "bt_shrinkage")
+BASELINE = "random_pairs"
+CURVE_RULES = ("live", "live_info", "info_budget", BASELINE)
 
 
 class SimulatedJudge:
@@ -52,6 +66,42 @@ class SimulatedJudge:
     return out
 
 
+class RandomPairs(tournaments.RoundRobin):
+  """Baseline (not a registered topology): `budget` distinct pairs of the round robin, drawn uniformly
+  from `seed`, judged in one round; ranked by BT."""
+
+  name = BASELINE
+
+  def __init__(self, num_players, *, budget=None, **kwargs):
+    self.budget = self.expected_calls(num_players, budget=budget)  # before the first round is drawn
+    super().__init__(num_players, **kwargs)
+
+  def _advance(self):
+    pairs = super()._advance()
+    pick = np.random.default_rng(self.seed).choice(len(pairs), min(self.budget, len(pairs)), replace=False)
+    return [pairs[k] for k in sorted(pick)]
+
+  def native_scores(self):
+    f, s, o = self.observed()
+    return arena.fit_bradley_terry_host(f, s, o, None, self.num_players)
+
+  @classmethod
+  def expected_calls(cls, num_players, **options):
+    return tournaments.InfoBudget.expected_calls(num_players, **options)
+
+
+def make(name, g, rng, **options):
+  """A fresh scheduler of `name` for one simulated group, with what the trainer would give it."""
+  kwargs = {"seed": int(rng.integers(1 << 31))}
+  if name == BASELINE:
+    return RandomPairs(g, **kwargs, **options)
+  if arena.SCHEDULERS[name].uses_arrival_order:
+    kwargs["arrival_order"] = rng.permutation(g)
+  if arena.SCHEDULERS[name].needs_anchor:
+    kwargs["anchor"] = int(rng.integers(g))  # the group's greedy sample: of unremarkable quality
+  return arena.make_scheduler(name, g, **kwargs, **options)
+
+
 def win_rates(first, second, outcome, g):
   score = np.bincount(first, outcome, g) + np.bincount(second, 1.0 - outcome, g)
   games = np.bincount(first, minlength=g) + np.bincount(second, minlength=g)
@@ -64,78 +114,130 @@ def kendall(a, b):
 
 
 def batched_bt(matches, g):
-  m = max(1, max(len(f) for f, _, _ in matches))
-  arrays = np.zeros((4, len(matches), m))
-  for k, (f, s, o) in enumerate(matches):
-    arrays[:, k, :len(f)] = np.stack([f, s, o, np.ones(len(f))])
-  return np.asarray(arena.fit_bradley_terry(arrays[0].astype(np.int32), arrays[1].astype(np.int32),
-                                            arrays[2], arrays[3], g))
+  """(θ, Laplace SE) [n, G] of every group's matches in one batched fit."""
+  verdicts = [rl.Verdicts(matches=m) for m in matches]
+  theta, se = arena.fit_bradley_terry(*rl.padded_matches(verdicts), g, errors="laplace")
+  return np.asarray(theta, np.float64), np.asarray(se, np.float64)
 
 
-def run_size(g, args, rng):
-  thetas = rng.normal(size=(args.groups, g))
-  judge = lambda b: SimulatedJudge(thetas[b], noise=args.noise, tie_band=args.tie_band,
-                                   position_bias=args.position_bias, debias=not args.no_debias,
-                                   margin=args.margin, rng=rng)
-  rr = [arena.play(arena.make_scheduler("round_robin", g), judge(b)).observed() for b in range(args.groups)]
-  rr_bt = batched_bt(rr, g)
+def aggregate(scheds, g, shrinkage):
+  """{aggregation: [scores per group]} for finished schedulers (see the module doc)."""
+  observed = [s.observed() for s in scheds]
+  theta, se = batched_bt(observed, g)
+  factors = rl.shrinkage_factors(theta, se, shrinkage)
+  return {
+      "native": [s.native_scores() for s in scheds],
+      "win_rate": [win_rates(*o, g) for o in observed],
+      "bt": list(theta),
+      "bt_shrinkage": list(factors * (theta - theta.mean(-1, keepdims=True))),
+  }
+
+
+def mean_tau(scores, reference):
+  return float(np.mean([kendall(sc, ref) for sc, ref in zip(scores, reference)]))
+
+
+def run_cell(g, make_judge, thetas, rr_bt, shrinkage, rng):
+  """Every topology × aggregation for one judge and group size: {name: row}."""
   results = {}
-  for name in sorted(arena.SCHEDULERS):
-    scheds = []
-    for b in range(args.groups):
-      kwargs = {"seed": int(rng.integers(1 << 31))}
-      if name == "live":
-        kwargs["arrival_order"] = rng.permutation(g)
-      if name in ("anchor", "seeded_single_elimination", "double_elimination"):
-        kwargs["anchor"] = int(rng.integers(g))  # the group's greedy sample: of unremarkable quality
-      scheds.append(arena.play(arena.make_scheduler(name, g, **kwargs), judge(b)))
-    observed = [s.observed() for s in scheds]
-    scores = {
-        "native": [s.native_scores() for s in scheds],
-        "win_rate": [win_rates(*o, g) for o in observed],
-        "bt": list(batched_bt(observed, g)),
-    }
+  for name in sorted(arena.SCHEDULERS) + [BASELINE]:
+    scheds = [arena.play(make(name, g, rng), make_judge(b)) for b in range(len(thetas))]
+    scores = aggregate(scheds, g, shrinkage)
     row = {"calls": float(np.mean([s.num_issued for s in scheds])),
            "rounds": float(np.mean([s.num_rounds for s in scheds]))}
     for agg in AGGREGATIONS:
-      row[agg] = {
-          "tau_truth": float(np.mean([kendall(sc, thetas[b]) for b, sc in enumerate(scores[agg])])),
-          "tau_rr_bt": float(np.mean([kendall(sc, rr_bt[b]) for b, sc in enumerate(scores[agg])])),
-      }
+      row[agg] = {"tau_truth": mean_tau(scores[agg], thetas), "tau_round_robin": mean_tau(scores[agg], rr_bt)}
     results[name] = row
-  reference = float(np.mean([kendall(rr_bt[b], thetas[b]) for b in range(args.groups)]))
-  return results, reference
+  return results
+
+
+def budget_curve(g, make_judge, thetas, budgets, rng):
+  """{rule: {budget: {"calls", "tau_truth"}}}: τ (BT) of each rule in CURVE_RULES at each budget."""
+  curve = {}
+  for name in CURVE_RULES:
+    curve[name] = {}
+    for budget in budgets:
+      scheds = [arena.play(make(name, g, rng, budget=budget), make_judge(b)) for b in range(len(thetas))]
+      theta, _ = batched_bt([s.observed() for s in scheds], g)
+      curve[name][str(budget)] = {"calls": float(np.mean([s.num_issued for s in scheds])),
+                                  "tau_truth": mean_tau(theta, thetas)}
+  return curve
+
+
+def judge_factory(thetas, noise, args, rng):
+  return lambda b: SimulatedJudge(thetas[b], noise=noise, tie_band=args.tie_band, position_bias=args.position_bias,
+                                  debias=not args.no_debias, margin=args.margin, rng=rng)
+
+
+def run_judge(noise, sizes, args, rng):
+  """Everything for one simulated judge: per size the topology table, and the budget curve."""
+  out = {"sizes": {}}
+  for g in sizes:
+    thetas = rng.normal(size=(args.groups, g))
+    make_judge = judge_factory(thetas, noise, args, rng)
+    rr = [arena.play(arena.make_scheduler("round_robin", g), make_judge(b)).observed() for b in range(args.groups)]
+    rr_bt = batched_bt(rr, g)[0]
+    out["sizes"][str(g)] = {"topologies": run_cell(g, make_judge, thetas, rr_bt, args.shrinkage, rng),
+                            "round_robin_bt_tau_truth": mean_tau(rr_bt, thetas)}
+    if g == args.curve_size:
+      out["budget_curve"] = budget_curve(g, make_judge, thetas, args.budgets, rng)
+  return out
+
+
+def headline(figures, sizes, noises):
+  """The JSON's "topologies": G = 16 (or the largest size), the noise-1.0 judge (or the first), BT."""
+  g = 16 if 16 in sizes else max(sizes)
+  noise = 1.0 if 1.0 in noises else noises[0]
+  rows = figures["judges"][str(noise)]["sizes"][str(g)]["topologies"]
+  return {"size": g, "noise": noise, "aggregation": "bt"}, {
+      name: {"calls": row["calls"], "tau_truth": row["bt"]["tau_truth"],
+             "tau_round_robin": row["bt"]["tau_round_robin"]} for name, row in rows.items()}
 
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--groups", type=int, default=400, help="simulated groups per size")
+  parser.add_argument("--groups", type=int, default=200, help="simulated groups per judge and size")
   parser.add_argument("--sizes", default="8,16", help="comma-separated group sizes G")
-  parser.add_argument("--noise", type=float, default=1.0, help="logistic noise scale of the judge")
+  parser.add_argument("--noises", default="0.5,1.0", help="logistic noise scales: one simulated judge each")
   parser.add_argument("--tie_band", type=float, default=0.25, help="|perceived difference| below this is a tie")
   parser.add_argument("--position_bias", type=float, default=0.5, help="added in favour of the first-shown trace")
   parser.add_argument("--no_debias", action="store_true", help="present pairs in canonical order (no SPEC §4 randomisation)")
   parser.add_argument("--margin", type=float, default=arena.DEFAULT_MARGIN, help="soft margin m (SPEC §4)")
+  parser.add_argument("--shrinkage", type=float, default=1.0, help="κ of the bt_shrinkage aggregation")
+  parser.add_argument("--budgets", default="21,42,63,84,120", help="judge calls per group on the budget curve")
+  parser.add_argument("--curve_size", type=int, default=16, help="G of the budget curve (skipped if not in --sizes)")
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
   arena.check_margin(args.margin)
+  args.budgets = [int(x) for x in args.budgets.split(",")]
   rng = np.random.default_rng(args.seed)
   sizes = [int(x) for x in args.sizes.split(",")]
-  print(f"{args.groups} groups per size; judge noise={args.noise}, tie band={args.tie_band}, "
-        f"position bias={args.position_bias}, debias={'off' if args.no_debias else 'on'}, margin={args.margin}\n")
-  figures = {"groups": args.groups, "noise": args.noise, "tie_band": args.tie_band,
-             "position_bias": args.position_bias, "debias": not args.no_debias, "results": {}}
-  rows = []
-  for g in sizes:
-    results, reference = run_size(g, args, rng)
-    figures["results"][str(g)] = {"topologies": results, "round_robin_bt_tau_truth": reference}
-    for name, row in sorted(results.items(), key=lambda kv: kv[1]["calls"]):
-      for agg in AGGREGATIONS:
-        rows.append((g, name, agg, row["calls"], row["rounds"], row[agg]["tau_truth"], row[agg]["tau_rr_bt"]))
-  common.print_table(["G", "topology", "aggregation", "calls/group", "rounds", "τ vs truth", "τ vs RR-BT"], rows)
-  print("\nτ: Kendall τ-b per group, averaged. RR-BT: a separate round robin of the same group fitted by BT "
-        "(its own τ vs truth: " + ", ".join(
-            f"G={g}: {figures['results'][str(g)]['round_robin_bt_tau_truth']:.3f}" for g in sizes) + ").")
+  noises = [float(x) for x in args.noises.split(",")]
+  print(f"{args.groups} groups per judge and size; judge noise ∈ {noises}, tie band={args.tie_band}, "
+        f"position bias={args.position_bias}, debias={'off' if args.no_debias else 'on'}, margin={args.margin}, "
+        f"shrinkage κ={args.shrinkage}\n")
+  figures = {"groups": args.groups, "noises": noises, "tie_band": args.tie_band,
+             "position_bias": args.position_bias, "debias": not args.no_debias, "shrinkage": args.shrinkage,
+             "judges": {str(noise): run_judge(noise, sizes, args, rng) for noise in noises}}
+  rows, curve_rows = [], []
+  for noise in noises:
+    for g in sizes:
+      results = figures["judges"][str(noise)]["sizes"][str(g)]["topologies"]
+      for name, row in sorted(results.items(), key=lambda kv: kv[1]["calls"]):
+        rows.append((noise, g, name, row["calls"], row["rounds"],
+                     *(row[agg][key] for key in ("tau_truth", "tau_round_robin") for agg in AGGREGATIONS)))
+    for name, points in figures["judges"][str(noise)].get("budget_curve", {}).items():
+      curve_rows.append((noise, name, *(f"{p['tau_truth']:.3f} ({p['calls']:.0f})" for p in points.values())))
+  common.print_table(["noise", "G", "topology", "calls", "rounds"]
+                     + [f"τ truth {a}" for a in AGGREGATIONS] + [f"τ RR {a}" for a in AGGREGATIONS], rows)
+  print("\nτ: Kendall τ-b per group, averaged; 'τ RR': against a separate round robin of the same group fitted "
+        "by BT (its own τ vs truth: " + "; ".join(
+            f"noise {n}, G={g}: {figures['judges'][str(n)]['sizes'][str(g)]['round_robin_bt_tau_truth']:.3f}"
+            for n in noises for g in sizes) + ").")
+  if curve_rows:
+    print(f"\nBudget curve at G = {args.curve_size}: τ vs truth of the BT fit (calls per group)")
+    common.print_table(["noise", "rule"] + [f"budget {b}" for b in args.budgets], curve_rows)
+  figures["headline"], figures["topologies"] = headline(figures, sizes, noises)
   common.emit_json(figures)
 
 

@@ -2,13 +2,17 @@
 from arena_jax.arena.bradley_terry import (
     DEFAULT_L2,
     DEFAULT_SOLVER,
+    ERRORS,
+    LAPLACE_SCALE,
     SOLVERS,
     bt_rewards,
     fit_bradley_terry,
     fit_bradley_terry_host,
     fit_bradley_terry_scipy,
+    laplace_covariance_host,
     min_max_normalise,
     register_solver,
+    standard_errors,
 )
 from arena_jax.arena.outcomes import (
     DEFAULT_MARGIN,

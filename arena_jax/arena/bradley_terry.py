@@ -44,6 +44,9 @@ DEFAULT_SOLVER = "newton"
 # Shapes are bucketed to powers of two (at least these) so a run compiles a handful of programs.
 MIN_MATCH_BUCKET = 8
 MIN_BATCH_BUCKET = 1
+# L counts every match twice (it and its mirror), so its Hessian is twice the curvature of "each judged
+# match is one observation" (with prior λ/2, the same optimum): the Laplace covariance is 2·(∇²L)⁻¹.
+LAPLACE_SCALE = 2.0
 
 
 # ─────────────────────────────── dense statistics (shared by every solver) ───────────────────────────────
@@ -266,11 +269,53 @@ def _bucket(n: int, minimum: int) -> int:
   return 1 << (n - 1).bit_length()
 
 
-@functools.partial(jax.jit, static_argnames=("num_players", "l2", "solver", "options", "rewards"))
-def _fit_jit(first, second, outcome, weight, *, num_players, l2, solver, options, rewards):
+ERRORS = ("laplace", "sandwich")
+
+
+def standard_errors(theta, w, l2, first, second, outcome, weight, kind: str = "laplace"):
+  """Per-player standard errors [..., G] of the fit θ [..., G] (batched, jittable; SPEC §6).
+
+  laplace:  Σ = 2·(∇²L(θ))⁻¹, the inverse Hessian the Newton solver forms, scaled by `LAPLACE_SCALE`
+            (L counts each match twice): the posterior covariance of θ when each judged match is one
+            Bernoulli observation.
+  sandwich: Σ = A⁻¹ J A⁻¹ with A = ∇²L/2 and J = Σ_m g_m g_mᵀ, g_m = w_m (σ(θ_i − θ_j) − s_m)(e_i − e_j)
+            the score of match m: robust to outcomes that are not Bernoulli (soft outcomes, ties, a
+            judge more or less consistent than the model says).
+  Strengths are identified only up to a common shift (the L2 prior alone pins the level), so the
+  errors are those of θ_i − θ̄, θ̄ the mean over the players with at least one match (all of them if
+  none has one): SE_i = √(PΣPᵀ)_ii, P = I − 1mᵀ/|m|, m the 0/1 indicator of those players. (A player
+  without a match — a failed judgment, a duplicate whose representative played for it — has only its
+  prior, and must not blur the others' errors.) Computed from θ alone, so every solver gets the same
+  errors at the same optimum.
+  """
+  if kind not in ERRORS:
+    raise ValueError(f"errors must be one of {ERRORS}, got errors={kind!r}")
+  g = theta.shape[-1]
+  hess = dense_eval(theta, w, l2)[2]
+  eye = jnp.eye(g, dtype=theta.dtype)
+  chol = jnp.linalg.cholesky(hess)
+  cov = LAPLACE_SCALE * jax.scipy.linalg.cho_solve((chol, True), jnp.broadcast_to(eye, hess.shape))
+  if kind == "sandwich":
+    d = jnp.take_along_axis(theta, first, -1) - jnp.take_along_axis(theta, second, -1)
+    c = weight * (first != second) * (jax.nn.sigmoid(d) - outcome)
+    k = win_matrix(first, second, jnp.full_like(outcome, 0.5), c * c, g)  # c² at (i, j) and at (j, i)
+    meat = eye * k.sum(-1)[..., :, None] - k
+    cov = cov @ meat @ cov
+  played = (w.sum(-1) > 0).astype(theta.dtype)
+  played = jnp.where(played.sum(-1, keepdims=True) > 0, played, 1.0)
+  proj = eye - played[..., None, :] / played.sum(-1)[..., None, None]
+  var = jnp.diagonal(proj @ cov @ jnp.swapaxes(proj, -1, -2), axis1=-2, axis2=-1)
+  return jnp.sqrt(jnp.maximum(var, 0.0))
+
+
+@functools.partial(jax.jit, static_argnames=("num_players", "l2", "solver", "options", "rewards", "errors"))
+def _fit_jit(first, second, outcome, weight, *, num_players, l2, solver, options, rewards, errors=None):
   w = win_matrix(first, second, outcome, weight, num_players)
   theta = SOLVERS[solver](w, l2, options)
-  return min_max_normalise(theta) if rewards else theta
+  out = min_max_normalise(theta) if rewards else theta
+  if errors is None:
+    return out
+  return out, standard_errors(theta, w, l2, first, second, outcome, weight, errors)
 
 
 def _prepare(first, second, outcome, weight, num_players, l2, solver):
@@ -321,19 +366,23 @@ def _check_values(first, second, outcome, weight, num_players):
     raise ValueError(f"outcome must lie in [0, 1] where weight > 0, got e.g. {o[bad][:3]}")
 
 
-def _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards):
+def _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards, errors=None):
+  if errors is not None and errors not in ERRORS:
+    raise ValueError(f"errors must be None or one of {ERRORS}, got errors={errors!r}")
   (f, s, o, w), batch_shape, xp = _prepare(first, second, outcome, weight, num_players, l2, solver)
   n, m = f.shape
   nb, mb = _bucket(n, MIN_BATCH_BUCKET), _bucket(m, MIN_MATCH_BUCKET)
   pad = lambda a: xp.pad(a, ((0, nb - n), (0, mb - m)))  # zero weight: padding carries nothing
   out = _fit_jit(pad(f), pad(s), pad(o), pad(w), num_players=int(num_players), l2=float(l2),
                  solver=solver, options=SolverOptions(tol=float(tol), max_iter=int(max_iter)),
-                 rewards=rewards)
-  return out[:n].reshape(tuple(batch_shape) + (num_players,))
+                 rewards=rewards, errors=errors)
+  unpad = lambda a: a[:n].reshape(tuple(batch_shape) + (num_players,))
+  return unpad(out) if errors is None else tuple(unpad(a) for a in out)
 
 
 def fit_bradley_terry(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,
-                      solver: str = DEFAULT_SOLVER, tol: float = 1e-6, max_iter: int = 100):
+                      solver: str = DEFAULT_SOLVER, tol: float = 1e-6, max_iter: int = 100,
+                      errors: str | None = None):
   """Fits Bradley–Terry log-strengths θ [..., num_players] to soft outcomes (SPEC §6).
 
   Args:
@@ -344,11 +393,14 @@ def fit_bradley_terry(first, second, outcome, weight, num_players: int, *, l2: f
     l2: λ > 0 in L(θ) (default 0.1).
     solver: a name in `SOLVERS` ("newton", "lbfgs", "optax_lbfgs").
     tol, max_iter: stopping rules (see `SolverOptions`).
+    errors: None, or "laplace" / "sandwich": also return per-player standard errors [..., num_players]
+      (`standard_errors`), computed in the same jitted, batched call: then the result is (θ, se).
 
   The batch and match axes are padded to powers of two before the jitted fit, so varying numbers of
   groups or matches per step reuse a few compiled programs. Mirroring happens inside.
   """
-  return _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards=False)
+  return _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards=False,
+              errors=errors)
 
 
 def bt_rewards(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,
@@ -392,6 +444,17 @@ def fit_bradley_terry_host(first, second, outcome, weight, num_players: int, *, 
     if np.abs(alpha * direction).max() <= tol:
       break
   return theta
+
+
+def laplace_covariance_host(first, second, outcome, weight, num_players: int, theta, *,
+                            l2: float = DEFAULT_L2) -> np.ndarray:
+  """Float64 Laplace covariance Σ = 2·(∇²L(θ))⁻¹ of ONE group at the fit θ (see `LAPLACE_SCALE`)."""
+  f, s = np.asarray(first, np.int64), np.asarray(second, np.int64)
+  o = np.asarray(outcome, np.float64)
+  wt = np.ones_like(o) if weight is None else np.asarray(weight, np.float64)
+  w = win_matrix(f, s, o, wt, num_players, xp=np)
+  hess = dense_eval(np.asarray(theta, np.float64), w, l2, xp=np)[2]
+  return LAPLACE_SCALE * np.linalg.inv(hess)
 
 
 def fit_bradley_terry_scipy(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,

@@ -17,7 +17,7 @@ pair was issued; `None` marks a failed or unparseable judgment, which is dropped
 
 Batches are *stages*: a topology's next stage is computed once every result of the current one is in
 (so `num_rounds`, the number of non-empty batches, is the number of sequential judge rounds), except the
-live tournament with `wait_for_results=False`, which issues an arrival's matches as soon as it arrives.
+live tournaments with `wait_for_results=False`, which issue an arrival's matches as soon as it arrives.
 
 Topologies (registry `SCHEDULERS`; calls = judge calls of a full tournament without failures):
 
@@ -28,6 +28,11 @@ Topologies (registry `SCHEDULERS`; calls = judge calls of a full tournament with
   seeded_single_elimination   2G−2                      1 + ⌈log₂G⌉         rank quantile 1 − rank/(G−1)
   double_elimination          2G−2 (+G−1 seeding)       see class           rank quantile
   swiss                       ⌈log₂G⌉·⌊G/2⌋             ⌈log₂G⌉             rank quantile
+  live_info                   3G−6 (as live)            G−1                 BT θ of the observed matches
+  info_budget                 budget (default 3G−6)     ⌈budget/⌊G/2⌋⌉      BT θ of the observed matches
+
+`live_info` and `info_budget` choose their pairs by expected information about the strengths under the
+current Bradley–Terry fit (`pair_information`; docs/reward_modes.md), streaming and round-based.
 
 The bracket and Swiss topologies rank lexicographically (e.g. elimination round, then average
 points); their native score is the rank quantile of that order with tied players sharing the
@@ -42,7 +47,7 @@ from typing import Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 
-from arena_jax.arena.bradley_terry import DEFAULT_L2, fit_bradley_terry_host
+from arena_jax.arena.bradley_terry import DEFAULT_L2, fit_bradley_terry_host, laplace_covariance_host
 from arena_jax.arena.outcomes import Verdict, outcome_to_verdict
 
 Pair = tuple[int, int]
@@ -138,6 +143,83 @@ def bracket_order(size: int) -> list[int]:
     n = 2 * len(order)
     order = [s for seed in order for s in (seed, n - 1 - seed)]
   return order
+
+
+def arrival_quota(num_players: int, budget: int | None = None) -> list[int]:
+  """Opponents of each arrival position t = 0 … G − 1 of a live tournament spending `budget` calls.
+
+  Arrival t can meet at most the t players already in. The budget is water-filled over the arrivals:
+  every arrival with t ≥ 1 gets one opponent, then every arrival with t ≥ 2 a second, …, the last
+  level going to the latest arrivals (who have the most players to choose from). The default budget
+  Σ_t min(t, 3) = 3G − 6 gives the paper's min(t, 3); a budget ≥ G(G − 1)/2 is a round robin in
+  arrival order.
+  """
+  g = _check_num_players(num_players)
+  full = g * (g - 1) // 2
+  if budget is None:
+    budget = sum(min(t, 3) for t in range(g))
+  if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+    raise ValueError(f"budget must be an int >= 1 (judge calls per group), got budget={budget!r}")
+  left = min(int(budget), full)
+  quota = [0] * g
+  level = 1
+  while left > 0:
+    for t in [t for t in range(g - 1, 0, -1) if t >= level][:left]:
+      quota[t] += 1
+      left -= 1
+    level += 1
+  return quota
+
+
+def leaderboard_positions(n: int, count: int) -> list[int]:
+  """Leaderboard positions (0 = best) of the `count` ≤ n opponents the live rule picks among n players.
+
+  The paper's three are the best, the worst and the median (n − 1) // 2, in that order; other counts
+  spread the same way: best, worst, then the positions ⌊t·(n − 1)/(count − 1)⌋ between them (distinct
+  because count ≤ n); a single opponent is the median.
+  """
+  if count == 1:
+    return [(n - 1) // 2]
+  inner = [t * (n - 1) // (count - 1) for t in range(1, count - 1)]
+  return list(dict.fromkeys([0, n - 1] + inner))
+
+
+def pair_information(theta: np.ndarray, cov: np.ndarray, first: np.ndarray, second: np.ndarray) -> tuple:
+  """(gain, c) of judging each pair (first[k], second[k]) under the Laplace posterior N(θ, Σ) (SPEC §5–§6).
+
+  With u = e_i − e_j, μ = θ_i − θ_j and v = uᵀΣu = Var(θ_i − θ_j), the predictive win probability is
+  p = σ(μ / √(1 + πv/8)) (the probit approximation of E σ(θ_i − θ_j)), a judgment adds Fisher
+  information c = p(1 − p) along u, and the expected information about θ it buys is
+
+      gain = ½ log det(Σ⁻¹ + c uuᵀ) − ½ log det(Σ⁻¹) = ½ log(1 + c·v)
+
+  (matrix determinant lemma): large for pairs that are close (p ≈ 1/2) *and* uncertain (large v).
+  """
+  v = cov[first, first] + cov[second, second] - 2.0 * cov[first, second]
+  v = np.maximum(v, 0.0)
+  mu = theta[first] - theta[second]
+  p = 1.0 / (1.0 + np.exp(-mu / np.sqrt(1.0 + math.pi * v / 8.0)))
+  c = p * (1.0 - p)
+  return 0.5 * np.log1p(c * v), c
+
+
+def choose_informative_pairs(theta, cov, candidates: Sequence[Pair], count: int, rng) -> list[Pair]:
+  """Greedy batch design: `count` distinct pairs of `candidates`, each the one of largest
+  `pair_information` given the pairs already chosen (the posterior precision gains c·uuᵀ per chosen
+  pair, applied to Σ by Sherman–Morrison), so a batch spreads its calls. Exact ties (e.g. before any
+  result) are broken by `rng`."""
+  cov = np.array(cov, np.float64)
+  pool = list(candidates)
+  picks: list[Pair] = []
+  while pool and len(picks) < count:
+    f = np.asarray([a for a, _ in pool])
+    s = np.asarray([b for _, b in pool])
+    gain, c = pair_information(theta, cov, f, s)
+    k = int(np.argmax(gain + 1e-12 * rng.random(len(pool))))
+    picks.append(pool.pop(k))
+    cu = cov[:, f[k]] - cov[:, s[k]]  # Σu
+    cov -= c[k] * np.outer(cu, cu) / (1.0 + c[k] * (cu[f[k]] - cu[s[k]]))
+  return picks
 
 
 # ──────────────────────────────────────────────── the interface ────────────────────────────────────────────────
@@ -339,8 +421,34 @@ class Anchor(Scheduler):
 # ──────────────────────────────────────────────── live ────────────────────────────────────────────────
 
 
+class _FitsBradleyTerry(Scheduler):
+  """A scheduler that keeps a Bradley–Terry fit of its observed matches (host, float64, warm-started),
+  refitted only when new results are in; its native score is that fit's θ."""
+
+  def _init_fit(self, l2: float) -> None:
+    self.l2 = float(l2)
+    self._theta = np.zeros(self.num_players)
+    self._theta_at = 0  # number of observed matches that `_theta` was fitted on
+
+  def _bt_theta(self) -> np.ndarray:
+    if self._theta_at != len(self._outcome):
+      f, s, o = self.observed()
+      self._theta = fit_bradley_terry_host(f, s, o, None, self.num_players, l2=self.l2, init=self._theta)
+      self._theta_at = len(self._outcome)
+    return self._theta
+
+  def _posterior(self) -> tuple[np.ndarray, np.ndarray]:
+    """(θ, Σ): the current fit and its Laplace covariance (`laplace_covariance_host`)."""
+    theta = self._bt_theta()
+    f, s, o = self.observed()
+    return theta, laplace_covariance_host(f, s, o, None, self.num_players, theta, l2=self.l2)
+
+  def native_scores(self):
+    return self._bt_theta().copy()
+
+
 @register_scheduler("live")
-class Live(Scheduler):
+class Live(_FitsBradleyTerry):
   """Reasoning Arena-Live (SPEC §5): each arrival meets the current best, worst and median.
 
   Trajectories enter in arrival order. Arrival k is compared with up to three distinct opponents
@@ -364,6 +472,10 @@ class Live(Scheduler):
   `arrive(i)`; the tournament is done once all G have arrived and every result is in, or, for a
   group where some trajectories never arrive, after `close()`.
 
+  Budget: `budget=` (calls per group) replaces the three opponents by `arrival_quota(G, budget)`
+  per arrival, picked at the leaderboard positions of `leaderboard_positions` (best, worst, then
+  evenly spread); the default is the paper's min(k, 3). Used by the fidelity benchmark's budget curve.
+
   Native score: the BT θ of all observed matches.
   """
 
@@ -371,8 +483,10 @@ class Live(Scheduler):
   calls_formula = "3G−6"
 
   def __init__(self, num_players: int, *, arrival_order=None, leaderboard: str = "bt",
-               wait_for_results: bool = True, streaming: bool = False, l2: float = DEFAULT_L2, **kwargs):
+               wait_for_results: bool = True, streaming: bool = False, l2: float = DEFAULT_L2,
+               budget: int | None = None, **kwargs):
     super().__init__(num_players, arrival_order=arrival_order, **kwargs)
+    self.quota = arrival_quota(self.num_players, budget)
     if leaderboard not in ("bt", "win_rate"):
       raise ValueError(f"leaderboard must be 'bt' or 'win_rate', got leaderboard={leaderboard!r}")
     if streaming and self.arrival_order is not None:
@@ -380,13 +494,11 @@ class Live(Scheduler):
     self.leaderboard = leaderboard
     self.wait_for_results = bool(wait_for_results)
     self.streaming = bool(streaming)
-    self.l2 = float(l2)
+    self._init_fit(l2)
     self._closed = False
     self._seen: set[int] = set()          # arrived, processed or not
     self._arrived: list[int] = []         # processed arrivals, in order
     self._backlog: collections.deque[int] = collections.deque()
-    self._theta = np.zeros(self.num_players)
-    self._theta_at = 0                    # number of observed matches that `_theta` was fitted on
     self.opponents: dict[int, list[int]] = {}  # arrival → the opponents it was given
     if not self.streaming:
       order = self.arrival_order if self.arrival_order is not None else list(range(self.num_players))
@@ -422,21 +534,21 @@ class Live(Scheduler):
       if self.wait_for_results and (self._pending or batch):
         break
       k = self._backlog.popleft()
-      opponents = self._choose_opponents()
+      opponents = self._choose_opponents(k)
       self._arrived.append(k)
       self.opponents[k] = opponents
       batch.extend((k, j) for j in opponents)
     return batch
 
-  def _choose_opponents(self) -> list[int]:
-    n = len(self._arrived)
-    if n == 0:
+  def _choose_opponents(self, arrival: int) -> list[int]:
+    del arrival  # the paper's rule looks at the leaderboard only
+    n, quota = len(self._arrived), self.quota[len(self._arrived)]
+    if quota == 0:
       return []
     strength = self._strengths()
     position = {p: t for t, p in enumerate(self._arrived)}
     ranked = sorted(self._arrived, key=lambda p: (-round(float(strength[p]), 9), position[p]))
-    picks = [ranked[0], ranked[-1], ranked[(n - 1) // 2]]
-    return list(dict.fromkeys(picks))  # distinct, in best, worst, median order
+    return [ranked[t] for t in leaderboard_positions(n, quota)]
 
   def _strengths(self) -> np.ndarray:
     if self.leaderboard == "win_rate":
@@ -444,19 +556,88 @@ class Live(Scheduler):
       return np.where(count > 0, total / np.maximum(count, 1.0), 0.5)
     return self._bt_theta()
 
-  def _bt_theta(self) -> np.ndarray:
-    if self._theta_at != len(self._outcome):
-      f, s, o = self.observed()
-      self._theta = fit_bradley_terry_host(f, s, o, None, self.num_players, l2=self.l2, init=self._theta)
-      self._theta_at = len(self._outcome)
-    return self._theta
+  @classmethod
+  def expected_calls(cls, num_players, *, budget=None, **options):
+    return sum(arrival_quota(_check_num_players(num_players), budget))
 
-  def native_scores(self):
-    return self._bt_theta().copy()
+
+@register_scheduler("live_info")
+class LiveInfo(Live):
+  """The live tournament with information-gain opponents (issue 20; docs/reward_modes.md).
+
+  Same stream as `live` — arrivals in order, the same number of opponents per arrival
+  (`arrival_quota`: min(k, 3), 3G − 6 calls by default; `budget=` spreads another), all among the
+  players already arrived, issued as (arrival, opponent) — but the opponents of arrival k are the
+  pairs (k, j) of largest expected information about the strengths under the current Bradley–Terry
+  fit and its Laplace covariance, chosen greedily (`choose_informative_pairs`, `pair_information`):
+
+      gain(k, j) = ½ log(1 + p̄(1 − p̄)·v),   v = Var(θ_k − θ_j),   p̄ = σ((θ_k − θ_j)/√(1 + πv/8))
+
+  A newcomer (θ_k = 0, the group mean, and a large variance) thus first meets the arrived player
+  closest to the middle, then, its variance having shrunk, players that are both uncertain and
+  close. Ties are broken by `seed`. `leaderboard` is not used (the criterion needs the BT fit).
+  """
+
+  calls_formula = "3G−6"
+
+  def __init__(self, num_players: int, **kwargs):
+    self._rng = np.random.default_rng(kwargs.get("seed", 0))
+    super().__init__(num_players, **kwargs)
+
+  def _choose_opponents(self, arrival: int) -> list[int]:
+    quota = self.quota[len(self._arrived)]
+    if quota == 0:
+      return []
+    theta, cov = self._posterior()
+    picks = choose_informative_pairs(theta, cov, [(arrival, j) for j in self._arrived], quota, self._rng)
+    return [j for _, j in picks]
+
+
+@register_scheduler("info_budget")
+class InfoBudget(_FitsBradleyTerry):
+  """Round-based information-gain pairing until a call budget is spent (issue 20; no streaming).
+
+  Each round picks `batch_size` (default ⌊G/2⌋) not-yet-judged pairs by the criterion of `live_info`
+  (`choose_informative_pairs` on the BT fit of every result so far), judged concurrently; the next
+  round is chosen when they are all in. Stops after `budget` calls (default live's 3G − 6, so the two
+  are compared at the same cost; capped at G(G − 1)/2, every pair once). The first round, with no
+  result yet, is a seeded random spread of disjoint pairs. Pairs are issued (lower index, higher).
+  Rounds: ⌈budget / batch_size⌉. Native score: the BT θ of the observed matches.
+  """
+
+  calls_formula = "3G−6 (the budget; default live's)"
+
+  def __init__(self, num_players: int, *, budget: int | None = None, batch_size: int | None = None,
+               l2: float = DEFAULT_L2, **kwargs):
+    super().__init__(num_players, **kwargs)
+    self.budget = self._budget(self.num_players, budget)
+    if batch_size is None:
+      batch_size = max(1, self.num_players // 2)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+      raise ValueError(f"batch_size must be an int >= 1 (pairs per round), got batch_size={batch_size!r}")
+    self.batch_size = int(batch_size)
+    self._init_fit(l2)
+    self._rng = np.random.default_rng(self.seed)
+    self._unjudged = [(i, j) for i in range(self.num_players) for j in range(i + 1, self.num_players)]
+    self._start()
+
+  @staticmethod
+  def _budget(g: int, budget) -> int:
+    return sum(arrival_quota(g, budget))  # validates; the default and the cap as live's
+
+  def _advance(self):
+    count = min(self.batch_size, self.budget - self.num_issued - len(self._queue))
+    if count <= 0:
+      return []
+    theta, cov = self._posterior()
+    picks = choose_informative_pairs(theta, cov, self._unjudged, count, self._rng)
+    chosen = set(picks)
+    self._unjudged = [p for p in self._unjudged if p not in chosen]
+    return picks
 
   @classmethod
-  def expected_calls(cls, num_players, **options):
-    return sum(min(k, 3) for k in range(_check_num_players(num_players)))
+  def expected_calls(cls, num_players, *, budget=None, **options):
+    return cls._budget(_check_num_players(num_players), budget)
 
 
 # ──────────────────────────────────────────────── brackets ────────────────────────────────────────────────

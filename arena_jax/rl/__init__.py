@@ -16,5 +16,12 @@ from arena_jax.rl.cispo import (
     completion_mask,
     metric_values,
 )
-from arena_jax.rl.aggregation import AGGREGATORS, Verdicts, register_aggregator
+from arena_jax.rl.aggregation import (
+    AGGREGATORS,
+    Verdicts,
+    bt_shrinkage,
+    padded_matches,
+    register_aggregator,
+    shrinkage_factors,
+)
 from arena_jax.rl.modes import REWARD_MODES, JudgeAll, RewardMode, Routed, get_mode, register_mode

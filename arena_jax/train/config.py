@@ -91,6 +91,14 @@ RUN = cs.Section(dict(
                     cs.number(0, lo_open=True, why="SPEC §6")),
         bt_solver=field(arena.DEFAULT_SOLVER, "Bradley–Terry solver (`arena.SOLVERS`, `arena.register_solver`).",
                         cs.one_of(lambda: sorted(arena.SOLVERS), noun="solver")),
+        dedupe_traces=field(True, "Judged members of a group whose traces are identical up to whitespace share one "
+                            "tournament node (or one rubric score): no judge call between them, one call on behalf "
+                            "of all copies, equal rewards; counted in `judge/calls_saved_duplicates`. False = "
+                            "every member is judged on its own.", cs.boolean()),
+        bt_shrinkage=field(0.0, "κ ≥ 0: multiply each judged trajectory's advantage by z²/(z² + κ), z = its BT "
+                           "strength's distance from the group mean in Laplace standard errors, so a trajectory "
+                           "within noise of the mean moves little (docs/reward_modes.md). 0 = off. Modes that "
+                           "aggregate by Bradley–Terry only.", cs.number(0, why="0 = off")),
         async_lag=field(1, "1: the judge works on step t's groups while step t + 1 samples, and update t waits for "
                         "the judge only if it is slower (`time/judge_wait`); 0: sample, judge, update in turn.",
                         cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1")),
@@ -207,6 +215,15 @@ def _topology_needs_a_tournament(c, report):
   mode = reward_modes.get_mode(c.reward.mode)
   if c.reward.topology and mode.judge_form != "pairwise":
     report("reward.topology", f"mode {c.reward.mode!r} has no tournament; leave topology empty")
+
+
+@RUN.rule
+def _shrinkage_needs_bradley_terry(c, report):
+  """reward.bt_shrinkage > 0 only for modes whose judge rewards are a Bradley–Terry fit (it needs its errors)."""
+  mode = reward_modes.get_mode(c.reward.mode)
+  if c.reward.bt_shrinkage and mode.aggregation != "bt":
+    report("reward.bt_shrinkage", f"mode {c.reward.mode!r} does not aggregate by Bradley–Terry "
+           f"(aggregation {mode.aggregation!r}): leave bt_shrinkage at 0")
 
 
 @RUN.rule

@@ -43,6 +43,7 @@ class JudgeOutcome:
   verdicts: list[Verdicts] = dataclasses.field(default_factory=list)
   usage: judges.Usage = judges.Usage()
   failures: int = 0
+  calls_saved: int = 0  # judge calls (pairs, or rubric scores) that duplicates did not need
   failure_reasons: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   first_failure: str = ""  # the reason and the judge's own words, for the step's warning
 
@@ -60,8 +61,9 @@ class JudgeOutcome:
 class JudgeRunner:
   """A judge on its own event loop thread (one long-lived loop: the client's sessions live on it)."""
 
-  def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int):
-    self.mode, self.seed = mode, seed
+  def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int,
+               dedupe: bool = True):
+    self.mode, self.seed, self.dedupe = mode, seed, dedupe
     self.scheduler = arena.SCHEDULERS[topology] if mode.judge_form == "pairwise" else None
     cfg = judge_config.copy_and_resolve_references()
     if mode.judge_form == "pairwise":
@@ -86,31 +88,59 @@ class JudgeRunner:
       return self._run(_contained(self._tournaments(step, jobs, group_size), jobs))
     return self._run(_contained(self._pointwise(step, jobs), jobs))
 
+  def _nodes(self, traces) -> "Nodes":
+    return Nodes.of(traces) if self.dedupe else Nodes.identity(len(traces))
+
+  def _options(self, nodes: "Nodes", job: GroupJob, step: int) -> dict:
+    """The scheduler's arguments for a group's tournament among its distinct traces (its nodes)."""
+    kwargs = {"seed": _seed(self.seed, step, job.index)}
+    if self.scheduler.uses_arrival_order:  # a node arrives with its first copy
+      kwargs["arrival_order"] = list(dict.fromkeys(int(nodes.node_of[i]) for i in job.arrival_order))
+    if self.scheduler.needs_anchor:
+      kwargs["anchor"] = int(nodes.node_of[0])  # the sampler decodes member 0 of every group greedily
+    return kwargs
+
   async def _tournaments(self, step, jobs, g) -> JudgeOutcome:
-    tjobs = []
-    for job in jobs:
-      kwargs = {"seed": _seed(self.seed, step, job.index)}
-      if self.scheduler.uses_arrival_order:
-        kwargs["arrival_order"] = list(job.arrival_order)
-      if self.scheduler.needs_anchor:
-        kwargs["anchor"] = 0  # the sampler decodes member 0 of every group greedily
-      tjobs.append(judges.TournamentJob(self.scheduler(g, **kwargs), job.problem, job.reference, job.traces,
-                                        group_id=(step, job.index)))
+    tjobs, groups = [], []
     out = JudgeOutcome([j.index for j in jobs])
-    for run in await judges.run_tournaments(self.judge, tjobs):
-      out.verdicts.append(Verdicts(matches=run.scheduler.observed(), native_ranking=run.scheduler.native_ranking()))
+    for job in jobs:
+      nodes = self._nodes(job.traces)
+      groups.append(nodes)
+      full = arena.expected_calls(self.scheduler.name, g, **({"anchor": 0} if self.scheduler.needs_anchor else {}))
+      if nodes.count < 2:  # one trajectory G times: equal rewards, nothing to ask
+        out.calls_saved += full
+        continue
+      kwargs = self._options(nodes, job, step)
+      out.calls_saved += full - arena.expected_calls(self.scheduler.name, nodes.count, **kwargs)
+      tjobs.append(judges.TournamentJob(self.scheduler(nodes.count, **kwargs), job.problem, job.reference,
+                                        [job.traces[r] for r in nodes.representatives], group_id=(step, job.index)))
+    runs = iter(await judges.run_tournaments(self.judge, tjobs))
+    for nodes in groups:
+      if nodes.count < 2:
+        out.verdicts.append(Verdicts(matches=_NO_MATCHES, native_ranking=np.zeros(g), copies=nodes.copies))
+        continue
+      run = next(runs)
+      f, s, o = run.scheduler.observed()
+      reps = np.asarray(nodes.representatives, np.int32)
+      out.verdicts.append(Verdicts(
+          matches=(reps[f], reps[s], o),
+          native_ranking=arena.tournaments.average_ranks(list(run.scheduler.native_scores()[nodes.node_of])),
+          copies=None if nodes.count == g else nodes.copies))
       for _, _, r in run.results:
         out.count(r)
     return out
 
   async def _pointwise(self, step, jobs) -> JudgeOutcome:
-    requests = [judges.ScoreRequest(job.problem, job.reference, trace, key=(step, job.index, i))
-                for job in jobs for i, trace in enumerate(job.traces)]
+    groups = [self._nodes(job.traces) for job in jobs]
+    requests = [judges.ScoreRequest(job.problem, job.reference, job.traces[i], key=(step, job.index, i))
+                for job, nodes in zip(jobs, groups) for i in nodes.representatives]
     results = iter(await self.judge.score_many(requests))
     out = JudgeOutcome([j.index for j in jobs])
-    for job in jobs:
-      group = [next(results) for _ in job.traces]
-      out.verdicts.append(Verdicts(scores=[r.score if r.ok else None for r in group]))
+    for job, nodes in zip(jobs, groups):
+      group = [next(results) for _ in nodes.representatives]  # one score on behalf of all copies
+      scores = [r.score if r.ok else None for r in group]
+      out.verdicts.append(Verdicts(scores=[scores[n] for n in nodes.node_of]))
+      out.calls_saved += len(job.traces) - nodes.count
       for r in group:
         out.count(r)
     return out
@@ -143,6 +173,46 @@ async def _contained(judging, jobs: Sequence[GroupJob]) -> JudgeOutcome:
     out.failure_reasons["exception"] = len(jobs)
     out.first_failure = f"exception: {type(e).__name__}: {e}"[:300]
     return out
+
+
+_NO_MATCHES = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float64))
+
+
+def normalise_trace(text: str) -> str:
+  """What makes two traces the same trajectory for the judge: equal text up to whitespace (runs of
+  spaces, tabs and newlines count as one space; leading and trailing whitespace is dropped)."""
+  return " ".join(text.split())
+
+
+@dataclasses.dataclass(frozen=True)
+class Nodes:
+  """A group's members grouped into tournament nodes by `normalise_trace` (issue 20: duplicates for free).
+
+  representatives: the first member of each node, in member order (node k plays as member
+  representatives[k]); node_of: int[G], each member's node; copies: int[G], each member's representative.
+  """
+
+  representatives: tuple[int, ...]
+  node_of: np.ndarray
+
+  @classmethod
+  def of(cls, traces: Sequence[str]) -> "Nodes":
+    first: dict[str, int] = {}
+    node_of = np.asarray([first.setdefault(normalise_trace(t), len(first)) for t in traces], np.int64)
+    reps = tuple(int(np.flatnonzero(node_of == k)[0]) for k in range(len(first)))
+    return cls(reps, node_of)
+
+  @classmethod
+  def identity(cls, g: int) -> "Nodes":
+    return cls(tuple(range(g)), np.arange(g))
+
+  @property
+  def count(self) -> int:
+    return len(self.representatives)
+
+  @property
+  def copies(self) -> np.ndarray:
+    return np.asarray(self.representatives, np.int64)[self.node_of]
 
 
 def _seed(seed: int, step: int, group: int) -> int:

@@ -97,7 +97,7 @@ def train_step_fn(model_config: ModelConfig, optimizer, loss_config, mesh: Mesh,
   in_shardings = (sh.state, sh.rollout, ref)
   if mode is not None:
     rep = sh.replicated
-    in_shardings += (step_lib.StepRewards(rep, rep, rep), rep)
+    in_shardings += (step_lib.StepRewards(rep, rep, rep, rep), rep)
   return jax.jit(update, donate_argnums=0, in_shardings=in_shardings, out_shardings=(sh.state, sh.replicated))
 
 

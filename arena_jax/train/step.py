@@ -48,11 +48,13 @@ class Rollout(NamedTuple):
 
 class StepRewards(NamedTuple):
   """The reward inputs of a routed update (SPEC §3): verifier [B, G], judge [B, G] (anything where not
-  judged), judged [B] bool."""
+  judged), judged [B] bool, and optionally scale [B, G], a factor on the computed advantages (1 = as
+  computed; `reward.bt_shrinkage` shrinks uncertain judged trajectories toward zero)."""
 
   verifier: jax.Array
   judge: jax.Array
   judged: jax.Array
+  scale: jax.Array | None = None
 
 
 def make_schedule(optim) -> optax.Schedule:
@@ -114,6 +116,8 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
   def route(rollout: Rollout, rewards: StepRewards, minibatch):
     """The masked per-group router and the advantages of this minibatch's rows (SPEC §1, §3, §5)."""
     r, adv = mode.advantages(rewards.verifier, rewards.judge, rewards.judged, ddof=std_ddof)
+    if rewards.scale is not None:
+      adv = adv * rewards.scale
     adv = adv.reshape(-1)
     rows = rollout.tokens.shape[0]
     mine = jax.lax.dynamic_slice_in_dim(adv, minibatch * rows, rows)

@@ -333,6 +333,7 @@ class Trainer:
     the whole step (each host judged its own block), and the judge's metrics."""
     batch, n_local = pending.batch, pending.local.num_groups
     judge_r = np.full((n_local if self.mode.uses_judge else self.b, self.g), self.mode.fill)
+    scale = np.ones_like(judge_r)  # advantage factors: < 1 only under reward.bt_shrinkage
     judged = np.zeros(len(judge_r), bool)
     m: dict[str, Any] = {}
     if self.mode.uses_judge:
@@ -349,11 +350,18 @@ class Trainer:
                                                      solver=self.config.reward.bt_solver)
         judged[local_idx] = True
         all_failed = int((~ok).sum())
+        if self.config.reward.bt_shrinkage and ok.any():
+          live = [v for v, k in zip(outcome.verdicts, ok) if k]
+          scale[local_idx[ok]] = rl.bt_shrinkage(
+              live, self.g, l2=self.config.reward.bt_l2, solver=self.config.reward.bt_solver,
+              shrinkage=self.config.reward.bt_shrinkage)
+          m["judge/shrinkage"] = float(scale[local_idx[ok]].mean())
       m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
-      groups, calls, failures, all_failed, tokens = (int(x) for x in parallel.host_sum(np.asarray(
-          [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens],
-          np.int64)))
+      groups, calls, failures, all_failed, tokens, saved = (int(x) for x in parallel.host_sum(np.asarray(
+          [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens,
+           outcome.calls_saved], np.int64)))
       m.update({"judge/groups": groups, "judge/calls": calls, "judge/calls_per_group": calls / max(groups, 1),
+                "judge/calls_saved_duplicates": saved,
                 "judge/failures": failures, "judge/failure_rate": failures / max(calls, 1),
                 "judge/groups_all_failed": all_failed, "judge/tokens": tokens})
       m.update(_failure_reasons(outcome.failure_reasons))
@@ -366,9 +374,9 @@ class Trainer:
             pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?")
       self._check_outage(calls, failures, outcome.first_failure)
     if self.mode.uses_judge:  # each host judged its own block: every host's rows, in host order
-      judge_r, judged = parallel.gather(judge_r), parallel.gather(judged)
+      judge_r, judged, scale = parallel.gather(judge_r), parallel.gather(judged), parallel.gather(scale)
     rewards = step_lib.StepRewards(np.asarray(batch.verifier, np.float32), np.asarray(judge_r, np.float32),
-                                   np.asarray(judged))
+                                   np.asarray(judged), np.asarray(scale, np.float32))
     return jax.device_put(rewards, self.shardings.replicated), m
 
   def _check_outage(self, calls: int, failures: int, first_failure: str) -> None:
@@ -556,7 +564,8 @@ def train(config, workdir: str) -> dict:
     with _StopFlag() as stop, judges.judge_endpoints(c.judge) as urls:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
         trainer.judge_runner = judging.JudgeRunner(c.judge, parallel.host_judge_urls(urls), mode,
-                                                   topology=trainer.topology, seed=c.seed)
+                                                   topology=trainer.topology, seed=c.seed,
+                                                   dedupe=c.reward.dedupe_traces)
       pending = None  # generated, judged in the background, not yet applied
       for step in range(start, c.num_steps):
         current = trainer.generate(step)

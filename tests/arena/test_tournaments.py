@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from arena_jax.arena import fit_bradley_terry_host
 from arena_jax.arena import tournaments as T
 
-NAMES = ("round_robin", "live", "anchor", "seeded_single_elimination", "double_elimination", "swiss")
+NAMES = ("round_robin", "live", "anchor", "seeded_single_elimination", "double_elimination", "swiss", "live_info",
+         "info_budget")
+PAPER_NAMES = NAMES[:6]  # the information-gain schedules rank by BT on sparse graphs: see their own tests
 FAST = settings(max_examples=40, deadline=None)
 
 
@@ -57,6 +59,8 @@ def test_call_counts_and_rounds(name):
         "seeded_single_elimination": (2 * g - 2, 1 + log_g),
         "double_elimination": (2 * g - 2 + (g - 1), None),  # seeded by the anchor because anchor= is given
         "swiss": (log_g * (g // 2), log_g),
+        "live_info": (3 * g - 6 if g >= 3 else 1, g - 1),
+        "info_budget": (3 * g - 6 if g >= 3 else 1, -(-max(1, 3 * g - 6) // (g // 2))),
     }[name]
     assert sched.num_issued == closed_form[0], g
     if closed_form[1] is not None:
@@ -70,6 +74,8 @@ CLOSED_FORMS = {  # each scheduler's `calls_formula`, as a function of G (run as
     "seeded_single_elimination": lambda g: 2 * g - 2,
     "double_elimination": lambda g: 3 * g - 3,
     "swiss": lambda g: (g - 1).bit_length() * (g // 2),
+    "live_info": lambda g: 3 * g - 6,
+    "info_budget": lambda g: 3 * g - 6,
 }
 
 
@@ -100,7 +106,7 @@ def test_each_batch_runs_concurrently_and_each_pair_is_issued_once():
       batch = sched.next_matches()
       assert sched.next_matches() == []  # nothing more until these results are in
       seeding_round = all(4 in pair for pair in batch)  # the anchor comparisons before a bracket
-      if name not in ("anchor", "live") and not seeding_round:
+      if name not in ("anchor", "live", "live_info", "info_budget") and not seeding_round:
         players = [p for pair in batch for p in pair]
         assert len(players) == len(set(players)), (name, batch)
       for pair, s in zip(batch, judge(batch)):
@@ -358,6 +364,114 @@ def test_live_streaming_close_with_missing_members():
     sched.arrive(3)
 
 
+# ───────────────────────────────────── information-gain schedules ─────────────────────────────────────
+
+
+def test_arrival_quota_spreads_a_budget_over_the_arrivals():
+  assert T.arrival_quota(16) == [0, 1, 2] + [3] * 13  # the paper's min(t, 3)
+  assert T.arrival_quota(2) == [0, 1] and T.arrival_quota(3) == [0, 1, 2]
+  for g, budget in ((16, 21), (16, 63), (8, 5), (9, 30)):
+    quota = T.arrival_quota(g, budget)
+    assert sum(quota) == budget and all(0 <= q <= t for t, q in enumerate(quota))
+    top = max(quota)  # water-filled level by level: every arrival is at the top level or one below
+    assert all(min(t, top - 1) <= q <= min(t, top) for t, q in enumerate(quota)), quota
+  assert T.arrival_quota(6, 1000) == list(range(6))  # capped: a round robin in arrival order
+  for bad in (0, -3, 2.5, True):
+    with pytest.raises(ValueError, match="budget"):
+      T.arrival_quota(8, bad)
+
+
+@pytest.mark.parametrize("name", ["live", "live_info"])
+def test_live_budget_and_arrival_order(name):
+  g, order = 12, np.random.default_rng(3).permutation(12)
+  for budget in (None, 7, 30, 66):
+    sched = T.play(T.make_scheduler(name, g, arrival_order=order, seed=2, budget=budget),
+                   T.strength_judge(_latent(g, 4), noise=1.0, seed=1))
+    quota = T.arrival_quota(g, budget)
+    assert sched.num_issued == sum(quota) == T.expected_calls(name, g, budget=budget)
+    assert sched.num_rounds == sum(q > 0 for q in quota)
+    for k, arrival in enumerate(order):  # only players already in, each at most once
+      assert len(set(sched.opponents[arrival])) == quota[k]
+      assert set(sched.opponents[arrival]) <= set(order[:k].tolist())
+  assert len(set(_unordered(zip(*sched.observed()[:2])))) == g * (g - 1) // 2  # budget 66: every pair
+
+
+def test_pair_information_is_the_log_det_gain_of_the_laplace_posterior():
+  rng = np.random.default_rng(0)
+  a = rng.normal(size=(5, 5))
+  cov = a @ a.T + 0.5 * np.eye(5)
+  theta = rng.normal(size=5)
+  first, second = np.array([0, 1, 4]), np.array([3, 2, 0])
+  gain, c = T.pair_information(theta, cov, first, second)
+  precision = np.linalg.inv(cov)
+  for k in range(3):
+    u = np.zeros(5)
+    u[first[k]], u[second[k]] = 1.0, -1.0
+    v = u @ cov @ u
+    p = 1.0 / (1.0 + np.exp(-(theta[first[k]] - theta[second[k]]) / np.sqrt(1 + np.pi * v / 8)))
+    np.testing.assert_allclose(c[k], p * (1 - p))
+    expected = 0.5 * (np.linalg.slogdet(precision + c[k] * np.outer(u, u))[1] - np.linalg.slogdet(precision)[1])
+    np.testing.assert_allclose(gain[k], expected, rtol=1e-9)
+
+
+def test_informative_pairs_prefer_close_and_uncertain_pairs():
+  rng = np.random.default_rng(0)
+  theta, cov = np.array([3.0, 0.0, 0.1, -3.0]), 0.5 * np.eye(4)
+  # (1, 2) is a coin flip; (0, 3) and (0, 1) are nearly certain outcomes.
+  assert T.choose_informative_pairs(theta, cov, [(0, 1), (1, 2), (0, 3)], 1, rng) == [(1, 2)]
+  # At equal means, the more uncertain pair.
+  cov = np.diag([0.2, 0.2, 2.0, 2.0])
+  assert T.choose_informative_pairs(np.zeros(4), cov, [(0, 1), (2, 3)], 1, rng) == [(2, 3)]
+  # A batch spreads: with nothing known, the greedy design of G/2 pairs is a perfect matching.
+  pairs = [(i, j) for i in range(8) for j in range(i + 1, 8)]
+  batch = T.choose_informative_pairs(np.zeros(8), np.eye(8), pairs, 4, rng)
+  assert sorted(p for pair in batch for p in pair) == list(range(8))
+
+
+def test_informative_pairs_update_the_covariance_exactly():
+  """The second pick is the best pair under the posterior that includes the first pick's information."""
+  rng = np.random.default_rng(1)
+  theta, cov = rng.normal(size=6) * 0.3, np.eye(6)
+  pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+  first, second = T.choose_informative_pairs(theta, cov, pairs, 2, np.random.default_rng(0))
+  u = np.zeros(6)
+  u[list(first)] = [1.0, -1.0]
+  c = T.pair_information(theta, cov, np.array([first[0]]), np.array([first[1]]))[1][0]
+  updated = np.linalg.inv(np.linalg.inv(cov) + c * np.outer(u, u))
+  rest = [p for p in pairs if p != first]
+  gains = T.pair_information(theta, updated, np.array([p[0] for p in rest]), np.array([p[1] for p in rest]))[0]
+  assert second == rest[int(np.argmax(gains))]
+
+
+def test_info_budget_rounds_and_budget():
+  g = 10
+  judge = _Recorder(T.strength_judge(_latent(g, 2), noise=1.0, seed=0))
+  sched = T.play(T.make_scheduler("info_budget", g, seed=4, budget=17, batch_size=4), judge)
+  assert [len(b) for b in judge.batches] == [4, 4, 4, 4, 1] and sched.num_rounds == 5
+  issued = [tuple(p) for b in judge.batches for p in b]
+  assert len(set(_unordered(issued))) == 17 and all(i < j for i, j in issued)  # never a pair twice
+  first_round = [p for pair in judge.batches[0] for p in pair]
+  assert len(set(first_round)) == 8  # no result yet: disjoint pairs
+  full = T.play(T.make_scheduler("info_budget", 6, budget=100), T.strength_judge(_latent(6, 1)))
+  assert full.num_issued == 15 == T.expected_calls("info_budget", 6, budget=100)  # capped at every pair once
+  for bad in ({"budget": 0}, {"batch_size": 0}):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+      T.make_scheduler("info_budget", 6, **bad)
+
+
+@pytest.mark.parametrize("name", ["live_info", "info_budget"])
+def test_information_gain_schedules_are_seeded_and_rank_by_bt(name):
+  g = 12
+  strengths = _latent(g, 5)
+  runs = [T.play(T.make_scheduler(name, g, seed=seed, arrival_order=range(g)), T.strength_judge(strengths))
+          for seed in (3, 3)]
+  for x, y in zip(runs[0].observed(), runs[1].observed()):
+    np.testing.assert_array_equal(x, y)
+  theta = fit_bradley_terry_host(*runs[0].observed(), None, g)
+  np.testing.assert_allclose(runs[0].native_scores(), theta, atol=1e-6)
+  assert _kendall_tau(theta, strengths) > 0.6  # a noiseless judge: the order is mostly recovered
+
+
 # ───────────────────────────────────────── failures ─────────────────────────────────────────
 
 
@@ -399,7 +513,7 @@ def test_noiseless_judge_strongest_first(g, seed, anchor_frac):
   strengths = _latent(g, seed)
   best, anchor = int(np.argmax(strengths)), int(anchor_frac * g)
   order = np.random.default_rng(seed + 1).permutation(g)
-  for name in NAMES:
+  for name in PAPER_NAMES:
     sched = T.play(T.make_scheduler(name, g, anchor=anchor, seed=seed, arrival_order=order),
                    T.strength_judge(strengths))
     scores, ranking = sched.native_scores(), sched.native_ranking()

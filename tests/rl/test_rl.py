@@ -157,3 +157,19 @@ def test_bad_options_raise():
     rl.cispo_loss(logp, old, adv, mask, aggregation="sum")
   with pytest.raises(ValueError, match="eps_low"):
     rl.cispo_loss(logp, old, adv, mask, eps_low=1.5)
+
+
+def test_bt_shrinkage_factors():
+  """f_i = z²/(z² + κ), z = (θ_i − θ̄)/SE_i: 1 everywhere when off, smaller for a trajectory nearer the mean
+  or less certain, and computed from one batched fit with Laplace errors."""
+  theta = np.array([[2.0, 1.0, -1.0, -2.0]])
+  se = np.array([[0.5, 0.5, 2.0, 0.5]])
+  np.testing.assert_array_equal(rl.shrinkage_factors(theta, se, 0.0), np.ones((1, 4)))
+  f = rl.shrinkage_factors(theta, se, 1.0)
+  np.testing.assert_allclose(f, [[16 / 17, 4 / 5, 0.25 / 1.25, 16 / 17]])
+  assert np.all(rl.shrinkage_factors(theta, se, 4.0) < f)
+  # 0 beat 1 and 2 six times each, 1 and 2 tied six times, 3 tied 2 once: 0 stands out, 3 is uncertain.
+  first, second = np.array([0] * 12 + [1] * 6 + [2]), np.array([1] * 6 + [2] * 6 + [2] * 6 + [3])
+  outcome = np.array([0.9] * 12 + [0.5] * 7)
+  f = rl.bt_shrinkage([rl.Verdicts(matches=(first, second, outcome))], 4, l2=0.1, solver="newton", shrinkage=1.0)
+  assert f.shape == (1, 4) and f[0, 0] > 0.7 and f[0, 3] < 0.5 * min(f[0, 1], f[0, 2])

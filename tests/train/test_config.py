@@ -59,6 +59,8 @@ def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
     ("reward.std_ddof", 4, r"config\.reward\.std_ddof: must be in \[0, group_size\) = \[0, 4\), got 4"),
     ("init.policy_dir", "runs/x", r"config\.init: set exactly one of"),
     ("reward.topology", "swiss", None),  # a pairwise mode may replace its topology
+    ("reward.bt_shrinkage", -0.5, r"config\.reward\.bt_shrinkage: must be a finite number ≥ 0"),
+    ("reward.bt_shrinkage", 1.0, None),
 ])
 def test_field_and_cross_field_checks(path, value, match):
   c = train_config.mode_config("arena_live", "smoke")
@@ -72,6 +74,12 @@ def test_field_and_cross_field_checks(path, value, match):
   else:
     with pytest.raises(ValueError, match=match):
       train_config.validate_config(c, check_devices=False)
+
+
+def test_shrinkage_needs_a_bradley_terry_mode():
+  c = train_config.mode_config("arena", "smoke", bt_shrinkage=1.0)  # win rates: no standard errors
+  with pytest.raises(ValueError, match=r"reward\.bt_shrinkage: mode 'arena' does not aggregate by Bradley–Terry"):
+    train_config.validate_config(c, check_devices=False)
 
 
 def test_a_rlvr_run_leaves_the_judge_unchecked():

@@ -143,3 +143,20 @@ def test_training_against_a_reasoning_style_judge(data_dir, tmp_path):
   rows = read_metrics(str(tmp_path))
   assert all(r["judge/groups"] == 4 for r in rows)  # a random policy: every group all-wrong, all judged
   assert all(r["judge/calls"] == 4 * EXPECTED_CALLS["arena_live"] and r["judge/failures"] == 0 for r in rows), rows
+
+
+@pytest.mark.parametrize("topology, shrinkage", [("live_info", 0.0), ("info_budget", 1.0)])
+def test_information_gain_topologies_train(topology, shrinkage, data_dir, coin_verifier, tmp_path):
+  """The information-gain schedules (issue 20) run in the trainer like any topology: arena_live's BT rewards
+  on their matches, live_info on the groups' arrival order, each judged group costing `expected_calls`;
+  with reward.bt_shrinkage the judged trajectories' advantages are scaled by factors in [0, 1]."""
+  c = smoke_config("arena_live", data_dir, topology=topology, bt_shrinkage=shrinkage)
+  train(c, str(tmp_path))
+  rows = read_metrics(str(tmp_path))
+  assert len(rows) == 2 and any(r["judge/groups"] > 0 for r in rows)
+  for r in rows:
+    assert r["judge/calls"] == r["judge/groups"] * arena.expected_calls(topology, 4) and r["judge/failures"] == 0
+    assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
+    assert ("judge/shrinkage" in r) == (shrinkage > 0 and r["judge/groups"] > 0)
+    if "judge/shrinkage" in r:
+      assert 0 <= r["judge/shrinkage"] <= 1  # random text: the embedded judge may call every match a tie

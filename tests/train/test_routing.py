@@ -46,10 +46,15 @@ def test_in_jit_advantages_equal_host_routing(name):
   np.testing.assert_allclose(np.asarray(adv), want, rtol=1e-5, atol=1e-6)
 
 
-def test_update_with_rewards_equals_update_with_host_advantages():
+@pytest.mark.parametrize("scaled", [False, True])
+def test_update_with_rewards_equals_update_with_host_advantages(scaled):
+  """With `scale` (reward.bt_shrinkage's factors on the judged groups) the update trains on Â·scale."""
   mode = rl.get_mode("arena_live")
   verifier, judge, judged, diverse = step_rewards()
+  scale = np.where(diverse[:, None], 1.0, np.random.default_rng(3).uniform(size=(B, G))).astype(np.float32)
   adv = np.asarray(rl.group_advantages(jnp.asarray(np.where(diverse[:, None], verifier, judge)))).reshape(-1)
+  if scaled:
+    adv = adv * scale.reshape(-1)
   params = models.pure_params(models.init_model(CONFIG, seed=0))
   optimizer = step_lib.make_optimizer(optim_config())
   kw = dict(temperature=1.0, micro_batches=2, use_reference=False)
@@ -61,7 +66,8 @@ def test_update_with_rewards_equals_update_with_host_advantages():
   # The rollout's own advantages are ignored: the update computes them from the rewards.
   got, got_m = routed(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer),
                       batch._replace(advantages=jnp.full(B * G, 123.0)), None,
-                      step_lib.StepRewards(verifier, np.where(diverse[:, None], np.nan, judge), judged), 0)
+                      step_lib.StepRewards(verifier, np.where(diverse[:, None], np.nan, judge), judged,
+                                           scale if scaled else None), 0)
   for g, w in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params)):
     np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
   np.testing.assert_allclose(got_m["loss"], want_m["loss"], rtol=1e-6)
