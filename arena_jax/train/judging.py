@@ -13,14 +13,16 @@ import asyncio
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from arena_jax import arena
 from arena_jax import judges
 from arena_jax.rl import RewardMode, Verdicts
+from arena_jax.train import transcripts as transcripts_lib
 
 
 @dataclasses.dataclass
@@ -32,6 +34,7 @@ class GroupJob:
   reference: str
   traces: Sequence[str]
   arrival_order: Sequence[int]
+  example: Any = None  # the task's `Example`, recorded in the transcripts (the process checker reads it)
 
 
 @dataclasses.dataclass
@@ -59,8 +62,9 @@ class JudgeOutcome:
 class JudgeRunner:
   """A judge on its own event loop thread (one long-lived loop: the client's sessions live on it)."""
 
-  def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int):
-    self.mode, self.seed = mode, seed
+  def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int,
+               transcripts: transcripts_lib.TranscriptWriter | None = None):
+    self.mode, self.seed, self.topology, self.transcripts = mode, seed, topology, transcripts
     self.scheduler = arena.SCHEDULERS[topology] if mode.judge_form == "pairwise" else None
     cfg = judge_config.copy_and_resolve_references()
     if mode.judge_form == "pairwise":
@@ -96,10 +100,12 @@ class JudgeRunner:
       tjobs.append(judges.TournamentJob(self.scheduler(g, **kwargs), job.problem, job.reference, job.traces,
                                         group_id=(step, job.index)))
     out = JudgeOutcome([j.index for j in jobs])
-    for run in await judges.run_tournaments(self.judge, tjobs):
+    for job, run in zip(jobs, await judges.run_tournaments(self.judge, tjobs)):
       out.verdicts.append(Verdicts(matches=run.scheduler.observed(), native_ranking=run.scheduler.native_ranking()))
       for _, _, r in run.results:
         out.count(r)
+      self._record(step, job, functools.partial(transcripts_lib.pairwise_group_row, self.judge, step + 1, job, run,
+                                                self.topology))
     return out
 
   async def _pointwise(self, step, jobs) -> JudgeOutcome:
@@ -112,7 +118,13 @@ class JudgeRunner:
       out.verdicts.append(Verdicts(scores=[r.score if r.ok else None for r in group]))
       for r in group:
         out.count(r)
+      self._record(step, job, functools.partial(transcripts_lib.pointwise_group_row, self.judge, step + 1, job, group))
     return out
+
+  def _record(self, step: int, job: GroupJob, build) -> None:
+    """Queues the group's transcript row when it is sampled; `build` runs on the writer thread."""
+    if self.transcripts is not None and self.transcripts.sampled(step + 1, job.index):
+      self.transcripts.put(build)
 
   def close(self) -> None:
     if self._loop.is_closed():
