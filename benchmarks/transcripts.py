@@ -8,12 +8,12 @@ trains `--steps` steps with transcripts off and on, alternately, `--rounds` time
 after one warm-up run (compilation). The step time is the median of `time/wall` (wall-clock between
 optimizer steps) over the steps after the first two of each run; the ratio on / off is the overhead.
 
-Writer: the writer thread's time per group row (serialised, compressed, written; the trace hygiene that
-builds a row from a finished tournament is not included), measured by writing the last "on" run's rows
-again, and their compressed size.
+Writer: the writer thread's time per group row (the trace hygiene that builds a row from a finished
+tournament, then serialising, compressing, writing), measured on the last "on" run's rows, its share of
+a step (all groups routed), and the rows' compressed size.
 
 The last line is JSON: step_s_off, step_s_on, ratio_on_off, calls_per_step, kib_per_call (compressed),
-writer_ms_per_group, and the sizes.
+writer_ms_per_group, writer_share_of_step, and the sizes.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ import time
 
 from benchmarks import common  # sets JAX_PLATFORMS=cpu before jax loads
 
-from arena_jax import tasks  # pylint: disable=g-bad-import-order
+from arena_jax import judges  # pylint: disable=g-bad-import-order
+from arena_jax import tasks
 from arena_jax.train import read_groups, read_metrics, train
 from arena_jax.train import transcripts as tr
 from arena_jax.train.config import mode_config
@@ -70,14 +71,21 @@ def main(argv=None) -> dict:
       calls += [r["judge/calls"] for r in rows]
       on_dir = workdir if name == "on" else on_dir
 
-  # The writer's own cost per group row: rebuild the last run's rows and write them again.
+  # The writer thread's cost per group row: the trace hygiene that builds a row (as `pairwise_group_row`
+  # does), then serialising, compressing and writing the last run's rows again.
   groups = list(read_groups(on_dir))
+  judge = judges.make_judge(_config(args, data_dir, 1.0, 1).judge, ["http://127.0.0.1:9"])  # never called
+  t0 = time.perf_counter()
+  for g in groups:
+    judge.clean_context(g["problem"], g["reference"])
+    [judge.clean(t) for t in g["traces"]]
+  hygiene_s = time.perf_counter() - t0
   writer = tr.TranscriptWriter(os.path.join(root, "rewrite"), fraction=1.0)
   t0 = time.perf_counter()
   for g in groups:
     writer.put(g)
   writer.close()
-  writer_s = time.perf_counter() - t0
+  writer_s = time.perf_counter() - t0 + hygiene_s
   files = tr._parts(tr.transcripts_dir(on_dir))  # pylint: disable=protected-access
   size = sum(os.path.getsize(f) for f in files)
   n_calls = sum(len(c["calls"]) for g in groups for c in g["matches"])
@@ -89,6 +97,8 @@ def main(argv=None) -> dict:
       "groups_written": len(groups), "kib_per_call": round(size / 1024 / max(n_calls, 1), 3),
       "mib_per_1000_steps": round(size / 1024 ** 2 / args.steps * 1000, 1),
       "writer_ms_per_group": round(1000 * writer_s / max(len(groups), 1), 3),
+      # the writer thread's work per step as a share of the step (it runs beside training, not in its path)
+      "writer_share_of_step": round(writer_s / max(len(groups), 1) * args.groups / off, 5),
       "shape": {"groups": args.groups, "group_size": args.group_size, "tokens": args.tokens},
   }
   common.print_table(["transcripts", "median step (s)", "ratio to off"],
