@@ -12,8 +12,9 @@ transcripts (`arena_jax.train.transcripts`), with the jinja2 templates of `templ
                        (order shown, verdict, the judge's answer and reasoning on expand), the fitted
                        Bradley–Terry strengths with their Laplace standard errors, the win rates, and the
                        rewards and advantages the policy was trained with; filters: judge failures only,
-                       upsets (the judge preferred the trace the process checker marks worse), BT / win-rate
-                       disagreement (Kendall τ below `DISAGREEMENT_TAU`).
+                       upsets (the judge preferred a trace the process checker rates worse in every
+                       respect: `_dominated`), BT / win-rate disagreement (Kendall τ below
+                       `DISAGREEMENT_TAU`).
 
 Nothing is fetched: styles and the few lines of script are inline, so a page opens from disk, and
 `render_step` returns one page's HTML for a notebook cell. The inputs are read crash-safely, so a report
@@ -141,9 +142,16 @@ def _process(task, example: dict | None, trace: str) -> dict:
             "note": s.note} for s in report.steps] or [{"text": trace, "mark": "", "note": ""}]
   summary = (f"{report.num_steps} steps, {report.num_invalid} invalid, {report.num_irrelevant} irrelevant, "
              f"answer {report.answer or 'none'} ({'right' if report.answer_correct else 'wrong'})")
-  # Higher is better: a right answer first, then fewer invalid and irrelevant steps.
+  # Each component: higher is better (`_dominated` compares them).
   score = (int(report.answer_correct), -report.num_invalid, -report.num_irrelevant - report.num_skipped)
   return {"steps": steps, "score": score, "summary": summary}
+
+
+def _dominated(a: tuple, b: tuple) -> bool:
+  """Whether the process checker rates trace `a` worse than `b` outright: no better in any respect (right
+  answer, invalid steps, irrelevant or skipped ones) and worse in one. Traces that trade one flaw for
+  another are not ordered: the judge's weighing of them is no upset."""
+  return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
 
 
 def _strengths(matches: list[dict], g: int) -> tuple[list, list, list]:
@@ -205,8 +213,9 @@ def _group_card(group: dict, decision: dict | None, task) -> dict:
       i, j = match["i"], match["j"]
       first, second = members[i]["process"]["score"], members[j]["process"]["score"]
       upset = False
-      if match["verdict"] in ("first", "second") and first is not None and second is not None and first != second:
-        upset = (match["verdict"] == "first") == (first < second)
+      if match["verdict"] in ("first", "second") and first is not None and second is not None:
+        winner, loser = (first, second) if match["verdict"] == "first" else (second, first)
+        upset = _dominated(winner, loser)
       card["upsets"] += upset
       card["failures"] += match["failure_reason"] is not None
       if match["outcome"] is not None:
@@ -224,10 +233,25 @@ def _group_card(group: dict, decision: dict | None, task) -> dict:
   return card
 
 
-def step_context(workdir: str, step: int, groups: Sequence[int] | None = None) -> dict:
-  judged = [g for g in tr.read_groups(workdir, step) if groups is None or g["group"] in groups]
-  step_rows = list(tr.read_steps(workdir, step))
-  row = step_rows[-1] if step_rows else None
+def _by_step(rows: Iterable[dict]) -> dict[int, dict]:
+  """{step: {"groups": [group rows], "step": the step row or None}} (a later row of a group replaces one
+  written before it)."""
+  out: dict[int, dict] = {}
+  for r in rows:
+    entry = out.setdefault(r.get("step"), {"groups": {}, "step": None})
+    if r.get("kind") == "group":
+      entry["groups"][r["group"]] = r
+    elif r.get("kind") == "step":
+      entry["step"] = r
+  return {s: {"groups": list(e["groups"].values()), "step": e["step"]} for s, e in out.items()}
+
+
+def step_context(workdir: str, step: int, groups: Sequence[int] | None = None, *, loaded: dict | None = None) -> dict:
+  """The data of a step page; `loaded` = `_by_step` of every row (read once for many pages)."""
+  entry = (loaded if loaded is not None else _by_step(tr.read_rows(workdir, step=step))).get(step)
+  entry = entry or {"groups": [], "step": None}
+  judged = [g for g in entry["groups"] if groups is None or g["group"] in groups]
+  row = entry["step"]
   if not judged and row is None:
     raise InspectError(f"no transcripts of step {step} in {tr.transcripts_dir(workdir)} (judge.transcripts = 0, "
                        "a step that judged nothing, or not written yet)")
@@ -245,18 +269,15 @@ def step_context(workdir: str, step: int, groups: Sequence[int] | None = None) -
 # ─────────────────────────────────────────── writing ───────────────────────────────────────────
 
 
-def transcript_steps(workdir: str) -> list[int]:
-  """The steps with any transcript row (group or step)."""
-  return sorted({r["step"] for r in tr.read_rows(workdir) if isinstance(r.get("step"), int)})
-
-
 def render_run(workdir: str, steps_with_pages: Iterable[int] = ()) -> str:
   return _env().get_template("run.html.j2").render(**run_context(workdir, steps_with_pages))
 
 
-def render_step(workdir: str, step: int, groups: Sequence[int] | None = None, *, run_link: bool = True) -> str:
+def render_step(workdir: str, step: int, groups: Sequence[int] | None = None, *, run_link: bool = True,
+                loaded: dict | None = None) -> str:
   """One step page's HTML (what a notebook shows with `IPython.display.HTML`)."""
-  return _env().get_template("step.html.j2").render(run_link=run_link, **step_context(workdir, step, groups))
+  return _env().get_template("step.html.j2").render(run_link=run_link,
+                                                    **step_context(workdir, step, groups, loaded=loaded))
 
 
 @dataclasses.dataclass
@@ -275,7 +296,8 @@ def write_report(workdir: str, output: str | None = None, *, steps: Sequence[int
   if not os.path.isdir(workdir):
     raise InspectError(f"--workdir {workdir!r} is not a directory")
   output = output or os.path.join(workdir, "inspect")
-  available = transcript_steps(workdir)
+  loaded = _by_step(tr.read_rows(workdir))  # read once: every page comes from it
+  available = sorted(s for s in loaded if isinstance(s, int))
   if steps is not None:
     missing = [s for s in steps if s not in available]
     if missing:
@@ -286,7 +308,7 @@ def write_report(workdir: str, output: str | None = None, *, steps: Sequence[int
   pages = {}
   for s in chosen:
     pages[s] = os.path.join(output, step_file(s))
-    _write(pages[s], render_step(workdir, s, groups))
+    _write(pages[s], render_step(workdir, s, groups, loaded=loaded))
   run_page = os.path.join(output, "index.html")
   _write(run_page, render_run(workdir, pages))
   return Report(output, run_page, pages)

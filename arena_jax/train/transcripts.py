@@ -111,6 +111,9 @@ class TranscriptWriter:
     try:
       self._queue.put_nowait(row)
     except queue.Full:
+      if not self.dropped:
+        logging.warning("judge transcripts: the writer thread is %d rows behind (a slow disk?): rows are dropped "
+                        "rather than slow training down (TranscriptWriter.dropped counts them)", self._queue.maxsize)
       self.dropped += 1
 
   def close(self) -> None:

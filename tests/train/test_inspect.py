@@ -115,6 +115,13 @@ def test_upsets_failures_and_escaping(tmp_path):
   assert "judge failures by reason" in run
 
 
+def test_an_upset_needs_a_trace_worse_in_every_respect():
+  dominated = inspector._dominated  # pylint: disable=protected-access
+  assert dominated((0, -1, 0), (1, 0, 0)) and dominated((1, -2, 0), (1, -1, 0))
+  assert not dominated((1, -2, 0), (0, 0, 0))  # a right answer with slips against a clean wrong one
+  assert not dominated((0, -1, -4), (0, -2, -2)) and not dominated((1, 0, 0), (1, 0, 0))
+
+
 def test_kendall_tau_and_disagreement():
   assert inspector.kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
   assert inspector.kendall_tau([1, 2, 3], [30, 20, 10]) == -1.0
