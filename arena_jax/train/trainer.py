@@ -536,6 +536,9 @@ def train(config, workdir: str) -> dict:
     trainer.transcripts = transcripts_lib.TranscriptWriter(
         workdir, fraction=c.judge.transcripts, seed=c.seed, max_bytes=c.judge.transcripts_max_mb << 20,
         start_step=start, session=session, host=jax.process_index())
+    if main:
+      trainer.transcripts.put(transcripts_lib.session_row(c.judge, mode=mode.name, topology=trainer.topology,
+                                                          start_step=start))
   progress = (tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
               if c.log.progress and main else None)
   last_end = time.perf_counter()

@@ -16,6 +16,10 @@ compressed data; parts are deleted oldest first once the host's total exceeds `j
          recorded group is always a whole tournament).
   step   one row per step (process 0): every group's router decision, verifier rewards, judge rewards,
          final rewards and advantages (what the policy was trained with).
+  session  one row when a run (or a resume) starts (process 0): the reward mode, topology, the judge's
+         request settings (model, temperature, max_tokens, seed, debias, margin, token budget, extra body)
+         and the template texts, so that a call's exact request is its template rendered with the texts
+         as shown plus these settings and the call's seed (`session_row`).
 
 Writing is off the training and judge threads: rows (or functions that build them from the judge's
 results) go into a bounded queue that a writer thread builds, serialises,
@@ -187,6 +191,20 @@ def _json_default(v):
 
 
 # ─────────────────────────────────────────── building rows ───────────────────────────────────────────
+
+_REQUEST_FIELDS = ("backend", "model", "temperature", "max_tokens", "seed", "debias", "margin", "token_budget",
+                   "tail_fraction", "template_dir", "extra_body")
+
+
+def session_row(judge_config, *, mode: str, topology: str | None, start_step: int) -> dict:
+  """The row that opens a session: what every request of the run was made of besides its texts and seed."""
+  templates = judges.load_templates(judge_config.template_dir)
+  settings = {k: judge_config[k] for k in _REQUEST_FIELDS}
+  if settings["extra_body"] is not None:
+    settings["extra_body"] = json.loads(json.dumps(dict(settings["extra_body"]), default=str))
+  return {"kind": "session", "start_step": int(start_step), "mode": mode, "topology": topology, "judge": settings,
+          "templates": {name: templates.texts[name] for name in ("pairwise", "pointwise")}}
+
 
 
 def call_record(call: judges.JudgeCall, kind: str, players: Sequence[int]) -> dict:

@@ -39,6 +39,19 @@ def test_a_run_records_every_judge_call_with_what_rejudging_needs(judged_run):
     assert {"A": "first", "B": "second", "tie": "tie"}[shown] == r["verdict"]
     assert r["prompt_tokens"] > 0 and r["latency_s"] >= 0 and r["http_requests"] == 1
   assert list(read_transcripts(judged_run, step=10**6)) == []
+  # The session row holds the rest of each request (settings and template texts).
+  (session,) = tr.read_rows(judged_run, kind="session")
+  assert session["mode"] == "arena_live" and session["judge"]["model"] == "arena-judge"
+  assert session["templates"]["pairwise"] == judges.load_templates("").texts["pairwise"]
+  # The order shown is the order the judge saw: the embedded judge quotes the end of trace A, then of B.
+  checked = 0
+  for r in rows:
+    a, b = (r["trace_second"], r["trace_first"]) if r["swapped"] else (r["trace_first"], r["trace_second"])
+    quoted = [line for line in r["answer"].splitlines() if " ends with: " in line]
+    if len(quoted) == 2 and a != b:
+      assert quoted[0][len('Trace A ends with: "'):-1] in a and quoted[1][len('Trace B ends with: "'):-1] in b
+      checked += 1
+  assert checked
 
 
 def test_transcripts_off_writes_nothing_and_a_fraction_samples_whole_groups(data_dir, coin_verifier, tmp_path):
