@@ -12,7 +12,9 @@ Writer: the writer thread's time per group row (the trace hygiene that builds a 
 tournament, then serialising, compressing, writing), measured on the last "on" run's rows, its share of
 a step (all groups routed), and the rows' compressed size.
 
-The last line is JSON: step_s_off, step_s_on, ratio_on_off, calls_per_step, kib_per_call (compressed),
+The last line is JSON: step_s_off, step_s_on, ratio_on_off, each run's median step time (their spread
+within one setting is the machine's noise: a ratio inside it measures nothing), calls_per_step,
+kib_per_call (compressed),
 writer_ms_per_group, writer_share_of_step, and the sizes.
 """
 from __future__ import annotations
@@ -62,12 +64,14 @@ def main(argv=None) -> dict:
   data_dir = os.path.join(root, "data")
   _run(args, root, data_dir, "warmup", 0.0, 2)
   walls = {"off": [], "on": []}
+  per_run = {"off": [], "on": []}  # each run's median: the spread between runs of one setting is the noise
   calls = []
   on_dir = None
   for k in range(args.rounds):
     for name, fraction in (("off", 0.0), ("on", 1.0)) if k % 2 == 0 else (("on", 1.0), ("off", 0.0)):
       workdir, rows = _run(args, root, data_dir, f"{name}{k}", fraction, args.steps)
       walls[name] += [r["time/wall"] for r in rows[2:]]
+      per_run[name].append(round(statistics.median(r["time/wall"] for r in rows[2:]), 3))
       calls += [r["judge/calls"] for r in rows]
       on_dir = workdir if name == "on" else on_dir
 
@@ -93,7 +97,7 @@ def main(argv=None) -> dict:
   off, on = statistics.median(walls["off"]), statistics.median(walls["on"])
   figures = {
       "step_s_off": round(off, 4), "step_s_on": round(on, 4), "ratio_on_off": round(on / off, 3),
-      "steps_measured": len(walls["on"]), "calls_per_step": round(statistics.mean(calls), 1),
+      "run_medians_off": per_run["off"], "run_medians_on": per_run["on"], "steps_measured": len(walls["on"]), "calls_per_step": round(statistics.mean(calls), 1),
       "groups_written": len(groups), "kib_per_call": round(size / 1024 / max(n_calls, 1), 3),
       "mib_per_1000_steps": round(size / 1024 ** 2 / args.steps * 1000, 1),
       "writer_ms_per_group": round(1000 * writer_s / max(len(groups), 1), 3),
