@@ -459,7 +459,6 @@ class Trainer:
                   "advantage": float(advantages[gb, i]), "judged": bool(judged[gb])})
     return out
 
-
   def step_row(self, pending: Pending, rewards: step_lib.StepRewards, row_rewards, row_advantages) -> dict:
     """The step's transcript row (`transcripts.read_steps`): every group's router decision and rewards."""
     batch = pending.batch
@@ -471,6 +470,7 @@ class Trainer:
               for b in range(batch.num_groups)]
     return {"kind": "step", "step": pending.step + 1, "mode": self.mode.name, "topology": self.topology,
             "task": self.config.tasks.train_task, "group_size": self.g, "groups": groups}
+
 
 
 def _failure_reasons(reasons) -> dict:
@@ -529,16 +529,8 @@ def train(config, workdir: str) -> dict:
   writer = MetricsWriter(workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard,
                          enabled=main)
   if mode.uses_judge and c.judge.transcripts > 0:
-    if main and not c.resume:
-      transcripts_lib.clear(workdir)  # a fresh run starts fresh transcripts, as it does a fresh metrics log
-    parallel.barrier("transcripts")
-    session = parallel.gather_json(int(time.time() * 1000))[0]  # one session name on every host
-    trainer.transcripts = transcripts_lib.TranscriptWriter(
-        workdir, fraction=c.judge.transcripts, seed=c.seed, max_bytes=c.judge.transcripts_max_mb << 20,
-        start_step=start, session=session, host=jax.process_index())
-    if main:
-      trainer.transcripts.put(transcripts_lib.session_row(c.judge, mode=mode.name, topology=trainer.topology,
-                                                          start_step=start))
+    trainer.transcripts = transcripts_lib.open_for_run(c, workdir, mode=mode.name, topology=trainer.topology,
+                                                       start_step=start)
   progress = (tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
               if c.log.progress and main else None)
   last_end = time.perf_counter()

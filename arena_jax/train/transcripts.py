@@ -46,9 +46,11 @@ import zlib
 from typing import Callable, Iterator, Sequence
 
 from absl import logging
+import jax
 import numpy as np
 
 from arena_jax import judges
+from arena_jax import parallel
 from arena_jax.arena.outcomes import Verdict
 
 DIRNAME = "transcripts"
@@ -180,6 +182,22 @@ class TranscriptWriter:
     while len(mine) > 1 and sum(sizes) > self.max_bytes:
       os.remove(mine.pop(0))
       sizes.pop(0)
+
+
+def open_for_run(config, workdir: str, *, mode: str, topology: str | None, start_step: int) -> TranscriptWriter:
+  """The writer of a training run (every host calls it): a fresh run clears an earlier run's transcripts;
+  every host's files carry one session name; process 0 writes the session row."""
+  main = parallel.is_main_process()
+  if main and not config.resume:
+    clear(workdir)  # a fresh run starts fresh transcripts, as it does a fresh metrics log
+  parallel.barrier("transcripts")
+  session = parallel.gather_json(int(time.time() * 1000))[0]  # process 0's clock names the session
+  writer = TranscriptWriter(workdir, fraction=config.judge.transcripts, seed=config.seed,
+                            max_bytes=config.judge.transcripts_max_mb << 20, start_step=start_step, session=session,
+                            host=jax.process_index())
+  if main:
+    writer.put(session_row(config.judge, mode=mode, topology=topology, start_step=start_step))
+  return writer
 
 
 def _json_default(v):
