@@ -29,8 +29,24 @@ demo: venv
 	$(PY) -m launch.demo
 
 # pytest exits 5 when it collects no tests; make treats any non-zero status as a failure.
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test chromium
 	$(PY) -m pytest
+
+# The inspector's browser test (tests/train/test_inspect_browser.py) loads its pages in headless Chromium: Debian's
+# `chromium`, installed here when missing and make runs as root with apt-get; otherwise the test is skipped and
+# says why.
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium (apt-get) for the inspector's browser test"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; } || \
+	    echo "could not install chromium: the browser test will be skipped"; \
+	else \
+	  echo "no chromium, and make is not root with apt-get: the browser test will be skipped"; \
+	fi
 
 # The reproduction study: every reward mode × 3 seeds from the same SFT base → docs/results/.
 reproduce: venv

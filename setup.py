@@ -25,6 +25,7 @@ INSTALL_REQUIRES = [
     "tensorboardx==2.6.5",
     "matplotlib==3.11.2",
     "aiohttp==3.14.5",
+    "jinja2==3.1.6",  # the inspector's HTML templates (arena_jax/report/templates)
 ]
 
 EXTRAS_REQUIRE = {
@@ -63,7 +64,7 @@ setup(
     description="Reasoning Arena in JAX: LLM-judge tournaments and Bradley-Terry rewards for reward-non-diverse RLVR groups.",
     packages=find_packages(include=["arena_jax", "arena_jax.*"]),
     python_requires=">=3.10",
-    package_data={"arena_jax.judges": ["templates/*.txt"]},
+    package_data={"arena_jax.judges": ["templates/*.txt"], "arena_jax.report": ["templates/*.html.j2"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
 )

@@ -67,6 +67,8 @@ def get_config(arg=None):
       temperature=0.0,        # the same question gets the same verdict (retries change the seed)
       max_tokens=2048,        # a verdict with its quoted evidence fits
       token_budget=4096,      # the demo's traces are short: none is cut
+      transcripts=1.0,        # every judge call on disk (launch.inspect renders them): small at this size
+      transcripts_max_mb=1024,  # a bound per host; the oldest transcript parts go first
   ))
 
   c.loss = ml_collections.ConfigDict(dict(

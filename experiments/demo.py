@@ -104,5 +104,7 @@ def format_summary(s: dict, ec) -> str:
                  f"judge calls {last.get('judge/calls', 0)}, judge failures {last.get('judge/failures', 0)}")
   if s.get("plot"):
     lines.append(f"training curves: {s['plot']}")
+    # the judge's transcripts of the same run, as HTML (docs/judges.md, "Transcripts and the inspector")
+    lines.append(f"what the judge did: python -m launch.inspect --workdir={os.path.dirname(s['plot'])}")
   lines.append(f"total {s['minutes']:.1f} min (SFT {'cached' if s['sft_cached'] else 'trained'})")
   return "\n".join(lines)

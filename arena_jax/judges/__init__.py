@@ -59,7 +59,7 @@ from arena_jax.judges.files import format_jury_metrics, judge_pairs_file, jury_f
 from arena_jax.judges.hygiene import count_tokens, neutralise, sanitize, truncate
 from arena_jax.judges.jury import Claim, Jury, JuryJudge, JuryVerdict
 from arena_jax.judges.metrics import balanced_f1, processbench_scores, processbench_step_truth, step_detection
-from arena_jax.judges.pairwise import JudgeResult, PairRequest, PairwiseJudge, derive_seed
+from arena_jax.judges.pairwise import JudgeCall, JudgeResult, PairRequest, PairwiseJudge, derive_seed
 from arena_jax.judges.pointwise import PointwiseJudge, ScoreRequest, ScoreResult
 from arena_jax.judges.prompts import (
     Templates,

@@ -196,6 +196,13 @@ JUDGE = cs.Section(dict(
     rubric_levels=field((0.0, 0.5, 1.0), "Pointwise rubric levels, normalised to [0, 1] (SPEC §7).", cs.satisfies(
         "≥ 2 distinct numbers", lambda v: len(v) >= 2 and len(set(v)) == len(v) and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in v), "≥ 2 distinct numbers")),
+    transcripts=field(1.0, "Share of judged groups whose every judge call is recorded in `<workdir>/transcripts/` "
+                      "(gzip JSONL: prompt texts, order shown, answer, reasoning, verdict, failure, latency, tokens, "
+                      "endpoint; read by `launch.inspect` and `arena_jax.train.read_transcripts`): 0 = off, 1 = all, "
+                      "in between = that fraction, sampled per group (docs/judges.md, \"Transcripts\").",
+                      cs.number(0, 1)),
+    transcripts_max_mb=field(1024, "Bound on each host's transcript files (compressed MB): the oldest parts are "
+                             "deleted beyond it.", cs.integer(1)),
     client=CLIENT,
     jury=JURY,
     server=SERVER,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from arena_jax.arena.outcomes import Verdict, check_margin, outcome_to_verdict, verdict_to_outcome
 from arena_jax.judges import hygiene
@@ -80,6 +80,8 @@ class JudgeResult:
   swapped: whether the second trace was shown as A (in `both` mode: the first call's order, False).
   usage: what the judge calls cost; in `both` mode the two orders are asked concurrently, so their
     counts add up and the latency is the slower call's (`Usage.parallel`).
+  calls: each call's `JudgeCall` (one, or two in `both` mode): what the judge was shown and said, for the
+    transcripts (`arena_jax.train.transcripts`).
   """
 
   outcome: float | None
@@ -91,10 +93,20 @@ class JudgeResult:
   swapped: bool = False
   usage: Usage = Usage()
   cached: bool = False
+  calls: tuple["JudgeCall", ...] = ()
 
   @property
   def ok(self) -> bool:
     return self.failure_reason is None
+
+
+class JudgeCall(NamedTuple):
+  """One request of a judgment: whether the canonical order was swapped when shown (the second trace as
+  A; always False for a pointwise score) and the client's `Completion` (answer, reasoning, parsed verdict
+  in the shown order, failure, usage, endpoint, seed)."""
+
+  swapped: bool
+  completion: Completion
 
 
 class BaseJudge:
@@ -111,6 +123,12 @@ class BaseJudge:
     """Trace hygiene (`hygiene.sanitize`): neutralised, and truncated to the token budget when `budget`."""
     return hygiene.sanitize(text or "", self.config.token_budget if budget else None,
                             tail_fraction=self.config.tail_fraction, delimiters=self.templates.delimiters)
+
+  def clean_context(self, problem: str, reference: str) -> tuple[str, str]:
+    """The problem and reference answer as the judge is shown them (no token budget; no reference reads
+    "(not given)")."""
+    return (self.clean(problem, budget=False),
+            self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN)
 
   async def close(self) -> None:
     await self.client.close()
@@ -140,8 +158,7 @@ class PairwiseJudge(BaseJudge):
   async def compare(self, problem: str, reference: str, trace_first: str, trace_second: str, *,
                     key: Any = None) -> JudgeResult:
     """Judges one pair; `outcome` = soft score of `trace_first` (SPEC §4), None if the judgment failed."""
-    problem = self.clean(problem, budget=False)
-    reference = self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN
+    problem, reference = self.clean_context(problem, reference)
     first, second = self.clean(trace_first), self.clean(trace_second)
     if key is None:
       key = text_key(problem, reference, first, second)
@@ -157,7 +174,8 @@ class PairwiseJudge(BaseJudge):
     totals = dict(usage=Usage.parallel(*(c.usage for c, _ in answers)), cached=all(c.cached for c, _ in answers),
                   raw="\n\n-----\n\n".join(c.content or "" for c, _ in answers),
                   reasoning="\n\n-----\n\n".join(c.reasoning or "" for c, _ in answers),
-                  swapped=answers[0][1] if len(answers) == 1 else False)
+                  swapped=answers[0][1] if len(answers) == 1 else False,
+                  calls=tuple(JudgeCall(swapped, c) for c, swapped in answers))
     failed = [c for c, _ in answers if not c.ok]
     if failed:
       return JudgeResult(None, None, failed[0].failure_reason, failed[0].failure_detail, **totals)

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from arena_jax.judges import prompts
 from arena_jax.judges.client import Completion
-from arena_jax.judges.pairwise import BaseJudge, derive_seed, settle, text_key
+from arena_jax.judges.pairwise import BaseJudge, JudgeCall, derive_seed, settle, text_key
 from arena_jax.judges.usage import Usage
 
 
@@ -40,6 +40,7 @@ class ScoreResult:
   flaws: tuple = ()
   usage: Usage = Usage()
   cached: bool = False
+  calls: tuple[JudgeCall, ...] = ()  # the request(s) behind it, for the transcripts
 
   @property
   def ok(self) -> bool:
@@ -48,7 +49,7 @@ class ScoreResult:
 
 def result_from_completion(c: Completion, score: float | None) -> ScoreResult:
   return ScoreResult(score, c.failure_reason, c.failure_detail, c.content or "", c.reasoning or "", (), c.usage,
-                     c.cached)
+                     c.cached, (JudgeCall(False, c),))
 
 
 class PointwiseJudge(BaseJudge):
@@ -63,8 +64,7 @@ class PointwiseJudge(BaseJudge):
     self._parse = functools.partial(prompts.parse_rating, levels=self.levels)
 
   async def score(self, problem: str, reference: str, trace: str, *, key: Any = None) -> ScoreResult:
-    problem = self.clean(problem, budget=False)
-    reference = self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN
+    problem, reference = self.clean_context(problem, reference)
     trace = self.clean(trace)
     if key is None:
       key = text_key(problem, reference, trace)

@@ -13,8 +13,9 @@ import asyncio
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from absl import logging
@@ -22,6 +23,7 @@ from absl import logging
 from arena_jax import arena
 from arena_jax import judges
 from arena_jax.rl import RewardMode, Verdicts
+from arena_jax.train import transcripts as transcripts_lib
 
 
 @dataclasses.dataclass
@@ -33,6 +35,7 @@ class GroupJob:
   reference: str
   traces: Sequence[str]
   arrival_order: Sequence[int]
+  example: Any = None  # the task's `Example`, recorded in the transcripts (the process checker reads it)
 
 
 @dataclasses.dataclass
@@ -62,8 +65,9 @@ class JudgeRunner:
   """A judge on its own event loop thread (one long-lived loop: the client's sessions live on it)."""
 
   def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int,
-               dedupe: bool = True):
+               dedupe: bool = True, transcripts: transcripts_lib.TranscriptWriter | None = None):
     self.mode, self.seed, self.dedupe = mode, seed, dedupe
+    self.topology, self.transcripts = topology, transcripts
     self.scheduler = arena.SCHEDULERS[topology] if mode.judge_form == "pairwise" else None
     cfg = judge_config.copy_and_resolve_references()
     if mode.judge_form == "pairwise":
@@ -115,19 +119,21 @@ class JudgeRunner:
       tjobs.append(judges.TournamentJob(self.scheduler(nodes.count, **kwargs), job.problem, job.reference,
                                         [job.traces[r] for r in nodes.representatives], group_id=(step, job.index)))
     runs = iter(await judges.run_tournaments(self.judge, tjobs))
-    for nodes in groups:
-      if nodes.count < 2:
+    for job, nodes in zip(jobs, groups):
+      run = next(runs) if nodes.count >= 2 else None
+      if run is None:
         out.verdicts.append(Verdicts(matches=_NO_MATCHES, native_ranking=np.zeros(g), copies=nodes.copies))
-        continue
-      run = next(runs)
-      f, s, o = run.scheduler.observed()
-      reps = np.asarray(nodes.representatives, np.int32)
-      out.verdicts.append(Verdicts(
-          matches=(reps[f], reps[s], o),
-          native_ranking=arena.tournaments.average_ranks(list(run.scheduler.native_scores()[nodes.node_of])),
-          copies=None if nodes.count == g else nodes.copies))
-      for _, _, r in run.results:
-        out.count(r)
+      else:
+        f, s, o = run.scheduler.observed()
+        reps = np.asarray(nodes.representatives, np.int32)
+        out.verdicts.append(Verdicts(
+            matches=(reps[f], reps[s], o),
+            native_ranking=arena.tournaments.average_ranks(list(run.scheduler.native_scores()[nodes.node_of])),
+            copies=None if nodes.count == g else nodes.copies))
+        for _, _, r in run.results:
+          out.count(r)
+      self._record(step, job, functools.partial(transcripts_lib.pairwise_group_row, self.judge, step + 1, job, run,
+                                                self.topology, nodes.representatives, nodes.node_of))
     return out
 
   async def _pointwise(self, step, jobs) -> JudgeOutcome:
@@ -143,7 +149,14 @@ class JudgeRunner:
       out.calls_saved += len(job.traces) - nodes.count
       for r in group:
         out.count(r)
+      self._record(step, job, functools.partial(transcripts_lib.pointwise_group_row, self.judge, step + 1, job, group,
+                                                nodes.representatives, nodes.node_of))
     return out
+
+  def _record(self, step: int, job: GroupJob, build) -> None:
+    """Queues the group's transcript row when it is sampled; `build` runs on the writer thread."""
+    if self.transcripts is not None and self.transcripts.sampled(step + 1, job.index):
+      self.transcripts.put(build)
 
   def close(self) -> None:
     if self._loop.is_closed():

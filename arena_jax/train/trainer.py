@@ -44,6 +44,7 @@ from arena_jax.tokenizer import SentencePieceTokenizer
 from arena_jax.errors import UserError, WorkdirError
 from arena_jax.train import judging
 from arena_jax.train import sharding as train_sharding
+from arena_jax.train import transcripts as transcripts_lib
 from arena_jax.train import step as step_lib
 from arena_jax.train.checkpoint import Checkpointer
 from arena_jax.train.config import validate_config
@@ -226,6 +227,7 @@ class Trainer:
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
                                      cleanup_tmp=True)
     self.judge_runner: judging.JudgeRunner | None = None
+    self.transcripts: transcripts_lib.TranscriptWriter | None = None  # train() opens it (judge.transcripts > 0)
     self.outage_steps = 0  # consecutive steps in which every judge call failed
     self.history: list[dict] = []
 
@@ -325,7 +327,7 @@ class Trainer:
       order = np.lexsort((np.arange(self.g), local.completion_step[i * self.g:(i + 1) * self.g]))  # arrival
       ex = local.examples[i]
       jobs.append(judging.GroupJob(self.block.start + int(i), ex.question, self.task.reference_answer(ex),
-                                   local.texts[i * self.g:(i + 1) * self.g], order))
+                                   local.texts[i * self.g:(i + 1) * self.g], order, ex))
     pending.judgment = self.judge_runner.submit(pending.step, jobs, self.g)
 
   def rewards(self, pending: Pending) -> tuple[step_lib.StepRewards, dict]:
@@ -426,8 +428,11 @@ class Trainer:
     t1 = time.perf_counter()
     m.update(self.update(pending, rewards))
     t2 = time.perf_counter()
-    samples = self.samples(pending, np.asarray(rewards.judged), m.pop("rows/rewards"), m.pop("rows/advantages"))
+    row_rewards, row_advantages = m.pop("rows/rewards"), m.pop("rows/advantages")
+    samples = self.samples(pending, np.asarray(rewards.judged), row_rewards, row_advantages)
     m.update(self.process_metrics(pending.local))
+    if self.transcripts is not None and parallel.is_main_process():
+      self.transcripts.put(self.step_row(pending, rewards, row_rewards, row_advantages))
     batch, gen = pending.batch, pending.generation
     v = batch.verifier
     m.update({
@@ -462,6 +467,19 @@ class Trainer:
                   "verifier": float(local.verifier[b, i]), "reward": float(rewards[gb, i]),
                   "advantage": float(advantages[gb, i]), "judged": bool(judged[gb])})
     return out
+
+  def step_row(self, pending: Pending, rewards: step_lib.StepRewards, row_rewards, row_advantages) -> dict:
+    """The step's transcript row (`transcripts.read_steps`): every group's router decision and rewards."""
+    batch = pending.batch
+    routed = self.mode.select(batch.diverse) if self.mode.uses_judge else np.zeros(batch.num_groups, bool)
+    judge_r, judged = np.asarray(rewards.judge), np.asarray(rewards.judged)
+    groups = [{"group": b, "diverse": bool(batch.diverse[b]), "routed": bool(routed[b]), "judged": bool(judged[b]),
+               "verifier": batch.verifier[b].tolist(), "judge": judge_r[b].tolist(),
+               "reward": np.asarray(row_rewards[b]).tolist(), "advantage": np.asarray(row_advantages[b]).tolist()}
+              for b in range(batch.num_groups)]
+    return {"kind": "step", "step": pending.step + 1, "mode": self.mode.name, "topology": self.topology,
+            "task": self.config.tasks.train_task, "group_size": self.g, "groups": groups}
+
 
 
   def process_metrics(self, local: Batch) -> dict:
@@ -533,6 +551,9 @@ def train(config, workdir: str) -> dict:
   main = parallel.is_main_process()
   writer = MetricsWriter(workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard,
                          enabled=main)
+  if mode.uses_judge and c.judge.transcripts > 0:
+    trainer.transcripts = transcripts_lib.open_for_run(c, workdir, mode=mode.name, topology=trainer.topology,
+                                                       start_step=start)
   progress = (tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
               if c.log.progress and main else None)
   last_end = time.perf_counter()
@@ -565,7 +586,7 @@ def train(config, workdir: str) -> dict:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
         trainer.judge_runner = judging.JudgeRunner(c.judge, parallel.host_judge_urls(urls), mode,
                                                    topology=trainer.topology, seed=c.seed,
-                                                   dedupe=c.reward.dedupe_traces)
+                                                   dedupe=c.reward.dedupe_traces, transcripts=trainer.transcripts)
       pending = None  # generated, judged in the background, not yet applied
       for step in range(start, c.num_steps):
         current = trainer.generate(step)
@@ -582,6 +603,8 @@ def train(config, workdir: str) -> dict:
   finally:
     if trainer.judge_runner is not None:
       trainer.judge_runner.close()
+    if trainer.transcripts is not None:
+      trainer.transcripts.close()  # after the judge: its last groups are queued by then
     if progress is not None:
       progress.close()
     writer.close()

@@ -58,6 +58,10 @@ def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   assert len(images) >= 2, "the BT-reward bars and the RL curves are plotted inline"
   assert "go to the judge" in text and "judge calls (live: 3G−6 = 18, round robin: 28)" in text
   assert "samples with a non-zero advantage" in text
+  # The inspector's step page inline: one card per judged group shown (at most three), one row per match.
+  pages = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {}) and "group-card" in o["data"]["text/html"]]
+  assert len(pages) == 1 and 1 <= pages[0].count('<section class="group-card"') <= 3 and '<tr class="match' in pages[0]
+  assert "run page: " in text
   for step in range(1, 9):  # the RL run's per-step lines (RL_STEPS = 8)
     assert f"step {step:2d}  accuracy" in text
   metrics = tmp_path / "work" / "rl_arena_live" / "metrics.jsonl"

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from arena_jax import tasks
-from arena_jax.train import Checkpointer, read_metrics, train
+from arena_jax.train import Checkpointer, read_metrics, read_steps, read_transcripts, train
 from tests.parallel.conftest import NEEDS_8
 from tests.parallel.multihost_train_config import coin_verify, config
 from tests.parallel.test_multihost import run_two_processes
@@ -54,6 +54,14 @@ def test_two_hosts_train_like_one(tmp_path, monkeypatch):
     np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-4, atol=1e-6)
     routed += a["judge/groups"]
   assert routed > 0  # the judge path ran (not only verifier rewards)
+  # The judge transcripts: each host wrote its own groups' calls; together, across the stop and the resume (the
+  # resumed session supersedes what the stopped one wrote after its checkpoint), they are the one process's.
+  calls = lambda d: sorted((r["step"], r["group"], r["i"], r["j"], r["verdict"]) for r in read_transcripts(d))
+  assert calls(str(tmp_path / "two")) == calls(str(tmp_path / "one")) and len(calls(str(tmp_path / "one"))) > 0
+  hosts = {os.path.basename(p).split("-")[2] for p in os.listdir(tmp_path / "two" / "transcripts")}
+  assert hosts == {"h000", "h001"}
+  steps = lambda d: [(s["step"], [g["routed"] for g in s["groups"]]) for s in read_steps(d)]
+  assert steps(str(tmp_path / "two")) == steps(str(tmp_path / "one"))
   one_state = _state(tmp_path / "one", 3)
   # The two-host checkpoint names devices of that run: restore it onto this process's layout.
   target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), one_state)

@@ -29,6 +29,7 @@ class LengthJudge:
 def runner(mode, topology, dedupe=True):
   r = object.__new__(judging.JudgeRunner)  # no event-loop thread, no server: the judge is the fake above
   r.mode, r.seed, r.dedupe, r.judge = rl.get_mode(mode), 0, dedupe, LengthJudge()
+  r.topology, r.transcripts = topology, None
   r.scheduler = arena.SCHEDULERS[topology] if topology else None
   return r
 
