@@ -16,5 +16,13 @@ from arena_jax.rl.cispo import (
     completion_mask,
     metric_values,
 )
-from arena_jax.rl.aggregation import AGGREGATORS, Verdicts, register_aggregator
-from arena_jax.rl.modes import REWARD_MODES, JudgeAll, RewardMode, Routed, get_mode, register_mode
+from arena_jax.rl.aggregation import AGGREGATOR_FORMS, AGGREGATORS, Verdicts, register_aggregator
+from arena_jax.rl.modes import (
+    REWARD_MODES,
+    JudgeAll,
+    RewardMode,
+    Routed,
+    aggregation_problem,
+    get_mode,
+    register_mode,
+)

@@ -5,7 +5,8 @@
 | `rlvr`               | verifier        | verifier (Â = 0)                | none       |
 | `rlvr_dapo`          | verifier        | discarded, batch refilled (DAPO)| none       |
 | `rlaif`              | pointwise judge | pointwise judge                 | pointwise  |
-| `arenarl`            | tournament      | tournament                      | pairwise (ArenaRL topology + rank quantile, no routing) |
+| `arenarl`            | tournament      | tournament                      | pairwise (ArenaRL's own: seeded single elimination + rank quantile) |
+| `arenarl_baseline`   | tournament      | tournament                      | pairwise (the paper's ArenaRL baseline, seed 000: round robin + win rate) |
 | `adaptive_pointwise` | verifier        | pointwise judge                 | pointwise  |
 | `arena`              | verifier        | round-robin win rate            | pairwise   |
 | `arena_live`         | verifier        | live tournament + BT            | pairwise   |
@@ -24,16 +25,20 @@ that is imported before the config is validated:
       judge_form = "pairwise"
       topology = "swiss"
       aggregation = "bt"
+
+`reward.topology` and `reward.aggregation` replace a pairwise mode's tournament and aggregation
+independently of each other (`get_mode(name, aggregation=...)`).
 """
 from __future__ import annotations
 
+import copy
 from typing import ClassVar, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
 from arena_jax.rl.advantages import EPS_STD, group_advantages, route_rewards
-from arena_jax.rl.aggregation import AGGREGATORS, Verdicts
+from arena_jax.rl.aggregation import AGGREGATOR_FORMS, AGGREGATORS, Verdicts
 
 JUDGE_FORMS = (None, "pairwise", "pointwise")
 
@@ -139,16 +144,44 @@ def register_mode(cls: type[RewardMode]) -> type[RewardMode]:
   if cls.judge_form is not None and cls.aggregation not in AGGREGATORS and cls.aggregate is RewardMode.aggregate:
     raise ValueError(f"mode {name!r}: aggregation must be one of {sorted(AGGREGATORS)} (or define aggregate), "
                      f"got {cls.aggregation!r}")
+  if cls.aggregation in AGGREGATORS and AGGREGATOR_FORMS[cls.aggregation] != cls.judge_form:
+    raise ValueError(f"mode {name!r}: aggregation {cls.aggregation!r} reads {AGGREGATOR_FORMS[cls.aggregation]} "
+                     f"verdicts, the mode's judge form is {cls.judge_form!r}")
   if cls.judge_form == "pairwise" and not cls.topology:
     raise ValueError(f"mode {name!r}: a pairwise mode names its default topology")
   REWARD_MODES[name] = cls()
   return cls
 
 
-def get_mode(name: str) -> RewardMode:
+def get_mode(name: str, *, aggregation: str = "") -> RewardMode:
+  """The registered mode `name`; with `aggregation` (`reward.aggregation`), a copy of it whose judge rewards
+  come from that aggregation instead of its own (which must read the mode's judge form)."""
   if name not in REWARD_MODES:
     raise ValueError(f"unknown reward.mode {name!r}; choose one of {sorted(REWARD_MODES)}")
-  return REWARD_MODES[name]
+  mode = REWARD_MODES[name]
+  if not aggregation or aggregation == mode.aggregation:
+    return mode
+  problem = aggregation_problem(mode, aggregation)
+  if problem:
+    raise ValueError(f"reward.aggregation: {problem}")
+  mode = copy.copy(mode)
+  mode.aggregation = aggregation  # an instance attribute: the registered mode keeps its own
+  return mode
+
+
+def aggregation_problem(mode: RewardMode, aggregation: str) -> str | None:
+  """Why `aggregation` cannot replace `mode`'s own (None when it can): the config check's message."""
+  if aggregation not in AGGREGATORS:
+    return f"unknown aggregation {aggregation!r}; choose one of {sorted(AGGREGATORS)}"
+  if mode.judge_form is None:
+    return f"mode {mode.name!r} calls no judge; leave aggregation empty"
+  if type(mode).aggregate is not RewardMode.aggregate:
+    return f"mode {mode.name!r} defines its own aggregate(); leave aggregation empty"
+  if AGGREGATOR_FORMS[aggregation] != mode.judge_form:
+    usable = sorted(a for a, f in AGGREGATOR_FORMS.items() if f == mode.judge_form)
+    return (f"{aggregation!r} reads {AGGREGATOR_FORMS[aggregation]} verdicts but mode {mode.name!r} is "
+            f"{mode.judge_form}; use one of {usable}")
+  return None
 
 
 # ──────────────────────────────────────── the paper's modes ────────────────────────────────────────
@@ -180,14 +213,26 @@ class Rlaif(JudgeAll):
 
 @register_mode
 class ArenaRL(JudgeAll):
-  """ArenaRL (SPEC §5): a seeded single-elimination tournament for every group, ranked by the
-  topology's own rule; r_i = 1 − rank_i/(G − 1), whose group advantage is ArenaRL's z-scored rank
-  quantile (`rl.rank_quantile_advantages`)."""
+  """ArenaRL's own method (SPEC §5, seed 001): a seeded single-elimination tournament for every group,
+  ranked by the topology's own rule; r_i = 1 − rank_i/(G − 1), whose group advantage is ArenaRL's
+  z-scored rank quantile (`rl.rank_quantile_advantages`)."""
 
   name = "arenarl"
   judge_form = "pairwise"
   topology = "seeded_single_elimination"
   aggregation = "rank_quantile"
+
+
+@register_mode
+class ArenaRLBaseline(JudgeAll):
+  """ArenaRL as the Reasoning Arena paper defines its baseline (seed 000, §5 "ArenaRL [34]"): Reasoning
+  Arena's round-robin tournament applied to every group, win-rate rewards, no adaptive routing — `arena`
+  without the router, so that comparing the two ablates routing (SPEC §7)."""
+
+  name = "arenarl_baseline"
+  judge_form = "pairwise"
+  topology = "round_robin"
+  aggregation = "win_rate"
 
 
 @register_mode

@@ -80,11 +80,18 @@ RUN = cs.Section(dict(
     reward=cs.Section(dict(
         mode=field("arena_live", "The reward mode (SPEC §7; docs/reward_modes.md).",
                    cs.one_of(lambda: sorted(reward_modes.REWARD_MODES), noun="mode")),
-        topology=field("", "Tournament topology replacing the mode's own (arena: round_robin, arena_live: live, "
+        topology=field("", "Tournament topology replacing the mode's own (arena, arenarl_baseline: round_robin, arena_live: live, "
                        "arenarl: seeded_single_elimination). Pairwise modes only.",
                        cs.one_of(lambda: sorted(arena.SCHEDULERS), noun="topology",
                                  valid=lambda: '"" or one of ' + ", ".join(sorted(arena.SCHEDULERS))),
                        when=lambda reward: bool(reward.topology)),
+        aggregation=field("", "Aggregation of the judge's verdicts replacing the mode's own, independently of "
+                          "the topology (`rl.AGGREGATORS`: win_rate, bt, rank_quantile for pairwise modes; "
+                          "pointwise for pointwise ones). E.g. arenarl with topology round_robin and "
+                          "aggregation win_rate is the paper's ArenaRL baseline (`arenarl_baseline`).",
+                          cs.one_of(lambda: sorted(reward_modes.AGGREGATORS), noun="aggregation",
+                                    valid=lambda: '"" or one of ' + ", ".join(sorted(reward_modes.AGGREGATORS))),
+                          when=lambda reward: bool(reward.aggregation)),
         max_gen_batches=field(8, "Modes with dynamic sampling (`rlvr_dapo`, DAPO): generation batches per step "
                               "before the run stops with an error saying so.", cs.integer(1)),
         bt_l2=field(arena.DEFAULT_L2, "λ, the L2 penalty of the Bradley–Terry fit (SPEC §6).",
@@ -203,6 +210,15 @@ def _topology_needs_a_tournament(c, report):
   mode = reward_modes.get_mode(c.reward.mode)
   if c.reward.topology and mode.judge_form != "pairwise":
     report("reward.topology", f"mode {c.reward.mode!r} has no tournament; leave topology empty")
+
+
+@RUN.rule
+def _aggregation_reads_the_modes_verdicts(c, report):
+  """reward.aggregation reads the verdicts the mode's judge form produces (matches or rubric scores)."""
+  if c.reward.aggregation:
+    problem = reward_modes.aggregation_problem(reward_modes.get_mode(c.reward.mode), c.reward.aggregation)
+    if problem:
+      report("reward.aggregation", problem)
 
 
 @RUN.rule

@@ -187,7 +187,7 @@ class Trainer:
 
   def __init__(self, config, workdir: str):
     self.config, self.workdir = config, workdir
-    self.mode = rl.get_mode(config.reward.mode)
+    self.mode = rl.get_mode(config.reward.mode, aggregation=config.reward.aggregation)
     self.topology = config.reward.topology or self.mode.topology
     r = config.rollout
     self.b, self.g = r.prompts_per_step, r.group_size

@@ -59,6 +59,10 @@ def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
     ("reward.std_ddof", 4, r"config\.reward\.std_ddof: must be in \[0, group_size\) = \[0, 4\), got 4"),
     ("init.policy_dir", "runs/x", r"config\.init: set exactly one of"),
     ("reward.topology", "swiss", None),  # a pairwise mode may replace its topology
+    ("reward.aggregation", "win_rate", None),  # and, independently, its aggregation
+    ("reward.aggregation", "pointwise", r"config\.reward\.aggregation: 'pointwise' reads pointwise verdicts but "
+                                        r"mode 'arena_live' is pairwise; use one of \['bt', 'rank_quantile', 'win_rate'\]"),
+    ("reward.aggregation", "mean", r"config\.reward\.aggregation: .*'mean'"),
 ])
 def test_field_and_cross_field_checks(path, value, match):
   c = train_config.mode_config("arena_live", "smoke")
@@ -72,6 +76,13 @@ def test_field_and_cross_field_checks(path, value, match):
   else:
     with pytest.raises(ValueError, match=match):
       train_config.validate_config(c, check_devices=False)
+
+
+def test_an_aggregation_needs_a_judged_mode():
+  c = train_config.mode_config("rlvr", "smoke")
+  c.reward.aggregation = "win_rate"
+  with pytest.raises(ValueError, match=r"config\.reward\.aggregation: mode 'rlvr' calls no judge"):
+    train_config.validate_config(c, check_devices=False)
 
 
 def test_a_rlvr_run_leaves_the_judge_unchecked():

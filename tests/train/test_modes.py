@@ -11,7 +11,8 @@ from arena_jax.train import read_metrics, train
 from tests.train.conftest import smoke_config
 
 EXPECTED_CALLS = {  # judge calls per judged group of G = 4 with no failures (SPEC §5)
-    "arena_live": 3 * 4 - 6, "arena": 4 * 3 // 2, "arenarl": 2 * 4 - 2, "rlaif": 4, "adaptive_pointwise": 4,
+    "arena_live": 3 * 4 - 6, "arena": 4 * 3 // 2, "arenarl": 2 * 4 - 2, "arenarl_baseline": 4 * 3 // 2, "rlaif": 4,
+    "adaptive_pointwise": 4,
 }
 
 
@@ -30,7 +31,7 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
       assert key in r, key
     fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
     np.testing.assert_allclose(fractions, 1.0, atol=1e-6)
-    judged_expected = {"rlaif": 4, "arenarl": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
+    judged_expected = {"rlaif": 4, "arenarl": 4, "arenarl_baseline": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
     if not rl.get_mode(mode).uses_judge:
       assert "judge/calls" not in r
     else:
