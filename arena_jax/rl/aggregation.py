@@ -1,7 +1,7 @@
 """How a group's judgments become judge rewards r_judge [G] (SPEC §5–§7), selected by name.
 
 An aggregation takes the verdicts of the judged groups that got at least one successful judgment and
-returns one row of judge rewards per group. Groups with no successful judgment never reach it: the
+returns one row of judge rewards per group; NaN marks a member left out of its group's statistics. Groups with no successful judgment never reach it: the
 reward mode fills them with a constant row (zero advantage; SPEC §4: a failure is dropped, never a tie).
 Each aggregation reads one judge form's verdicts (`AGGREGATOR_FORMS`: tournament matches or rubric
 scores); `reward.aggregation` may replace a mode's own by any of the same form, independently of the
@@ -93,9 +93,7 @@ def rank_quantile(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndar
 
 @register_aggregator("pointwise", form="pointwise")
 def pointwise(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndarray:
-  """The rubric scores (SPEC §7); a member whose judgment failed takes its group's mean (zero advantage)."""
-  out = np.empty((len(verdicts), group_size))
-  for k, v in enumerate(verdicts):
-    mean = float(np.mean([s for s in v.scores if s is not None]))
-    out[k] = [mean if s is None else s for s in v.scores]
-  return out
+  """The rubric scores (SPEC §7); NaN for a member whose judgment failed: it is left out of its group's
+  mean and std and gets zero advantage (`RewardMode.advantages`). Imputing the group's mean instead would
+  shrink the std the others are scaled by (SPEC §4: a failure is dropped)."""
+  return np.asarray([[np.nan if s is None else s for s in v.scores] for v in verdicts], float).reshape(-1, group_size)

@@ -55,7 +55,8 @@ class RewardMode:
     aggregation: the name of the aggregation (`AGGREGATORS`) that turns verdicts into judge rewards.
     dynamic_sampling: DAPO — keep only reward-diverse groups and generate more until the batch is full.
     fill: the judge reward of every member of a group with no successful judgment (any constant
-      gives zero advantage; 1/2 is the neutral reward).
+      gives zero advantage; 1/2 is the neutral reward). A member of a partly judged group whose own
+      judgment failed has judge reward NaN: left out of the group's statistics (`advantages`).
   """
 
   name: ClassVar[str] = ""
@@ -99,9 +100,16 @@ class RewardMode:
     return verifier
 
   def advantages(self, verifier, judge, judged, *, ddof: int = 0, eps: float = EPS_STD):
-    """(rewards r̃ [B, G], advantages Â [B, G]): Â is the group advantage of r̃ (SPEC §1)."""
+    """(rewards r̃ [B, G], advantages Â [B, G]): Â is the group advantage of r̃ (SPEC §1).
+
+    A NaN judge reward (a member whose judgment failed, e.g. a pointwise score) is left out of its
+    group's mean and std and gets Â = 0; its returned r̃ is the mean of the others (for the logs)."""
     rewards = self.combine(verifier, judge, judged)
-    return rewards, group_advantages(rewards, ddof=ddof, eps=eps)
+    valid = ~jnp.isnan(rewards)
+    adv = group_advantages(rewards, ddof=ddof, eps=eps, valid=valid)
+    kept = jnp.where(valid, rewards, 0.0)
+    mean = kept.sum(-1, keepdims=True) / jnp.maximum(valid.sum(-1, keepdims=True), 1)
+    return jnp.where(valid, rewards, mean), adv
 
 
 class Routed(RewardMode):

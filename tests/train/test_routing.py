@@ -140,3 +140,24 @@ def test_an_aggregation_of_the_other_judge_form_is_refused():
     rl.get_mode("arenarl", aggregation="pointwise")
   with pytest.raises(ValueError, match=r"'bt' reads pairwise verdicts but mode 'rlaif' is pointwise"):
     rl.get_mode("rlaif", aggregation="bt")
+
+
+@pytest.mark.parametrize("name", ["rlaif", "adaptive_pointwise"])
+def test_a_failed_pointwise_judgment_is_left_out_of_its_groups_statistics(name):
+  """A member whose rubric judgment failed gets Â = 0, and the others' advantages are those of the group
+  without it (imputing the group's mean would shrink the std they are divided by: SPEC §4)."""
+  mode = rl.get_mode(name)
+  scores = [[1.0, 0.0, None, 0.5], [None, None, None, None], [0.0, 1.0, 1.0, 0.5], [None, 1.0, 1.0, 1.0]]
+  judge, ok = mode.aggregate([rl.Verdicts(scores=s) for s in scores], G, l2=0.1, solver="newton")
+  np.testing.assert_array_equal(ok, [True, False, True, True])
+  verifier = np.zeros((B, G), np.float32)  # all wrong: every group non-diverse, so routed modes judge all
+  rewards, adv = mode.advantages(verifier, judge.astype(np.float32), np.ones(B, bool))
+  rewards, adv = np.asarray(rewards), np.asarray(adv)
+  assert np.isfinite(rewards).all() and np.isfinite(adv).all()
+  np.testing.assert_allclose(adv[0, [0, 1, 3]], rl.group_advantages(jnp.asarray([1.0, 0.0, 0.5])), atol=1e-5)
+  assert adv[0, 2] == 0 and rewards[0, 2] == pytest.approx(0.5)  # the others' mean, for the logs
+  imputed = rl.group_advantages(jnp.asarray([1.0, 0.0, 0.5, 0.5]))
+  assert not np.allclose(adv[0, [0, 1, 3]], np.asarray(imputed)[[0, 1, 3]], atol=1e-3)
+  np.testing.assert_array_equal(adv[1], 0.0)  # no judgment at all: the fill, zero advantage
+  np.testing.assert_allclose(adv[2], rl.group_advantages(jnp.asarray([0.0, 1.0, 1.0, 0.5])), atol=1e-5)
+  np.testing.assert_array_equal(adv[3], 0.0)  # the judged members agree: no signal, whatever the failure
