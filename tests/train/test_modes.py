@@ -126,3 +126,21 @@ def test_training_against_a_reasoning_style_judge(data_dir, tmp_path):
   rows = read_metrics(str(tmp_path))
   assert all(r["judge/groups"] == 4 for r in rows)  # a random policy: every group all-wrong, all judged
   assert all(r["judge/calls"] == 4 * EXPECTED_CALLS["arena_live"] and r["judge/failures"] == 0 for r in rows), rows
+
+
+def test_training_with_the_jury_backend(data_dir, tmp_path):
+  """rlaif with judge.backend=jury: every trajectory is audited by three jurors and a consolidator
+  (4 calls), and the jury's severity score is the reward (SPEC §8)."""
+  c = smoke_config("rlaif", data_dir)
+  c.judge.backend, c.num_steps = "jury", 1
+  assert c.judge.jury.num_jurors == 3 and c.judge.jury.mode == "consolidation"
+  c.log.samples_per_step = 16
+  train(c, str(tmp_path))
+  (row,) = read_metrics(str(tmp_path))
+  judged = 4  # rlaif judges every group
+  assert row["judge/groups"] == judged and row["judge/failures"] == 0
+  assert row["judge/calls"] == judged * 4 * (3 + 1)
+  samples = [json.loads(l) for l in (tmp_path / "samples.jsonl").read_text().splitlines()]
+  rewards = [r["reward"] for r in samples if r["judged"]]
+  assert len(rewards) == 4 * judged and all(0.0 <= x <= 1.0 for x in rewards)
+  assert all(math.isfinite(r["advantage"]) for r in samples)
