@@ -162,6 +162,7 @@ class Jury:
     start = loop.time()
     budget = self.config.token_budget
     if isinstance(trace, str):
+      trace = tasks.trace_view(trace, self.config.trace_view)  # a policy's thinking removed by default
       steps = tasks.split_steps(self._clean(trace, budget)) or [self._clean(trace, budget)]
     else:
       # Given steps (ProcessBench) keep their boundaries; over budget, they share it evenly.

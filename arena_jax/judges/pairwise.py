@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 from typing import Any, Sequence
 
+from arena_jax import tasks
 from arena_jax.arena.outcomes import Verdict, check_margin, outcome_to_verdict, verdict_to_outcome
 from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
@@ -112,6 +113,11 @@ class BaseJudge:
     return hygiene.sanitize(text or "", self.config.token_budget if budget else None,
                             tail_fraction=self.config.tail_fraction, delimiters=self.templates.delimiters)
 
+  def trace(self, text: str) -> str:
+    """What the judge is shown of a policy completion: its `judge.trace_view` (`tasks.trace_view`: the
+    thinking block removed by default, SPEC §9), cleaned."""
+    return self.clean(tasks.trace_view(text or "", self.config.trace_view))
+
   async def close(self) -> None:
     await self.client.close()
 
@@ -142,7 +148,7 @@ class PairwiseJudge(BaseJudge):
     """Judges one pair; `outcome` = soft score of `trace_first` (SPEC §4), None if the judgment failed."""
     problem = self.clean(problem, budget=False)
     reference = self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN
-    first, second = self.clean(trace_first), self.clean(trace_second)
+    first, second = self.trace(trace_first), self.trace(trace_second)
     if key is None:
       key = text_key(problem, reference, first, second)
     if self.debias == "both":

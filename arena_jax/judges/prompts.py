@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 from arena_jax.arena.outcomes import Verdict
 from arena_jax.judges import hygiene
-from arena_jax.tasks import IMPACTS
+from arena_jax.tasks import IMPACTS, thinking
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(__file__), "templates")
 
@@ -199,27 +199,9 @@ def split_reasoning(content: str | None, reasoning: str | None = None, finish_re
   thinking and the answer truncated. Trace hygiene defuses these tags inside traces, so a judge that
   quotes a trace cannot open or close a block by doing so.
   """
-  content = content or ""
-  answer: list[str] = []
-  thought: list[str] = [reasoning] if reasoning else []
-  depth, start = 0, 0
-  for m in _THINK_TAG.finditer(content):
-    if not m.group(1):
-      if depth == 0:
-        answer.append(content[start:m.start()])
-        start = m.end()
-      depth += 1
-    elif depth:
-      depth -= 1
-      if depth == 0:
-        thought.append(content[start:m.start()])
-        start = m.end()
-    else:
-      thought.append("".join(answer) + content[start:m.start()])
-      answer, start = [], m.end()
-  (thought if depth else answer).append(content[start:])
-  return Answer("".join(answer).strip(), "\n\n".join(t.strip() for t in thought if t.strip()),
-                bool(depth) or finish_reason == "length")
+  split = thinking.split_thinking(content, tags=_THINK_TAG)
+  thought = [t for t in (reasoning, split.thinking) if t and t.strip()]
+  return Answer(split.visible, "\n\n".join(t.strip() for t in thought), split.unclosed or finish_reason == "length")
 
 
 def read_answer(parse: Callable[[str], Any], content: str | None, reasoning: str | None = None,

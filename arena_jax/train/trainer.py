@@ -130,6 +130,7 @@ class Generation:
   trajectories: int = 0      # samples generated, every host's
   tokens: int = 0            # their completion tokens
   correct: float = 0.0       # the sum of their verifier rewards
+  unclosed_thinking: int = 0  # of them, those that ended inside a thinking block (no visible answer)
   sample_s: float = 0.0
   verify_s: float = 0.0
 
@@ -311,6 +312,9 @@ class Trainer:
     part.verifier = np.asarray(self.task.verify_batch(answers, part.texts), np.float32).reshape(-1, self.g)
     part.diverse = np.asarray(rl.is_diverse(part.verifier))
     gen.correct += float(parallel.host_sum(np.asarray(part.verifier.sum(), np.float64)))
+    # A completion cut while thinking has no answer (reward 0, `tasks.extract_answer`): counted.
+    unclosed = sum(tasks.split_thinking(t).unclosed for t in part.texts)
+    gen.unclosed_thinking += int(parallel.host_sum(np.asarray(unclosed, np.int64)))
     return part
 
   # ── judge → rewards ──
@@ -431,6 +435,7 @@ class Trainer:
         "gen/batches": gen.batches, "gen/trajectories": gen.trajectories,
         "gen/tokens": gen.tokens, "gen/tokens_trained": int(batch.lengths.sum()),
         "gen/tokens_per_s": float(gen.tokens / max(gen.sample_s, 1e-9)),
+        "gen/unclosed_thinking": gen.unclosed_thinking,
         "time/sample": gen.sample_s, "time/verify": gen.verify_s, "time/update": t2 - t1,
         # The learning rate of the step's last update, from the optimizer's own schedule.
         "lr": float(self.schedule((pending.step + 1) * self.config.optim.minibatches - 1)),

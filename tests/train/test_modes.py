@@ -27,7 +27,7 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
     assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
     for key in ("accuracy", "groups/all_correct", "groups/all_wrong", "groups/diverse", "adv/l1",
                 "adv/nonzero_fraction", "clip_fraction", "ratio", "entropy", "loss", "time/judge_wait",
-                "gen/batches", "gen/trajectories", "response_length"):
+                "gen/batches", "gen/trajectories", "gen/unclosed_thinking", "response_length"):
       assert key in r, key
     fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
     np.testing.assert_allclose(fractions, 1.0, atol=1e-6)
