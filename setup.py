@@ -25,6 +25,10 @@ INSTALL_REQUIRES = [
     "tensorboardx==2.6.5",
     "matplotlib==3.11.2",
     "aiohttp==3.14.5",
+    # Checkpoints' chat templates (`arena_jax.chat_template`, tasks.prompt_format = "chat"); ≥ 3.1.6 for the
+    # sandbox fixes transformers also requires; MarkupSafe is its dependency.
+    "jinja2==3.1.6",
+    "markupsafe==3.0.4",
 ]
 
 EXTRAS_REQUIRE = {
