@@ -112,3 +112,28 @@ def test_named_templates_use_the_default(tmp_path):
   (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": [{"name": "x", "template": "t"}]}))
   with pytest.raises(chat_template.ChatTemplateError, match="no 'default'"):
     chat_template.load_chat_template(tmp_path)
+
+
+def test_tasks_render_prompts_through_the_chat_template(built):
+  transformers = pytest.importorskip("transformers")
+  from arena_jax import tasks  # pylint: disable=g-import-not-at-top
+
+  cfg = tasks.default_config()
+  example = tasks.Example(uid="0", question="Compute 3 + 4.", answer="7")
+  qwen = tok.load_tokenizer(built["qwen3"])
+  task = tasks.get_task("arithmetic", cfg)
+  assert not task.chat and task.prompt_texts([example], qwen) == [task.prompt(example)]  # plain: as before
+  cfg.prompt_format, cfg.system_prompt = "chat", SYSTEM["content"]
+  cfg.chat_template_kwargs = {"enable_thinking": False}
+  tasks.validate_config(cfg)
+  task = tasks.get_task("arithmetic", cfg)
+  (text,) = task.prompt_texts([example], qwen)
+  ref = transformers.AutoTokenizer.from_pretrained(str(built["qwen3"]))
+  assert text == ref.apply_chat_template([SYSTEM, {"role": "user", "content": task.prompt(example)}], tokenize=False,
+                                         add_generation_prompt=True, enable_thinking=False)
+  assert task.chat and text.endswith("<think>\n\n</think>\n\n")
+  cfg.system_prompt = ""
+  assert "system" not in tasks.get_task("arithmetic", cfg).prompt_texts([example], qwen)[0]
+  cfg.prompt_format = "html"
+  with pytest.raises(ValueError, match=r"prompt_format: must be one of \('plain', 'chat'\)"):
+    tasks.validate_config(cfg)

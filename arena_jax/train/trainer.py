@@ -290,8 +290,8 @@ class Trainer:
   def _sample(self, examples, rng, gen: Generation) -> Batch:
     """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
     pad_id = self.policy.tokenizer.pad_id
-    prompts = self.policy.tokenizer.encode_batch([self.task.prompt(e) for e in examples],
-                                                 add_bos=self.policy.add_bos)
+    tok = self.policy.tokenizer
+    prompts = tok.encode_batch(self.task.prompt_texts(examples, tok), add_bos=self.policy.add_bos and not self.task.chat)
     tokens, lengths = self.sampler.pad_prompts(prompts)
     tokens, lengths = parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
     out = parallel.gather(self.sampler(self.sampler.shard_params(self.state.params), (tokens, lengths), rng))
