@@ -17,4 +17,6 @@ SLICES = POD_SLICES  # add a topology here (a copy of the dict) to try another s
 
 
 def get_config(arg=None):
-  return pod_config(arg, model="qwen3_8b", hf_path="/mnt/disks/models/Qwen3-8B", source="configs/real_qwen3_8b.py", slices=SLICES)
+  # Qwen3 thinks at length by default; 2048 new tokens hold concise visible reasoning, not a thinking block.
+  return pod_config(arg, model="qwen3_8b", hf_path="/mnt/disks/models/Qwen3-8B", source="configs/real_qwen3_8b.py",
+                    slices=SLICES, chat_template_kwargs={"enable_thinking": False})

@@ -299,14 +299,20 @@ POD_SLICES = {
 }
 
 
+MATH_SYSTEM_PROMPT = ("Solve the problem step by step, concisely. End with the final answer on its own line as "
+                      "'Answer: <answer>'.")
+
+
 def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
-               slices: dict = POD_SLICES) -> ml_collections.ConfigDict:
+               slices: dict = POD_SLICES, chat_template_kwargs: dict | None = None) -> ml_collections.ConfigDict:
   """Reasoning Arena-Live at the paper's scale (SPEC §9) on the TPU slice `topology` (a key of `slices`).
 
   Shared by configs/real_*.py, which differ only in the policy: `model` (the named `ModelConfig` that
   launch/aot_compile.py compiles) and `hf_path` (its checkpoint). 64 prompts × G = 8 samples of up to
   2048 new tokens per step, prompts padded to 1024 tokens. Paths and URLs are placeholders of the shape
-  of the real ones, overridden on the command line. `source` names the config file in errors.
+  of the real ones, overridden on the command line. `source` names the config file in errors. Prompts go
+  through the checkpoint's own chat template with a math system prompt (`chat_template_kwargs`, e.g.
+  Qwen3's `enable_thinking`, reach the template).
   """
   topology = topology or "v5p:2x2x2"
   if topology not in slices:
@@ -323,6 +329,10 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   c.tasks.jsonl.train_path = "/mnt/disks/data/stem_rl_train.jsonl"
   c.tasks.jsonl.test_path = "/mnt/disks/data/aime_2025.jsonl"
   c.tasks.jsonl.num_workers = 16
+  # Instruct checkpoints are prompted in their own chat format (tokenizer_config.json / chat_template.jinja).
+  c.tasks.prompt_format = "chat"
+  c.tasks.system_prompt = MATH_SYSTEM_PROMPT
+  c.tasks.chat_template_kwargs = chat_template_kwargs
 
   # The judge: DeepSeekMath-V2 (SPEC §9) behind vLLM or SGLang, one URL per server (docs/tpu.md).
   c.judge.urls = ("http://judge-0:8000/v1", "http://judge-1:8000/v1")
