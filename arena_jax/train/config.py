@@ -314,6 +314,9 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   through the checkpoint's own chat template with a math system prompt (`chat_template_kwargs`, e.g.
   Qwen3's `enable_thinking`, reach the template).
   """
+  if topology == "smoke":
+    return real_smoke(pod_config(None, model=model, hf_path=hf_path, source=source, slices=slices,
+                                 chat_template_kwargs=chat_template_kwargs))
   topology = topology or "v5p:2x2x2"
   if topology not in slices:
     raise ValueError(f"{source}: no settings for topology {topology!r}; use one of {sorted(slices)} "
@@ -349,6 +352,24 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   # What launch/aot_compile.py compiles: the named model of the checkpoint and the prompt bucket.
   c.aot = RUN.entries["aot"].defaults()
   c.aot.update(dict(model=model, topology=topology))
+  return c
+
+
+def real_smoke(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A real-size run config (`pod_config`) at smoke size, every code path kept: the HF checkpoint import
+  (`init.hf_path`: point it at a tiny checkpoint of the same architecture), its chat template, JSONL math
+  data verified by math-verify (`tasks.jsonl.*_path`), the judge client over HTTP (the embedded judge
+  server when `judge.urls` is ()), the sharded trainer (tensor 2 × FSDP over the other devices: CPU devices
+  with `XLA_FLAGS=--xla_force_host_platform_device_count=4` or more). 2 steps of 4 prompts × 4 samples."""
+  c.judge.urls = ()
+  c.judge.model = judges_config.DEFAULT_MODEL  # the embedded server serves only this name
+  c.judge.token_budget, c.judge.max_tokens, c.judge.client.concurrency = 1024, 1024, 16
+  c.tasks.jsonl.num_workers = 1
+  c.rollout.update(dict(prompts_per_step=4, group_size=4, max_new_tokens=16))
+  c.optim.update(dict(micro_batches=1, minibatches=1, warmup_steps=1))
+  c.num_steps, c.checkpoint.every = 2, 2
+  c.mesh = parallel.mesh_config(1, -1, 2)
+  c.log.progress = c.log.tensorboard = c.log.plot = False
   return c
 
 
