@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from arena_jax import models, sampling
+from tests.models.conftest import random_init
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -72,17 +73,6 @@ def assert_parity(hf_model, model):
     np.testing.assert_array_equal(np.asarray(out.tokens[i]), expected.numpy())
 
 
-def _random_init(model, seed):
-  torch.manual_seed(seed)
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      if name.endswith("norm.weight"):
-        p.uniform_(0.5, 1.5)
-      else:
-        p.normal_(0.0, 0.25)
-  return model
-
-
 @pytest.mark.parametrize("tied", [True, False])
 def test_mistral3_conditional_generation_imports_its_text_decoder(tmp_path, tied):
   """The paper's policy's architecture: a Pixtral vision tower and projector (skipped) around a ministral3
@@ -93,7 +83,8 @@ def test_mistral3_conditional_generation_imports_its_text_decoder(tmp_path, tied
   vision = transformers.PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                             num_attention_heads=2, head_dim=16, image_size=32, patch_size=8)
   hf_config = transformers.Mistral3Config(vision_config=vision, text_config=text, tie_word_embeddings=tied)
-  hf_model = _random_init(transformers.Mistral3ForConditionalGeneration(hf_config).eval(), seed=4)
+  torch.manual_seed(4)
+  hf_model = random_init(transformers.Mistral3ForConditionalGeneration(hf_config).eval())
   if tied:
     hf_model.tie_weights()
   hf_model.save_pretrained(tmp_path)
