@@ -53,8 +53,9 @@ RUN = cs.Section(dict(
         policy_dir=field("", "Start from a policy directory written by SFT (`train_sft`) or `save_policy`. Exactly "
                          "one of `policy_dir`, `hf_path`, `random_model` must be set; `configs/arith_*.py` set "
                          "`policy_dir = \"runs/sft_demo\"` (`make demo`'s SFT policy).", valid='path or ""'),
-        hf_path=field("", "Start from a local Hugging Face checkpoint directory (Llama / Mistral / Qwen3 "
-                      "`ForCausalLM`: config.json, safetensors, tokenizer.json or tokenizer.model).",
+        hf_path=field("", "Start from a local Hugging Face checkpoint directory (Llama / Mistral / Qwen3 / "
+                      "Ministral3 `ForCausalLM`, or `Mistral3ForConditionalGeneration`'s text decoder; FP8 "
+                      "dequantised: `models.load_hf`): config.json, safetensors, tokenizer.json or tokenizer.model.",
                       valid='path or ""'),
         random_model=field("", "Tests and smoke runs: a randomly initialised named model (e.g. \"tiny\") with a "
                            "SentencePiece tokenizer trained on the task corpus.",
