@@ -25,7 +25,11 @@ INSTALL_REQUIRES = [
     "tensorboardx==2.6.5",
     "matplotlib==3.11.2",
     "aiohttp==3.14.5",
-    "jinja2==3.1.6",  # the inspector's HTML templates (arena_jax/report/templates)
+    # The inspector's HTML templates (arena_jax/report/templates) and checkpoints' chat templates
+    # (`arena_jax.chat_template`, tasks.prompt_format = "chat"); ≥ 3.1.6 for the sandbox fixes transformers
+    # also requires; MarkupSafe is its dependency.
+    "jinja2==3.1.6",
+    "markupsafe==3.0.4",
 ]
 
 EXTRAS_REQUIRE = {

@@ -22,6 +22,7 @@ from typing import Iterable, Protocol, Sequence
 import numpy as np
 import sentencepiece as spm
 
+from arena_jax import chat_template
 from arena_jax import fileio
 
 PAD_ID, EOS_ID, BOS_ID, UNK_ID = 0, 1, 2, 3
@@ -41,11 +42,29 @@ class Tokenizer(Protocol):
 
 
 class _Common:
-  """encode_batch / decode_batch / check_vocab on top of encode / decode."""
+  """encode_batch / decode_batch / check_vocab / apply_chat_template on top of encode / decode."""
 
   pad_id: int
   eos_id: int
   vocab_size: int
+  chat_template: str | None = None  # the checkpoint's Jinja chat template (HF tokenizers that ship one)
+  special_tokens: dict[str, str] = {}  # bos_token, eos_token, … as text, for the chat template
+  path: str = ""
+
+  def apply_chat_template(self, messages: Sequence[dict], *, add_generation_prompt: bool = True,
+                          **template_kwargs) -> str:
+    """`messages` ([{"role": "system" | "user" | "assistant", "content": …}, …]) rendered by the checkpoint's
+    own chat template as transformers renders it (`arena_jax.chat_template`); `template_kwargs` reach the
+    template (e.g. `enable_thinking=False` for Qwen3). Tokenize the result without adding a BOS: the
+    template writes its own."""
+    if not self.chat_template:
+      raise chat_template.ChatTemplateError(
+          f"the tokenizer {self.path or type(self).__name__} has no chat template (neither "
+          f"{chat_template.TEMPLATE_FILE} nor a chat_template entry in tokenizer_config.json); use "
+          "tasks.prompt_format = 'plain'")
+    return chat_template.render(self.chat_template, messages, add_generation_prompt=add_generation_prompt,
+                                special=self.special_tokens, source=f"chat template of {self.path}",
+                                **template_kwargs)
 
   def encode_batch(self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False,
                    max_length: int | None = None, truncate: str = "right") -> tuple[np.ndarray, np.ndarray]:
@@ -193,15 +212,15 @@ class HFTokenizer(_Common):
     special = {}
     config_file = directory / "tokenizer_config.json"
     if config_file.exists():
-      config = json.loads(config_file.read_text())
-      for key in ("bos_token", "eos_token", "pad_token"):
-        value = config.get(key)
-        special[key] = value.get("content") if isinstance(value, dict) else value
+      special = chat_template.special_tokens(json.loads(config_file.read_text()))
+    self.chat_template = chat_template.load_chat_template(directory)
     self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
     self.bos_id = self._find(bos_token or special.get("bos_token"), self._BOS, required=False)
     self.eos_id = self._find(eos_token or special.get("eos_token"), self._EOS, required=True)
     pad = self._find(pad_token or special.get("pad_token"), self._PAD, required=False)
     self.pad_id = self.eos_id if pad is None else pad
+    # The template's special-token variables are the config's own, as transformers passes them.
+    self.special_tokens = special
 
   def _find(self, token, candidates, required):
     for t in ([token] if token else []) + list(candidates):

@@ -47,6 +47,7 @@ def get_config(arg=None):
   c.reward = ml_collections.ConfigDict(dict(
       mode="arena_live",      # diverse groups keep the verifier; non-diverse ones go to live tournaments
       topology="",            # the mode's own: `live` (3G − 6 judge calls per group, SPEC §5)
+      aggregation="",         # the mode's own: `bt` (Bradley–Terry, SPEC §6); independent of the topology
       max_gen_batches=8,      # only modes with dynamic sampling generate more than one batch per step
       bt_l2=0.1,              # λ of the Bradley–Terry fit: finite strengths even for a player that never lost
       bt_solver="newton",     # the objective is strictly convex for λ > 0: Newton is exact in a few steps

@@ -10,6 +10,11 @@ memory `launch/aot_compile.py` reports (docs/tpu.md). Everything else is `arena_
 the same on every slice and for every policy. Paths and URLs are placeholders of the same shape as the
 real ones: override them on the command line (`--config.init.hf_path=…`,
 `--config.judge.urls='("http://judge-0:8000/v1",)'`).
+
+`:smoke` keeps every code path of the real run at smoke size (`arena_jax.train.config.real_smoke`): HF import
+of a tiny checkpoint of the same architecture (`--config.init.hf_path`), its chat template, JSONL data with
+math-verify, the judge client over HTTP, the sharded trainer; 2 steps on ≥ 4 CPU devices
+(tests/train/test_real_smoke.py builds the checkpoint and runs it).
 """
 from arena_jax.train.config import POD_SLICES, pod_config
 

@@ -10,6 +10,11 @@ memory `launch/aot_compile.py` reports (docs/tpu.md). Everything else is `arena_
 the same on every slice and for every policy. Paths and URLs are placeholders of the same shape as the
 real ones: override them on the command line (`--config.init.hf_path=…`,
 `--config.judge.urls='("http://judge-0:8000/v1",)'`).
+
+`:smoke` keeps every code path of the real run at smoke size (`arena_jax.train.config.real_smoke`): HF import
+of a tiny checkpoint of the same architecture (`--config.init.hf_path`), its chat template, JSONL data with
+math-verify, the judge client over HTTP, the sharded trainer; 2 steps on ≥ 4 CPU devices
+(tests/train/test_real_smoke.py builds the checkpoint and runs it).
 """
 from arena_jax.train.config import POD_SLICES, pod_config
 
@@ -17,4 +22,6 @@ SLICES = POD_SLICES  # add a topology here (a copy of the dict) to try another s
 
 
 def get_config(arg=None):
-  return pod_config(arg, model="qwen3_8b", hf_path="/mnt/disks/models/Qwen3-8B", source="configs/real_qwen3_8b.py", slices=SLICES)
+  # Qwen3 thinks at length by default; 2048 new tokens hold concise visible reasoning, not a thinking block.
+  return pod_config(arg, model="qwen3_8b", hf_path="/mnt/disks/models/Qwen3-8B", source="configs/real_qwen3_8b.py",
+                    slices=SLICES, chat_template_kwargs={"enable_thinking": False})

@@ -257,20 +257,24 @@ def _fmt(v):
 
 
 def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 10.0,
-          stop_after_step: int | None = None, timeout_s: float | None = None,
+          stop_after_step: int | None = None, timeout_s: float | None = None, follow: bool | None = None,
           evaluate_fn: Callable[[str, int, object], dict] = evaluate_step, tensorboard: bool = True) -> list[dict]:
   """Evaluates every new checkpoint of `workdir` once; returns the rows written by this call.
 
-  Stops when a step ≥ `stop_after_step` has been evaluated, or after `timeout_s` without one, or
-  (with neither) when no unevaluated checkpoint is left.
+  `follow` (`launch.eval --watch`; default: on when a stop condition is given) keeps polling every
+  `poll_s` seconds for new checkpoints until a step ≥ `stop_after_step` has been evaluated, or `timeout_s`
+  passed without a new one, or, with neither, until stopped: Ctrl-C (or SIGTERM in `launch.eval`) ends
+  the watch cleanly, keeping every row written. Without `follow`: one pass over the unevaluated checkpoints.
   """
+  if follow is None:
+    follow = stop_after_step is not None or timeout_s is not None
   out_dir = out_dir or os.path.join(workdir, "eval")
   os.makedirs(out_dir, exist_ok=True)
   done = evaluated_steps(out_dir)
   written, last_progress = [], time.monotonic()
   writer = None
   try:
-    while True:
+    while True:  # one pass, then (following) a poll
       todo = [s for s in checkpoint_steps(workdir) if s not in done]
       for step in todo:
         results = evaluate_fn(workdir, step, config)
@@ -293,13 +297,15 @@ def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 1
           for bench, rows in samples.items():
             writer.add_text(f"eval/{bench}/samples", samples_markdown(rows), step)
         fileio.atomic_write(os.path.join(out_dir, TABLE_FILE), markdown_table(read_results(out_dir)))
-      if stop_after_step is not None and any(s >= stop_after_step for s in done):
-        break
-      if stop_after_step is None and timeout_s is None:
+      if not follow or (stop_after_step is not None and any(s >= stop_after_step for s in done)):
         break
       if timeout_s is not None and time.monotonic() - last_progress > timeout_s:
         break
       time.sleep(poll_s)
+  except KeyboardInterrupt:
+    if not follow:
+      raise
+    logging.warning("watch stopped by an interrupt after %d new checkpoint(s)", len(written))
   finally:
     if writer is not None:
       writer.close()

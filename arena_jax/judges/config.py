@@ -18,7 +18,7 @@ from arena_jax import config_schema as cs
 from arena_jax.config_schema import field
 from arena_jax.judges.client import EXTRA_BODY_CHECK
 from arena_jax.judges.hostile import HOSTILE_KINDS
-from arena_jax.tasks import IMPACTS
+from arena_jax.tasks import IMPACTS, TRACE_VIEWS
 
 BACKEND_NAMES = ("pairwise", "pointwise", "jury")
 DEBIAS_MODES = ("none", "random", "both")
@@ -188,6 +188,11 @@ JUDGE = cs.Section(dict(
                      "itself, e.g. `{\"chat_template_kwargs\": {\"enable_thinking\": True}}` (vLLM / SGLang, "
                      "Qwen3). On the command line a Python dict literal or JSON text, quoted (docs/judges.md). "
                      "None = nothing added.", cs.optional(EXTRA_BODY_CHECK), placeholder=object),
+    trace_view=field("visible", "What the judge sees of a reasoning policy's completion (`tasks.trace_view`): "
+                     "`visible` = its thinking block (`<think>…</think>`, `[THINK]…[/THINK]`) removed, the concise "
+                     "visible reasoning of SPEC §9; `full` = as generated, thinking included; `summary_only` = the "
+                     "last paragraph of the visible part. A completion that ended inside its thinking shows a "
+                     "marker saying it has no visible answer.", cs.one_of(TRACE_VIEWS)),
     token_budget=field(4096, "Approximate tokens kept per trace; a longer trace keeps its head and tail with a "
                        "marker saying how much was cut.", cs.integer(16)),
     tail_fraction=field(0.25, "Share of the budget kept from the end of a truncated trace.", cs.number(0, 0.9)),

@@ -17,7 +17,8 @@ Phase 2 — `config.jury.mode`:
   consolidation  one judge (the consolidator: `jury.consolidator`, else the first juror) sees the
                  content and all Phase-1 verdicts and merges them (`consolidation.txt`);
   deliberation   a moderator (same default) that never sees the problem or the trace runs a debate:
-                 Phase-1 flaws become claims (one per step; flaws about the whole trace by text), a
+                 Phase-1 flaws become claims (alike descriptions of one step's flaw merged, different
+                 flaws on a step kept apart; flaws about the whole trace by text), a
                  claim's raisers agree with it, the others have no position yet. Each turn the
                  moderator (`moderator.txt`) picks a juror and the unsettled claims it should address,
                  or stops; the juror (`debate.txt`) states agree / disagree with an argument. A claim
@@ -161,6 +162,7 @@ class Jury:
     start = loop.time()
     budget = self.config.token_budget
     if isinstance(trace, str):
+      trace = tasks.trace_view(trace, self.config.trace_view)  # a policy's thinking removed by default
       steps = tasks.split_steps(self._clean(trace, budget)) or [self._clean(trace, budget)]
     else:
       # Given steps (ProcessBench) keep their boundaries; over budget, they share it evenly.
@@ -195,19 +197,12 @@ class Jury:
     return verdict
 
   def _claims(self, verdict: JuryVerdict, active: list[int]) -> list[Claim]:
-    """Phase-1 flaws grouped into claims: one per first step referenced, whole-trace flaws by text."""
-    claims: dict[str, Claim] = {}
-    for a, j in enumerate(active):
-      for flaw in verdict.phase1[j]:
-        refs = flaw["statement_refs"]
-        group = refs[0] if refs else "global:" + flaw["what_went_wrong"].lower()
-        if group not in claims:
-          claims[group] = Claim(f"C{len(claims) + 1}", dict(flaw), {b: None for b in range(len(active))})
-        claim = claims[group]
-        claim.stances[a] = True
-        if severity(flaw["impact"]) > severity(claim.flaw["impact"]):
-          claim.flaw["impact"] = flaw["impact"]
-    return sorted(claims.values(), key=lambda c: _step_order(c.flaw))
+    """Phase-1 flaws grouped into claims (`prompts.group_flaws`: jurors describing one flaw of a step
+    alike share a claim; different flaws on one step stay apart), their raisers agreeing."""
+    claims = []
+    for k, (flaw, raisers) in enumerate(prompts.group_flaws([verdict.phase1[j] for j in active])):
+      claims.append(Claim(f"C{k + 1}", flaw, {b: (True if b in raisers else None) for b in range(len(active))}))
+    return sorted(claims, key=lambda c: _step_order(c.flaw))
 
   def _vote(self, verdict: JuryVerdict, active: list[int]) -> list[dict]:
     quorum = self.quorum(len(active))

@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 from typing import Any, NamedTuple, Sequence
 
+from arena_jax import tasks
 from arena_jax.arena.outcomes import Verdict, check_margin, outcome_to_verdict, verdict_to_outcome
 from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
@@ -130,6 +131,11 @@ class BaseJudge:
     return (self.clean(problem, budget=False),
             self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN)
 
+  def trace(self, text: str) -> str:
+    """What the judge is shown of a policy completion: its `judge.trace_view` (`tasks.trace_view`: the
+    thinking block removed by default, SPEC §9), cleaned."""
+    return self.clean(tasks.trace_view(text or "", self.config.trace_view))
+
   async def close(self) -> None:
     await self.client.close()
 
@@ -159,7 +165,7 @@ class PairwiseJudge(BaseJudge):
                     key: Any = None) -> JudgeResult:
     """Judges one pair; `outcome` = soft score of `trace_first` (SPEC §4), None if the judgment failed."""
     problem, reference = self.clean_context(problem, reference)
-    first, second = self.clean(trace_first), self.clean(trace_second)
+    first, second = self.trace(trace_first), self.trace(trace_second)
     if key is None:
       key = text_key(problem, reference, first, second)
     if self.debias == "both":

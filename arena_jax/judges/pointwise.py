@@ -65,7 +65,7 @@ class PointwiseJudge(BaseJudge):
 
   async def score(self, problem: str, reference: str, trace: str, *, key: Any = None) -> ScoreResult:
     problem, reference = self.clean_context(problem, reference)
-    trace = self.clean(trace)
+    trace = self.trace(trace)
     if key is None:
       key = text_key(problem, reference, trace)
     messages = self.templates.messages("pointwise", problem=problem, reference=reference, trace=trace,

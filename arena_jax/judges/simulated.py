@@ -423,25 +423,19 @@ class JudgeLogic:
       verdicts = []
     verdicts = [v for v in verdicts if isinstance(v, dict) and isinstance(v.get("flaws"), list)]
     n = max(len(verdicts), 1)
-    groups: dict = {}
-    for v in verdicts:
-      for f in v["flaws"]:
-        flaw = prompts.normalise_flaw(f, len(steps))
-        if flaw is None:
-          continue
-        group = flaw["statement_refs"][0] if flaw["statement_refs"] else "global:" + flaw["what_went_wrong"]
-        entry = groups.setdefault(group, {"flaw": flaw, "jurors": set()})
-        juror = v.get("juror")
-        if isinstance(juror, int) and not isinstance(juror, bool):
-          entry["jurors"].add(juror)
-        if prompts.severity(flaw["impact"]) > prompts.severity(entry["flaw"]["impact"]):
-          entry["flaw"]["impact"] = flaw["impact"]
+    # The jurors' flaws merged as the jury merges them (`prompts.group_flaws`): different flaws on one
+    # step stay different claims.
+    flaws = [[f for f in (prompts.normalise_flaw(f, len(steps)) for f in v["flaws"]) if f is not None]
+             for v in verdicts]
+    numbers = [v.get("juror") for v in verdicts]
     key = (self.cfg.seed, seed, problem, "\n".join(steps))
-    kept = []
-    for group, entry in groups.items():
-      step = prompts.step_ref_index(group, len(steps)) if not group.startswith("global:") else None
-      if len(entry["jurors"]) * 2 > n or self._confirms(truth, step, key, "consolidate"):
-        kept.append({**entry["flaw"], "jurors": sorted(entry["jurors"])})
+    groups, kept = prompts.group_flaws(flaws), []
+    for flaw, raisers in groups:
+      jurors = sorted({numbers[r] for r in raisers if isinstance(numbers[r], int) and not isinstance(numbers[r], bool)})
+      refs = flaw["statement_refs"]
+      step = prompts.step_ref_index(refs[0], len(steps)) if refs else None
+      if len(jurors) * 2 > n or self._confirms(truth, step, key, "consolidate"):
+        kept.append({**flaw, "jurors": jurors})
     return _Judgment(f"Merged {len(groups)} claim(s); {len(kept)} kept.", {"flaws": kept})
 
   def _debate(self, sections, seed):

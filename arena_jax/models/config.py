@@ -1,16 +1,16 @@
-"""Model configuration for the Llama / Mistral / Qwen3 decoder family, and a registry of named configs.
+"""Model configuration for the Llama / Mistral / Qwen3 / Ministral-3 decoder family, and a registry of named configs.
 
 One frozen, hashable dataclass describes the whole family; the differences between the families are
-fields (QK-norm for Qwen3, sliding window for Mistral, RoPE scaling for Llama-3.1 / Ministral-3, tied
-embeddings for small models). Being hashable, a config can be a static argument of `jax.jit`.
+fields (QK-norm for Qwen3, sliding window for Mistral, RoPE scaling for Llama-3.1 / Ministral-3, Llama-4
+attention scaling for Ministral-3, tied embeddings for small models). Being hashable, a config can be a static argument of `jax.jit`.
 
 Named configs (`get_model_config(name)`, `MODEL_CONFIGS`):
   tiny           the embedded demo's policy (see `tiny_config`)
   llama3_8b      Meta-Llama-3-8B
   llama3_1_8b    Llama-3.1-8B (RoPE scaling "llama3")
   qwen3_8b       Qwen3-8B (QK-norm)
-  ministral3_8b  Ministral-3-8B-like: the text decoder of the paper's policy (SPEC §9) as a Mistral-family
-                 model with YaRN RoPE; the checkpoint's long-context query scaling is not modelled.
+  ministral3_8b  Ministral-3-8B-Instruct-2512's text decoder (the paper's policy, SPEC §9): a Mistral-family
+                 decoder with YaRN RoPE and Llama-4 attention scaling (`query_scale_beta`).
 Real-size configs are meant for `jax.eval_shape` / AOT compiles on this machine, not for running here.
 """
 from __future__ import annotations
@@ -81,6 +81,10 @@ class ModelConfig:
     param_dtype: storage dtype of the parameters.
     dtype: compute dtype of activations (softmax, norms and logits are always float32).
     max_position_embeddings: informational (the context the checkpoint was trained for).
+    query_scale_beta: Llama-4 attention scaling (Ministral-3's `llama_4_scaling_beta`): the rotated
+      queries at position p are multiplied by 1 + β·log(1 + ⌊p / query_scale_length⌋), so positions
+      past the original context attend more sharply. None = off.
+    query_scale_length: its length scale (the checkpoint's `original_max_position_embeddings`).
     init_std: standard deviation of the embedding at random initialisation (None = 1/√d_model);
       kernels use LeCun-normal (std 1/√fan_in).
   """
@@ -105,6 +109,8 @@ class ModelConfig:
   dtype: str = "float32"
   max_position_embeddings: int = 8192
   init_std: float | None = None
+  query_scale_beta: float | None = None
+  query_scale_length: int = 16_384
 
   def __post_init__(self):
     if self.head_dim is None:
@@ -124,6 +130,8 @@ class ModelConfig:
         problems.append(f"{name} must be one of {_DTYPES} (got {getattr(self, name)!r})")
     if self.sliding_window is not None and self.sliding_window <= 0:
       problems.append(f"sliding_window must be positive or None (got {self.sliding_window})")
+    if self.query_scale_length <= 0:
+      problems.append(f"query_scale_length must be positive (got {self.query_scale_length})")
     if self.sliding_layers is not None and len(self.sliding_layers) != self.num_layers:
       problems.append(f"sliding_layers has {len(self.sliding_layers)} entries for {self.num_layers} layers")
     if problems:
@@ -281,4 +289,5 @@ def ministral3_8b() -> ModelConfig:
       mlp_dim=14_336, rope_theta=1_000_000.0, rms_norm_eps=1e-5,
       rope_scaling=RopeScaling("yarn", factor=16.0, original_max_position_embeddings=16_384,
                                beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0),
-      param_dtype="bfloat16", dtype="bfloat16", max_position_embeddings=262_144)
+      param_dtype="bfloat16", dtype="bfloat16", max_position_embeddings=262_144,
+      query_scale_beta=0.1, query_scale_length=16_384)

@@ -1,8 +1,14 @@
 """Import of local Hugging Face checkpoints (config.json + safetensors, single or sharded).
 
-Supported architectures: `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen3ForCausalLM`. The reader
+Supported architectures: `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen3ForCausalLM`,
+`Ministral3ForCausalLM` (YaRN RoPE and Llama-4 attention scaling, `ModelConfig.query_scale_beta`) and
+`Mistral3ForConditionalGeneration` (Ministral-3 Instruct, the paper's policy: its text decoder is
+imported from `text_config`, the vision tower and projector are skipped with one log line). FP8
+checkpoints (`quantization_config.quant_method = "fp8"`: e4m3 weights with `weight_scale_inv`,
+per-tensor, per-row or block-wise) are dequantised tensor by tensor as they are placed. The reader
 neither imports torch nor transformers: config.json is parsed here and safetensors files are memory-
-mapped (bfloat16 via ml_dtypes), so a checkpoint larger than RAM loads shard by shard onto a mesh.
+mapped (bfloat16 and float8 via ml_dtypes), so a checkpoint larger than RAM loads tensor by tensor onto
+a mesh.
 
 Layout conversions (HF `nn.Linear.weight` is [out, in]):
   q_proj [N·H, D] → [D, N, H];  k_proj, v_proj [K·H, D] → [D, K, H];  o_proj [D, N·H] → [N, H, D]
@@ -17,6 +23,7 @@ import pathlib
 import struct
 from typing import Any, Sequence
 
+from absl import logging
 import jax
 import ml_dtypes
 import numpy as np
@@ -28,7 +35,12 @@ from arena_jax.models.config import ModelConfig, RopeScaling
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES, param_shardings
 from arena_jax.models.transformer import Transformer, abstract_model
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM")
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "Ministral3ForCausalLM",
+                           "Mistral3ForConditionalGeneration")
+# Multimodal wrappers whose text decoder is the policy: architecture → the decoder's architecture by the
+# text_config's model_type.
+_TEXT_DECODERS = {"Mistral3ForConditionalGeneration": {"ministral3": "Ministral3ForCausalLM",
+                                                       "mistral": "MistralForCausalLM"}}
 _HF_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
@@ -39,14 +51,33 @@ class UnsupportedCheckpointError(UserError, ValueError):
 # ─────────────────────────────────────── config ───────────────────────────────────────
 
 
-def config_from_hf(hf: dict[str, Any], *, param_dtype: str | None = None, dtype: str | None = None) -> ModelConfig:
-  """A `ModelConfig` from a parsed HF config.json (old `rope_scaling` or new `rope_parameters` form)."""
+def text_decoder_config(hf: dict[str, Any]) -> tuple[dict[str, Any], str]:
+  """(the decoder's config, its architecture) of a parsed config.json: the config itself for a causal LM,
+  the `text_config` of a multimodal wrapper (`Mistral3ForConditionalGeneration`)."""
   archs = hf.get("architectures") or []
   arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
   if arch is None:
     raise UnsupportedCheckpointError(
         f"unsupported architecture {archs or hf.get('model_type')!r}: load_hf supports "
         f"{', '.join(SUPPORTED_ARCHITECTURES)}")
+  if arch not in _TEXT_DECODERS:
+    return hf, arch
+  text = hf.get("text_config")
+  if not isinstance(text, dict):
+    raise UnsupportedCheckpointError(f"{arch}: config.json has no text_config")
+  decoder = _TEXT_DECODERS[arch].get(text.get("model_type"))
+  if decoder is None:
+    raise UnsupportedCheckpointError(f"{arch}: text decoder model_type {text.get('model_type')!r} is not supported "
+                                     f"({', '.join(_TEXT_DECODERS[arch])})")
+  # The wrapper's storage dtype applies to the decoder when the text_config does not state its own.
+  inherited = {k: hf[k] for k in ("torch_dtype", "dtype", "quantization_config") if k in hf and k not in text}
+  return {**text, **inherited}, decoder
+
+
+def config_from_hf(hf: dict[str, Any], *, param_dtype: str | None = None, dtype: str | None = None) -> ModelConfig:
+  """A `ModelConfig` from a parsed HF config.json (old `rope_scaling` or new `rope_parameters` form; a
+  multimodal wrapper's text decoder, `text_decoder_config`)."""
+  hf, arch = text_decoder_config(hf)
   n_heads = hf["num_attention_heads"]
   head_dim = hf.get("head_dim") or hf["hidden_size"] // n_heads
   if hf.get("hidden_act", "silu") != "silu":
@@ -77,9 +108,16 @@ def config_from_hf(hf: dict[str, Any], *, param_dtype: str | None = None, dtype:
   elif rope_type != "default":
     raise UnsupportedCheckpointError(f"rope type {rope_type!r} is not supported (default, linear, llama3, yarn)")
 
+  # Llama-4 attention scaling of the queries (Ministral-3: `llama_4_scaling_beta` in rope_parameters).
+  query_beta = rope.get("llama_4_scaling_beta")
+  query_length = int(rope.get("original_max_position_embeddings") or hf.get("original_max_position_embeddings")
+                     or max_pos)
+  if query_beta is not None and arch != "Ministral3ForCausalLM":
+    raise UnsupportedCheckpointError(f"llama_4_scaling_beta is not supported for {arch}")
+
   num_layers = hf["num_hidden_layers"]
   window, sliding_layers = None, None
-  if arch == "MistralForCausalLM":
+  if arch in ("MistralForCausalLM", "Ministral3ForCausalLM"):
     window = hf.get("sliding_window")
   elif arch == "Qwen3ForCausalLM" and hf.get("use_sliding_window", False):
     window = hf.get("sliding_window")
@@ -101,13 +139,16 @@ def config_from_hf(hf: dict[str, Any], *, param_dtype: str | None = None, dtype:
       sliding_window=window, sliding_layers=sliding_layers,
       tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
       attention_bias=bool(hf.get("attention_bias", False)), mlp_bias=bool(hf.get("mlp_bias", False)),
-      param_dtype=param_dtype, dtype=dtype or param_dtype, max_position_embeddings=max_pos)
+      param_dtype=param_dtype, dtype=dtype or param_dtype, max_position_embeddings=max_pos,
+      query_scale_beta=None if query_beta is None else float(query_beta),
+      query_scale_length=query_length if query_beta is not None else 16_384)
 
 
 def config_to_hf(config: ModelConfig, architecture: str = "LlamaForCausalLM") -> dict[str, Any]:
   """Keyword arguments for the transformers config class of `architecture` (tests, benchmarks)."""
-  if architecture not in SUPPORTED_ARCHITECTURES:
-    raise UnsupportedCheckpointError(f"{architecture!r}: supported are {', '.join(SUPPORTED_ARCHITECTURES)}")
+  if architecture not in SUPPORTED_ARCHITECTURES or architecture in _TEXT_DECODERS:
+    raise UnsupportedCheckpointError(f"{architecture!r}: supported are {', '.join(SUPPORTED_ARCHITECTURES)} "
+                                     "(for a multimodal wrapper, the kwargs of its text_config's decoder)")
   if config.qk_norm != (architecture == "Qwen3ForCausalLM"):
     raise ValueError(f"qk_norm={config.qk_norm} cannot be expressed as {architecture}")
   rope: dict[str, Any] = {"rope_type": "default", "rope_theta": config.rope_theta}
@@ -135,11 +176,18 @@ def config_to_hf(config: ModelConfig, architecture: str = "LlamaForCausalLM") ->
     kw["mlp_bias"] = config.mlp_bias
   elif config.mlp_bias:
     raise ValueError(f"{architecture} has no mlp_bias")
-  if architecture == "MistralForCausalLM":
+  if architecture in ("MistralForCausalLM", "Ministral3ForCausalLM"):
     if config.sliding_layers is not None:
       raise ValueError("Mistral's window applies to every layer; use sliding_layers=None")
     kw["sliding_window"] = config.sliding_window
     kw.pop("attention_bias")
+  if config.query_scale_beta is not None:
+    s = config.rope_scaling
+    if architecture != "Ministral3ForCausalLM" or s is None or s.rope_type != "yarn" or (
+        s.original_max_position_embeddings != config.query_scale_length):
+      raise ValueError("Llama-4 attention scaling is Ministral3ForCausalLM's, with YaRN RoPE whose "
+                       "original_max_position_embeddings equals query_scale_length")
+    rope.update(type="yarn", llama_4_scaling_beta=config.query_scale_beta)
   if architecture == "Qwen3ForCausalLM":
     kw["use_sliding_window"] = config.sliding_window is not None
     if config.sliding_window is not None:
@@ -154,7 +202,9 @@ def config_to_hf(config: ModelConfig, architecture: str = "LlamaForCausalLM") ->
 _ST_DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
     "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+    "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
 }
+_FP8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
 
 
 def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -189,6 +239,99 @@ def _read_weights(path: pathlib.Path) -> dict[str, np.ndarray]:
   for name in files:
     weights.update(read_safetensors(path / name))
   return weights
+
+
+# ─────────────────────────── text decoders of multimodal checkpoints, FP8 ───────────────────────────
+
+_DECODER_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."),
+                     ("language_model.lm_head.", "lm_head."))
+_SKIPPED_PREFIXES = ("vision_tower.", "model.vision_tower.", "multi_modal_projector.", "model.multi_modal_projector.")
+
+
+def text_decoder_weights(weights: dict[str, Any], architecture: str) -> dict[str, Any]:
+  """The causal-LM tensor names of a multimodal checkpoint's text decoder (`language_model.model.*` and
+  `model.language_model.*` → `model.*`, `language_model.lm_head` → `lm_head`); the vision tower and
+  projector are dropped, said in one log line. Other architectures' weights pass unchanged."""
+  if architecture not in _TEXT_DECODERS:
+    return weights
+  out, skipped = {}, 0
+  for name, value in weights.items():
+    if name.startswith(_SKIPPED_PREFIXES):
+      skipped += 1
+      continue
+    for old, new in _DECODER_PREFIXES:
+      if name.startswith(old):
+        name = new + name[len(old):]
+        break
+    out[name] = value
+  logging.info("load_hf: %s: importing the text decoder; the vision tower and projector (%d tensors) are "
+               "skipped (the policy reads text only)", architecture, skipped)
+  return out
+
+
+class _Lazy:
+  """A tensor computed when it is placed (`np.asarray`), with the views `_convert` takes (reshape,
+  transpose, .T): a dequantised FP8 weight never exists in full precision before its turn."""
+
+  def __init__(self, fn, shape):
+    self._fn, self.shape = fn, tuple(shape)
+
+  def __array__(self, dtype=None, copy=None):
+    out = self._fn()
+    return out if dtype is None else out.astype(dtype)
+
+  def reshape(self, *shape):
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+    known = int(np.prod([d for d in shape if d != -1]))
+    shape = tuple(int(np.prod(self.shape)) // known if d == -1 else d for d in shape)
+    return _Lazy(lambda: np.asarray(self).reshape(shape), shape)
+
+  def transpose(self, *axes):
+    return _Lazy(lambda: np.asarray(self).transpose(*axes), tuple(self.shape[a] for a in axes))
+
+  @property
+  def T(self):  # pylint: disable=invalid-name
+    return _Lazy(lambda: np.asarray(self).T, self.shape[::-1])
+
+
+def dequantize_fp8(weights: dict[str, Any], quantization: dict[str, Any] | None) -> dict[str, Any]:
+  """FP8 checkpoints (`quant_method = "fp8"`) in float32: each float8 `X.weight` times its
+  `X.weight_scale_inv` — a scalar, one scale per output row, or one per `weight_block_size` block —
+  computed lazily at placement. Activation scales (`activation_scale`, `input_scale`) are dropped: the
+  policy computes in bfloat16 / float32. Without a quantization config the weights pass unchanged."""
+  if not quantization:
+    return weights
+  method = quantization.get("quant_method")
+  if method != "fp8":
+    raise UnsupportedCheckpointError(f"quantization_config.quant_method={method!r}: only 'fp8' checkpoints are "
+                                     "dequantised on load")
+  block = quantization.get("weight_block_size")
+  out = {}
+  for name, value in weights.items():
+    if name.endswith((".activation_scale", ".input_scale", ".weight_scale_inv")):
+      continue
+    if getattr(value, "dtype", None) in _FP8:
+      scale = weights.get(name + "_scale_inv")
+      if scale is None:
+        raise UnsupportedCheckpointError(f"FP8 tensor {name!r} has no {name}_scale_inv")
+      value = _Lazy(lambda v=value, sc=scale: _dequantized(v, sc, block, name), value.shape)
+    out[name] = value
+  return out
+
+
+def _dequantized(value: np.ndarray, scale: np.ndarray, block, name: str) -> np.ndarray:
+  w = np.asarray(value).astype(np.float32)
+  sc = np.asarray(scale).astype(np.float32)
+  if sc.size == 1:
+    return w * sc.reshape(())
+  if block:  # one scale per [block[0], block[1]] tile of the [out, in] weight
+    sc = np.repeat(np.repeat(sc, block[0], axis=0), block[1], axis=1)[:w.shape[0], :w.shape[1]]
+  elif sc.shape in ((w.shape[0],), (w.shape[0], 1)):  # one scale per output row
+    sc = sc.reshape(-1, 1)
+  if sc.shape != w.shape:
+    raise UnsupportedCheckpointError(f"{name}: FP8 scale of shape {np.shape(scale)} does not fit weight "
+                                     f"{w.shape} (weight_block_size={block})")
+  return w * sc
 
 
 # ─────────────────────────────────────── weights ───────────────────────────────────────
@@ -270,7 +413,13 @@ def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: s
   path = pathlib.Path(path)
   hf = json.loads((path / "config.json").read_text())
   config = config_from_hf(hf, param_dtype=param_dtype, dtype=dtype)
-  weights = _convert(config, _read_weights(path))
+  decoder_hf, _ = text_decoder_config(hf)
+  architecture = next(a for a in hf.get("architectures") or [] if a in SUPPORTED_ARCHITECTURES)
+  weights = text_decoder_weights(_read_weights(path), architecture)
+  weights = dequantize_fp8(weights, decoder_hf.get("quantization_config"))
+  if architecture in _TEXT_DECODERS:  # the wrapper ties the output to the embedding when it stores no lm_head
+    config = config.replace(tie_embeddings="lm_head.weight" not in weights)
+  weights = _convert(config, weights)
   graphdef, abstract = nnx.split(abstract_model(config))
   pure_abstract = nnx.to_pure_dict(abstract)
   shardings = param_shardings(abstract, mesh, rules) if mesh is not None else None

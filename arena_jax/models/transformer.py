@@ -60,9 +60,10 @@ def rope_tables(positions: jax.Array, inv_freq: jax.Array, attention_factor: flo
   return jnp.cos(angles) * attention_factor, jnp.sin(angles) * attention_factor
 
 
-def apply_rope(x: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
-  """Rotary embedding in the rotate_half layout: x [..., heads, H], rope = (cos, sin) [..., H/2]."""
-  cos, sin = (t[..., None, :] for t in rope)
+def apply_rope(x: jax.Array, rope: tuple[jax.Array, ...]) -> jax.Array:
+  """Rotary embedding in the rotate_half layout: x [..., heads, H], rope = (cos, sin) [..., H/2] (a third
+  entry, the query scale of `Transformer.rope`, is not read here)."""
+  cos, sin = (t[..., None, :] for t in rope[:2])
   x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
   return out.astype(x.dtype)
@@ -131,6 +132,8 @@ class Attention(nnx.Module):
     """q [..., K, R, H] (rotated, scaled by 1/√H), k and v [..., K, H] (k rotated); x [..., D]."""
     q, k, v = self.project(x)
     q = apply_rope(q, rope) * jnp.asarray(self.head_dim ** -0.5, x.dtype)
+    if len(rope) == 3:  # Llama-4 attention scaling: a per-position factor on the rotated queries
+      q = q * rope[2][..., None, None].astype(x.dtype)
     k = apply_rope(k, rope)
     return q.reshape(q.shape[:-2] + (self.num_kv_heads, self.num_groups, self.head_dim)), k, v
 
@@ -238,10 +241,16 @@ class Transformer(nnx.Module):
 
   # ── pieces ──
 
-  def rope(self, positions: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """RoPE (cos, sin) tables [..., H/2] for integer positions."""
-    inv_freq, factor = rope_frequencies(self.config)
-    return rope_tables(positions, jnp.asarray(inv_freq), factor)
+  def rope(self, positions: jax.Array) -> tuple[jax.Array, ...]:
+    """RoPE (cos, sin) tables [..., H/2] for integer positions; with Llama-4 attention scaling
+    (`query_scale_beta`), also the query scale 1 + β·log(1 + ⌊p / query_scale_length⌋) [...]."""
+    c = self.config
+    inv_freq, factor = rope_frequencies(c)
+    tables = rope_tables(positions, jnp.asarray(inv_freq), factor)
+    if c.query_scale_beta is None:
+      return tables
+    blocks = jnp.floor(positions.astype(jnp.float32) / c.query_scale_length)
+    return tables + (1.0 + c.query_scale_beta * jnp.log1p(blocks),)
 
   def embed(self, tokens: jax.Array) -> jax.Array:
     return jnp.take(self.embedding[...], tokens, axis=0).astype(_dtype(self.config.dtype))

@@ -17,6 +17,7 @@ from arena_jax.rl.cispo import (
     metric_values,
 )
 from arena_jax.rl.aggregation import (
+    AGGREGATOR_FORMS,
     AGGREGATORS,
     Verdicts,
     bt_shrinkage,
@@ -24,4 +25,12 @@ from arena_jax.rl.aggregation import (
     register_aggregator,
     shrinkage_factors,
 )
-from arena_jax.rl.modes import REWARD_MODES, JudgeAll, RewardMode, Routed, get_mode, register_mode
+from arena_jax.rl.modes import (
+    REWARD_MODES,
+    JudgeAll,
+    RewardMode,
+    Routed,
+    aggregation_problem,
+    get_mode,
+    register_mode,
+)

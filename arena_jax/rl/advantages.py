@@ -23,16 +23,25 @@ def is_diverse(rewards, *, threshold: float = DIVERSITY_THRESHOLD):
 
 
 def group_advantages(rewards, *, eps: float = EPS_STD, ddof: int = 0,
-                     threshold: float = DIVERSITY_THRESHOLD):
+                     threshold: float = DIVERSITY_THRESHOLD, valid=None):
   """Â_i = (r_i − mean_j r_j) / (std_j r_j + ε) within each group (SPEC §1).
 
   A non-diverse group gets exactly 0 (not rounding noise divided by ε: equal rewards such as 0.1 can
   average to a value a few ulps away from 0.1, and that error over ε would be a spurious signal).
+  `valid` [..., G] (optional): only those members enter the group's mean and std (j ranges over them,
+  std with n_valid − ddof); the others get Â = 0 and their reward is never read (it may be NaN).
   """
-  mean = rewards.mean(-1, keepdims=True)
-  std = jnp.sqrt(reward_variance(rewards, ddof=ddof))[..., None]
-  adv = (rewards - mean) / (std + eps)
-  return jnp.where(is_diverse(rewards, threshold=threshold)[..., None], adv, 0.0)
+  if valid is None:
+    mean = rewards.mean(-1, keepdims=True)
+    std = jnp.sqrt(reward_variance(rewards, ddof=ddof))[..., None]
+    adv = (rewards - mean) / (std + eps)
+    return jnp.where(is_diverse(rewards, threshold=threshold)[..., None], adv, 0.0)
+  r = jnp.where(valid, rewards, 0.0)
+  n = valid.sum(-1, keepdims=True)
+  mean = r.sum(-1, keepdims=True) / jnp.maximum(n, 1)
+  var = jnp.where(valid, (r - mean) ** 2, 0.0).sum(-1, keepdims=True) / jnp.maximum(n - ddof, 1)
+  adv = jnp.where(valid, (r - mean) / (jnp.sqrt(var) + eps), 0.0)
+  return jnp.where((var > threshold) & (n - ddof > 0), adv, 0.0)
 
 
 def route_rewards(verifier_rewards, judge_rewards, *, threshold: float = DIVERSITY_THRESHOLD):

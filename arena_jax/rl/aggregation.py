@@ -1,9 +1,11 @@
 """How a group's judgments become judge rewards r_judge [G] (SPEC §5–§7), selected by name.
 
 An aggregation takes the verdicts of the judged groups that got at least one successful judgment and
-returns one row of judge rewards per group. Groups with no successful judgment never reach it: the
+returns one row of judge rewards per group; NaN marks a member left out of its group's statistics. Groups with no successful judgment never reach it: the
 reward mode fills them with a constant row (zero advantage; SPEC §4: a failure is dropped, never a tie).
-Register a new one with `@register_aggregator("name")` (STYLE §4).
+Each aggregation reads one judge form's verdicts (`AGGREGATOR_FORMS`: tournament matches or rubric
+scores); `reward.aggregation` may replace a mode's own by any of the same form, independently of the
+topology (docs/reward_modes.md). Register a new one with `@register_aggregator("name", form=...)` (STYLE §4).
 """
 from __future__ import annotations
 
@@ -54,15 +56,19 @@ def expand_rows(verdicts: Sequence[Verdicts], rows: np.ndarray) -> np.ndarray:
 
 Aggregation = Callable[..., np.ndarray]  # (verdicts, group_size, *, l2, solver) -> float [n, G]
 AGGREGATORS: dict[str, Aggregation] = {}
+AGGREGATOR_FORMS: dict[str, str] = {}  # name -> the judge form whose verdicts it reads
 
 
-def register_aggregator(name: str):
-  """Function decorator: registers `fn(verdicts, group_size, *, l2, solver) -> [n, G]` under `name`."""
+def register_aggregator(name: str, *, form: str = "pairwise"):
+  """Function decorator: registers `fn(verdicts, group_size, *, l2, solver) -> [n, G]` under `name`; `form`
+  is the judge form it reads ("pairwise": `Verdicts.matches` / `native_ranking`, "pointwise": `scores`)."""
 
   def deco(fn: Aggregation) -> Aggregation:
     if name in AGGREGATORS:
       raise ValueError(f"aggregation {name!r} registered twice")
-    AGGREGATORS[name] = fn
+    if form not in ("pairwise", "pointwise"):
+      raise ValueError(f"aggregation {name!r}: form must be 'pairwise' or 'pointwise', got {form!r}")
+    AGGREGATORS[name], AGGREGATOR_FORMS[name] = fn, form
     return fn
 
   return deco
@@ -129,11 +135,9 @@ def rank_quantile(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndar
   return np.stack([arena.tournaments.rank_quantile(v.native_ranking) for v in verdicts]).reshape(-1, group_size)
 
 
-@register_aggregator("pointwise")
+@register_aggregator("pointwise", form="pointwise")
 def pointwise(verdicts: Sequence[Verdicts], group_size: int, **_) -> np.ndarray:
-  """The rubric scores (SPEC §7); a member whose judgment failed takes its group's mean (zero advantage)."""
-  out = np.empty((len(verdicts), group_size))
-  for k, v in enumerate(verdicts):
-    mean = float(np.mean([s for s in v.scores if s is not None]))
-    out[k] = [mean if s is None else s for s in v.scores]
-  return out
+  """The rubric scores (SPEC §7); NaN for a member whose judgment failed: it is left out of its group's
+  mean and std and gets zero advantage (`RewardMode.advantages`). Imputing the group's mean instead would
+  shrink the std the others are scaled by (SPEC §4: a failure is dropped)."""
+  return np.asarray([[np.nan if s is None else s for s in v.scores] for v in verdicts], float).reshape(-1, group_size)

@@ -137,7 +137,7 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
     raise ValueError("evaluate: nothing to do (greedy=False and num_samples=0)")
   rng = jax.random.key(0) if rng is None else rng
   examples = list(examples)
-  prompts = tokenizer.encode([task.prompt(e) for e in examples], add_bos=add_bos)
+  prompts = tokenizer.encode(task.prompt_texts(examples, tokenizer), add_bos=add_bos and not task.chat)
   calls = -(-len(examples) // batch_size) * (int(greedy) + int(num_samples >= 1))
   bar = tqdm.tqdm(total=calls, desc=progress, unit="batch", disable=progress is None, dynamic_ncols=True,
                   leave=False)

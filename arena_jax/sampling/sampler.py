@@ -58,7 +58,8 @@ class SampleOutput:
     tokens: int32 [B·G, N] completion tokens; `pad_id` after the stop token (which is included).
     logprobs: float32 [B·G, N] behaviour log-probs log softmax(logits/T)[token] over the full
       vocabulary, T = the method's `logprob_temperature` (the sampling temperature; 1 for greedy);
-      0 at padding. π_old of CISPO (SPEC §2).
+      0 at padding and on the greedy anchor row of `greedy_first` (decoded with probability 1).
+      π_old of CISPO (SPEC §2).
     lengths: int32 [B·G] completion lengths (stop token included).
     truncated: bool [B·G] the row hit `max_new_tokens` without a stop token.
     completion_step: int32 [B·G] decode step (0-based) at which the row produced its last token: the
@@ -353,12 +354,17 @@ class Sampler:
   def _choose(self, logits: jax.Array, u: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Next tokens [R] and their behaviour log-probs [R] (see `SampleOutput.logprobs`)."""
     tokens = self.method(logits, u)
-    if self.greedy_first:
-      greedy = (jnp.arange(logits.shape[0]) % self.num_samples) == 0
-      tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), tokens)
     scaled = logits / self.method.logprob_temperature
     picked = jnp.take_along_axis(scaled, tokens[:, None], axis=-1)[:, 0]
-    return tokens, picked - jax.nn.logsumexp(scaled, axis=-1)
+    logprobs = picked - jax.nn.logsumexp(scaled, axis=-1)
+    if self.greedy_first:
+      # The anchor row was decoded greedily: its behaviour policy chose the argmax with probability 1,
+      # so its behaviour log-prob is log 1 = 0, not the tempered policy's (CISPO's ratio for it is then
+      # π_θ(o_t) itself, SPEC §2).
+      greedy = (jnp.arange(logits.shape[0]) % self.num_samples) == 0
+      tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), tokens)
+      logprobs = jnp.where(greedy, 0.0, logprobs)
+    return tokens, logprobs
 
   def _stopped(self, tokens: jax.Array) -> jax.Array:
     if not self.stop_tokens:

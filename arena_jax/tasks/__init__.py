@@ -4,7 +4,8 @@
   registry      `get_task(name, config)` → `Task`: prompt, reference answer, verify, check_process
   arithmetic    multi-step arithmetic, the in-distribution task; `countdown`: the OOD task
   jsonl         users' math data; answers compared by math-verify in `MathVerifyPool` (timeouts)
-  verifiers     `extract_answer` (`Answer: …`, `\\boxed{…}`), exact numeric equality
+  verifiers     `extract_answer` (`Answer: …`, `\\boxed{…}`, read after any thinking block), exact numeric equality
+  thinking      a reasoning policy's thinking block apart from its visible answer; the judge's `trace_view`
   steps         SPEC §8 step segmentation and `[STEP-x]` marks
   process       per-step validity / relevance reports with juror-style flaws (SPEC §8 severities)
   demonstrations  SFT demonstrations of controlled reasoning quality; `corpus` for the tokenizer
@@ -33,4 +34,5 @@ from arena_jax.tasks.registry import (
     task_names,
 )
 from arena_jax.tasks.steps import STEP_SPLIT, mark_steps, split_steps, step_ref
+from arena_jax.tasks.thinking import NO_VISIBLE_ANSWER, TRACE_VIEWS, Thinking, split_thinking, trace_view
 from arena_jax.tasks.verifiers import extract_answer, numbers_equal, parse_number, verify_numeric

@@ -29,6 +29,7 @@ BUILTIN_TASKS = ("arithmetic", "countdown")
 SHIFT_TASK = "arithmetic_shift"  # arithmetic outside the training distribution (evaluation only)
 TASK_NAMES = BUILTIN_TASKS + (SHIFT_TASK, "jsonl")
 TRAIN_TASK_NAMES = BUILTIN_TASKS + ("jsonl",)  # the shifted split has no train split
+PROMPT_FORMATS = ("plain", "chat")
 DEMO_KINDS = ("clean", "slip", "compensating", "skipped", "bare_answer", "redundant")
 
 
@@ -153,6 +154,14 @@ TASKS = cs.Section(dict(
                      cs.entries_of(TASK_NAMES)),
     corpus_tasks=field(("arithmetic", "countdown"), "Tasks whose prompts and demonstrations make up the tokenizer "
                        "corpus (`tasks.corpus`).", cs.entries_of(TASK_NAMES)),
+    prompt_format=field("plain", "`plain`: the policy sees the task's `prompt_template` text (the tiny policy); "
+                        "`chat`: that text as the user message of the checkpoint's own chat template "
+                        "(`tokenizer.apply_chat_template`, with `system_prompt`), as instruct models expect.",
+                        cs.one_of(PROMPT_FORMATS)),
+    system_prompt=field("", "With prompt_format = chat: the system message (\"\" = none).", cs.string()),
+    chat_template_kwargs=field(None, "With prompt_format = chat: extra variables of the chat template, e.g. "
+                               "`{\"enable_thinking\": False}` for Qwen3. None = none.",
+                               cs.optional(cs.json_object()), placeholder=object),
     arithmetic=ARITHMETIC,
     arithmetic_shift=ARITHMETIC_SHIFT,
     countdown=COUNTDOWN,

@@ -12,6 +12,8 @@ from typing import Callable, ClassVar, Iterator, Sequence
 
 import ml_collections
 
+from arena_jax import config_schema as cs
+
 from arena_jax.tasks import arithmetic
 from arena_jax.tasks import config as config_lib
 from arena_jax.tasks import countdown
@@ -67,6 +69,26 @@ class Task(abc.ABC):
   def prompt(self, example: Example) -> str:
     """The text the policy sees (the task's `prompt_template` around the question)."""
     return self.task_config.prompt_template.format(question=example.question)
+
+  @property
+  def chat(self) -> bool:
+    """Prompts go through the policy's chat template (`tasks.prompt_format = "chat"`)."""
+    return self.config.get("prompt_format", "plain") == "chat"
+
+  def messages(self, example: Example) -> list[dict]:
+    """The chat of `example`: the configured system prompt (if any), then `prompt` as the user's message."""
+    system = self.config.get("system_prompt", "")
+    return ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": self.prompt(example)}]
+
+  def prompt_texts(self, examples: Sequence[Example], tokenizer) -> list[str]:
+    """What the policy is given for each example: `prompt` (plain), or `messages` rendered by the
+    tokenizer's chat template with a generation prompt and `tasks.chat_template_kwargs` (chat). Encode
+    chat prompts without adding a BOS (`add_bos and not task.chat`): the template writes its own."""
+    if not self.chat:
+      return [self.prompt(e) for e in examples]
+    kwargs = cs.json_object_value(self.config.chat_template_kwargs) if self.config.get("chat_template_kwargs") else {}
+    return [tokenizer.apply_chat_template(self.messages(e), add_generation_prompt=True, **kwargs) for e in examples]
 
   def reference_answer(self, example: Example) -> str:
     """The ground truth that the judge is given (SPEC §4)."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from arena_jax.tasks import thinking
+
 _ANSWER = re.compile(r"(?im)^[ \t>*#_]*(?:final[ \t]+)?answer[ \t*_]*[:：][ \t*_]*(.*?)[ \t]*$")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # "The answer is 11." Only after the/my/our, so that "the reference answer is 35" quoted in a trace is
@@ -90,11 +92,18 @@ def _bare_number_line(text: str) -> str | None:
 def extract_answer(completion: str, *, bare_number: bool = True) -> str | None:
   """The final answer of a completion, or None when it states none (forms: module docstring).
 
-  The latest `Answer: …` line, `\\boxed{…}` or "the answer is …" wins; a boxed value inside it is
-  unwrapped ("Answer: \\boxed{7}" → "7"), and `$…$`, bold and a trailing period are dropped. Only when
-  none is there is a last line that is just a number read as the answer (`bare_number=False`: never,
-  for reading one line of a trace that may not be its last).
+  Only the text outside any thinking block is read (`thinking.split_thinking`; None when the
+  completion ended inside one). The latest `Answer: …` line, `\\boxed{…}` or "the answer is …" wins; a
+  boxed value inside it is unwrapped ("Answer: \\boxed{7}" → "7"), and `$…$`, bold and a trailing period
+  are dropped. Only when none is there is a last line that is just a number read as the answer
+  (`bare_number=False`: never, for reading one line of a trace that may not be its last).
   """
+  # A reasoning policy's answer comes after its thinking: drafts inside the block are not answers, and
+  # a completion that ended inside the block has none (`thinking.split_thinking`).
+  split = thinking.split_thinking(completion)
+  if split.unclosed:
+    return None
+  completion = split.visible
   candidates = [(m.start(), m.group(1)) for m in _ANSWER.finditer(completion)]
   candidates += _boxed_spans(completion)
   candidates += _sentence_answers(completion)

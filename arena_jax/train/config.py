@@ -53,8 +53,9 @@ RUN = cs.Section(dict(
         policy_dir=field("", "Start from a policy directory written by SFT (`train_sft`) or `save_policy`. Exactly "
                          "one of `policy_dir`, `hf_path`, `random_model` must be set; `configs/arith_*.py` set "
                          "`policy_dir = \"runs/sft_demo\"` (`make demo`'s SFT policy).", valid='path or ""'),
-        hf_path=field("", "Start from a local Hugging Face checkpoint directory (Llama / Mistral / Qwen3 "
-                      "`ForCausalLM`: config.json, safetensors, tokenizer.json or tokenizer.model).",
+        hf_path=field("", "Start from a local Hugging Face checkpoint directory (Llama / Mistral / Qwen3 / "
+                      "Ministral3 `ForCausalLM`, or `Mistral3ForConditionalGeneration`'s text decoder; FP8 "
+                      "dequantised: `models.load_hf`): config.json, safetensors, tokenizer.json or tokenizer.model.",
                       valid='path or ""'),
         random_model=field("", "Tests and smoke runs: a randomly initialised named model (e.g. \"tiny\") with a "
                            "SentencePiece tokenizer trained on the task corpus.",
@@ -80,11 +81,18 @@ RUN = cs.Section(dict(
     reward=cs.Section(dict(
         mode=field("arena_live", "The reward mode (SPEC §7; docs/reward_modes.md).",
                    cs.one_of(lambda: sorted(reward_modes.REWARD_MODES), noun="mode")),
-        topology=field("", "Tournament topology replacing the mode's own (arena: round_robin, arena_live: live, "
+        topology=field("", "Tournament topology replacing the mode's own (arena, arenarl_baseline: round_robin, arena_live: live, "
                        "arenarl: seeded_single_elimination). Pairwise modes only.",
                        cs.one_of(lambda: sorted(arena.SCHEDULERS), noun="topology",
                                  valid=lambda: '"" or one of ' + ", ".join(sorted(arena.SCHEDULERS))),
                        when=lambda reward: bool(reward.topology)),
+        aggregation=field("", "Aggregation of the judge's verdicts replacing the mode's own, independently of "
+                          "the topology (`rl.AGGREGATORS`: win_rate, bt, rank_quantile for pairwise modes; "
+                          "pointwise for pointwise ones). E.g. arenarl with topology round_robin and "
+                          "aggregation win_rate is the paper's ArenaRL baseline (`arenarl_baseline`).",
+                          cs.one_of(lambda: sorted(reward_modes.AGGREGATORS), noun="aggregation",
+                                    valid=lambda: '"" or one of ' + ", ".join(sorted(reward_modes.AGGREGATORS))),
+                          when=lambda reward: bool(reward.aggregation)),
         max_gen_batches=field(8, "Modes with dynamic sampling (`rlvr_dapo`, DAPO): generation batches per step "
                               "before the run stops with an error saying so.", cs.integer(1)),
         bt_l2=field(arena.DEFAULT_L2, "λ, the L2 penalty of the Bradley–Terry fit (SPEC §6).",
@@ -219,11 +227,20 @@ def _topology_needs_a_tournament(c, report):
 
 @RUN.rule
 def _shrinkage_needs_bradley_terry(c, report):
-  """reward.bt_shrinkage > 0 only for modes whose judge rewards are a Bradley–Terry fit (it needs its errors)."""
-  mode = reward_modes.get_mode(c.reward.mode)
-  if c.reward.bt_shrinkage and mode.aggregation != "bt":
+  """reward.bt_shrinkage > 0 only for runs whose judge rewards are a Bradley–Terry fit (it needs its errors)."""
+  aggregation = c.reward.aggregation or reward_modes.get_mode(c.reward.mode).aggregation
+  if c.reward.bt_shrinkage and aggregation != "bt":
     report("reward.bt_shrinkage", f"mode {c.reward.mode!r} does not aggregate by Bradley–Terry "
-           f"(aggregation {mode.aggregation!r}): leave bt_shrinkage at 0")
+           f"(aggregation {aggregation!r}): leave bt_shrinkage at 0, or set reward.aggregation='bt'")
+
+
+@RUN.rule
+def _aggregation_reads_the_modes_verdicts(c, report):
+  """reward.aggregation reads the verdicts the mode's judge form produces (matches or rubric scores)."""
+  if c.reward.aggregation:
+    problem = reward_modes.aggregation_problem(reward_modes.get_mode(c.reward.mode), c.reward.aggregation)
+    if problem:
+      report("reward.aggregation", problem)
 
 
 @RUN.rule
@@ -304,15 +321,24 @@ POD_SLICES = {
 }
 
 
+MATH_SYSTEM_PROMPT = ("Solve the problem step by step, concisely. End with the final answer on its own line as "
+                      "'Answer: <answer>'.")
+
+
 def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
-               slices: dict = POD_SLICES) -> ml_collections.ConfigDict:
+               slices: dict = POD_SLICES, chat_template_kwargs: dict | None = None) -> ml_collections.ConfigDict:
   """Reasoning Arena-Live at the paper's scale (SPEC §9) on the TPU slice `topology` (a key of `slices`).
 
   Shared by configs/real_*.py, which differ only in the policy: `model` (the named `ModelConfig` that
   launch/aot_compile.py compiles) and `hf_path` (its checkpoint). 64 prompts × G = 8 samples of up to
   2048 new tokens per step, prompts padded to 1024 tokens. Paths and URLs are placeholders of the shape
-  of the real ones, overridden on the command line. `source` names the config file in errors.
+  of the real ones, overridden on the command line. `source` names the config file in errors. Prompts go
+  through the checkpoint's own chat template with a math system prompt (`chat_template_kwargs`, e.g.
+  Qwen3's `enable_thinking`, reach the template).
   """
+  if topology == "smoke":
+    return real_smoke(pod_config(None, model=model, hf_path=hf_path, source=source, slices=slices,
+                                 chat_template_kwargs=chat_template_kwargs))
   topology = topology or "v5p:2x2x2"
   if topology not in slices:
     raise ValueError(f"{source}: no settings for topology {topology!r}; use one of {sorted(slices)} "
@@ -328,6 +354,10 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   c.tasks.jsonl.train_path = "/mnt/disks/data/stem_rl_train.jsonl"
   c.tasks.jsonl.test_path = "/mnt/disks/data/aime_2025.jsonl"
   c.tasks.jsonl.num_workers = 16
+  # Instruct checkpoints are prompted in their own chat format (tokenizer_config.json / chat_template.jinja).
+  c.tasks.prompt_format = "chat"
+  c.tasks.system_prompt = MATH_SYSTEM_PROMPT
+  c.tasks.chat_template_kwargs = chat_template_kwargs
 
   # The judge: DeepSeekMath-V2 (SPEC §9) behind vLLM or SGLang, one URL per server (docs/tpu.md).
   c.judge.urls = ("http://judge-0:8000/v1", "http://judge-1:8000/v1")
@@ -344,6 +374,24 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   # What launch/aot_compile.py compiles: the named model of the checkpoint and the prompt bucket.
   c.aot = RUN.entries["aot"].defaults()
   c.aot.update(dict(model=model, topology=topology))
+  return c
+
+
+def real_smoke(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A real-size run config (`pod_config`) at smoke size, every code path kept: the HF checkpoint import
+  (`init.hf_path`: point it at a tiny checkpoint of the same architecture), its chat template, JSONL math
+  data verified by math-verify (`tasks.jsonl.*_path`), the judge client over HTTP (the embedded judge
+  server when `judge.urls` is ()), the sharded trainer (tensor 2 × FSDP over the other devices: CPU devices
+  with `XLA_FLAGS=--xla_force_host_platform_device_count=4` or more). 2 steps of 4 prompts × 4 samples."""
+  c.judge.urls = ()
+  c.judge.model = judges_config.DEFAULT_MODEL  # the embedded server serves only this name
+  c.judge.token_budget, c.judge.max_tokens, c.judge.client.concurrency = 1024, 1024, 16
+  c.tasks.jsonl.num_workers = 1
+  c.rollout.update(dict(prompts_per_step=4, group_size=4, max_new_tokens=16))
+  c.optim.update(dict(micro_batches=1, minibatches=1, warmup_steps=1))
+  c.num_steps, c.checkpoint.every = 2, 2
+  c.mesh = parallel.mesh_config(1, -1, 2)
+  c.log.progress = c.log.tensorboard = c.log.plot = False
   return c
 
 

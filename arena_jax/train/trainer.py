@@ -131,6 +131,7 @@ class Generation:
   trajectories: int = 0      # samples generated, every host's
   tokens: int = 0            # their completion tokens
   correct: float = 0.0       # the sum of their verifier rewards
+  unclosed_thinking: int = 0  # of them, those that ended inside a thinking block (no visible answer)
   sample_s: float = 0.0
   verify_s: float = 0.0
 
@@ -188,7 +189,7 @@ class Trainer:
 
   def __init__(self, config, workdir: str):
     self.config, self.workdir = config, workdir
-    self.mode = rl.get_mode(config.reward.mode)
+    self.mode = rl.get_mode(config.reward.mode, aggregation=config.reward.aggregation)
     self.topology = config.reward.topology or self.mode.topology
     r = config.rollout
     self.b, self.g = r.prompts_per_step, r.group_size
@@ -291,8 +292,8 @@ class Trainer:
   def _sample(self, examples, rng, gen: Generation) -> Batch:
     """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
     pad_id = self.policy.tokenizer.pad_id
-    prompts = self.policy.tokenizer.encode_batch([self.task.prompt(e) for e in examples],
-                                                 add_bos=self.policy.add_bos)
+    tok = self.policy.tokenizer
+    prompts = tok.encode_batch(self.task.prompt_texts(examples, tok), add_bos=self.policy.add_bos and not self.task.chat)
     tokens, lengths = self.sampler.pad_prompts(prompts)
     tokens, lengths = parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
     out = parallel.gather(self.sampler(self.sampler.shard_params(self.state.params), (tokens, lengths), rng))
@@ -313,6 +314,9 @@ class Trainer:
     part.verifier = np.asarray(self.task.verify_batch(answers, part.texts), np.float32).reshape(-1, self.g)
     part.diverse = np.asarray(rl.is_diverse(part.verifier))
     gen.correct += float(parallel.host_sum(np.asarray(part.verifier.sum(), np.float64)))
+    # A completion cut while thinking has no answer (reward 0, `tasks.extract_answer`): counted.
+    unclosed = sum(tasks.split_thinking(t).unclosed for t in part.texts)
+    gen.unclosed_thinking += int(parallel.host_sum(np.asarray(unclosed, np.int64)))
     return part
 
   # ── judge → rewards ──
@@ -445,6 +449,7 @@ class Trainer:
         "gen/batches": gen.batches, "gen/trajectories": gen.trajectories,
         "gen/tokens": gen.tokens, "gen/tokens_trained": int(batch.lengths.sum()),
         "gen/tokens_per_s": float(gen.tokens / max(gen.sample_s, 1e-9)),
+        "gen/unclosed_thinking": gen.unclosed_thinking,
         "time/sample": gen.sample_s, "time/verify": gen.verify_s, "time/update": t2 - t1,
         # The learning rate of the step's last update, from the optimizer's own schedule.
         "lr": float(self.schedule((pending.step + 1) * self.config.optim.minibatches - 1)),

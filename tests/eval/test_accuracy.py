@@ -41,8 +41,10 @@ class ParityTask:
   """A stub task: a completion is correct iff it has an even number of characters (a random policy
   then solves about half, so every statistic is non-trivial)."""
 
-  def prompt(self, example):
-    return example.question
+  chat = False
+
+  def prompt_texts(self, examples, tokenizer):
+    return [e.question for e in examples]
 
   def verify_batch(self, examples, completions):
     assert len(examples) == len(completions)

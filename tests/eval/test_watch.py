@@ -1,6 +1,8 @@
 """Checkpoint-driven evaluation: each checkpoint evaluated exactly once, restart-safe; a run's policy spec."""
 import json
 import os
+import signal
+import threading
 
 import pytest
 
@@ -56,6 +58,36 @@ def test_watch_picks_up_new_checkpoints_and_stops_after_step(run_dir, tmp_path):
   finally:
     os.rmdir(os.path.join(workdir, "checkpoints", "7"))
   assert seen == [1, 2, 3, 7]
+
+
+def test_watch_without_a_stop_condition_polls_until_interrupted(run_dir, tmp_path):
+  """`launch.eval --watch` with neither --stop_after_step nor --timeout_s: a pass that finds nothing new
+  does not end the watch; a checkpoint written later is evaluated; an interrupt (SIGINT here; SIGTERM in
+  launch.eval) ends it cleanly with the rows kept."""
+  workdir, _ = run_dir
+  out, late = str(tmp_path / "eval"), os.path.join(workdir, "checkpoints", "9")
+  seen = []
+  interrupt = lambda: os.kill(os.getpid(), signal.SIGINT)
+
+  def fake(w, step, cfg):
+    seen.append(step)
+    if step == 9:
+      threading.Timer(0.2, interrupt).start()
+    return {"arithmetic": {"greedy_accuracy": 0.0}}
+
+  # Checkpoint 9 appears after several empty polls; the safety timer only ends a watch that missed it.
+  writer, safety = threading.Timer(0.5, os.makedirs, (late,)), threading.Timer(20.0, interrupt)
+  writer.start(), safety.start()
+  try:
+    rows = watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, poll_s=0.05, follow=True,
+                           tensorboard=False)
+  finally:
+    writer.cancel(), safety.cancel()
+    writer.join()
+    if os.path.isdir(late):
+      os.rmdir(late)
+  assert seen == [1, 2, 3, 9] and [r["step"] for r in rows] == [1, 2, 3, 9]
+  assert [r["step"] for r in watch_lib.read_results(out)] == [1, 2, 3, 9]
 
 
 def test_real_evaluation_of_a_checkpoint(run_dir):

@@ -85,6 +85,39 @@ def test_deliberation_debates_disagreements_without_showing_the_moderator_the_tr
              for p in jurors.prompts)
 
 
+class Scripted:
+  """A juror whose Phase-1 answer is a fixed list of flaws (parsed by the jury's own parser)."""
+
+  def __init__(self, flaws):
+    self.answer = json.dumps({"flaws": flaws})
+
+  async def chat(self, messages, *, parse, seed=None, **kw):
+    return judges.Completion(content=self.answer, parsed=parse(self.answer))
+
+
+def _flaw(step, what, impact="major"):
+  return {"what_went_wrong": what, "statement_refs": [f"STEP-{step}"], "impact": impact, "evidence": ""}
+
+
+def test_two_different_flaws_on_one_step_stay_two_claims(demos):
+  """Jurors 1 and 2 describe one slip on step 1 alike; juror 3 raises a different flaw on step 1, and
+  juror 1 a second one of its own there: three claims, and only the shared one reaches the quorum."""
+  slip = "3 * 4 is computed as 13 instead of 12"
+  other = "the unit conversion from minutes to hours is missing"
+  own = "the sign of the remainder is dropped"
+  jurors = [Scripted([_flaw(1, slip), _flaw(1, own, "minor")]),
+            Scripted([_flaw(1, "arithmetic slip: 3 * 4 = 13, should be 12", "fatal")]),
+            Scripted([_flaw(1, other)])]
+  cfg = fast_config()
+  jury = judges.Jury(jurors, cfg, mode="vote")
+  v = asyncio.run(jury.audit("Compute 3 * 4 + 5.", "3 * 4 = 13.\n\n13 + 5 = 18.\n\nThe answer is 18."))
+  claims = jury._claims(v, [0, 1, 2])
+  assert {c.flaw["what_went_wrong"]: sorted(a for a, s in c.stances.items() if s) for c in claims} == {
+      slip: [0, 1], other: [2], own: [0]}
+  assert next(c for c in claims if c.flaw["what_went_wrong"] == slip).flaw["impact"] == "fatal"  # the most severe
+  assert [(f["what_went_wrong"], f["jurors"]) for f in v.flaws] == [(slip, [1, 2])]
+
+
 def test_a_failed_consolidation_falls_back_to_the_majority(demos):
   d = demos["slip"]
 

@@ -113,8 +113,15 @@ def test_greedy_first_member_is_the_greedy_anchor(model, prompts):
   greedy = sampling.Sampler(**{**kw, "num_samples": 1}, method=sampling.Greedy())(model, prompts, jax.random.key(5))
   np.testing.assert_array_equal(out.grouped(out.tokens)[:, 0], greedy.tokens)
   np.testing.assert_array_equal(out.is_greedy, np.tile([True, False, False, False], len(prompts)))
-  # Its log-probs are still the policy's at the group's temperature.
+  # Its behaviour log-probs are those of greedy decoding (log 1 = 0), the sampled members' those of the
+  # policy at the group's temperature, as the loss scores them.
   assert anchored.logprob_temperature == 2.0
+  lp, mask = out.grouped(np.asarray(out.logprobs)), np.arange(8) < out.grouped(np.asarray(out.lengths))[..., None]
+  np.testing.assert_array_equal(lp[:, 0], 0.0)
+  assert np.all(lp[:, 1:][mask[:, 1:]] < 0)
+  plain = sampling.Sampler(**kw, method=sampling.RandomSampling(temperature=2.0))(model, prompts, jax.random.key(4))
+  same = out.grouped(np.asarray(out.tokens))[:, 1:] == plain.grouped(np.asarray(plain.tokens))[:, 1:]
+  np.testing.assert_allclose(lp[:, 1:][same], plain.grouped(np.asarray(plain.logprobs))[:, 1:][same], atol=1e-5)
   # The other members sample: not all equal to the anchor.
   assert not np.all(out.grouped(out.tokens)[:, 1:] == out.grouped(out.tokens)[:, :1])
 

@@ -61,6 +61,10 @@ def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
     ("reward.topology", "swiss", None),  # a pairwise mode may replace its topology
     ("reward.bt_shrinkage", -0.5, r"config\.reward\.bt_shrinkage: must be a finite number ≥ 0"),
     ("reward.bt_shrinkage", 1.0, None),
+    ("reward.aggregation", "win_rate", None),  # and, independently, its aggregation
+    ("reward.aggregation", "pointwise", r"config\.reward\.aggregation: 'pointwise' reads pointwise verdicts but "
+                                        r"mode 'arena_live' is pairwise; use one of \['bt', 'rank_quantile', 'win_rate'\]"),
+    ("reward.aggregation", "mean", r"config\.reward\.aggregation: .*'mean'"),
 ])
 def test_field_and_cross_field_checks(path, value, match):
   c = train_config.mode_config("arena_live", "smoke")
@@ -79,6 +83,15 @@ def test_field_and_cross_field_checks(path, value, match):
 def test_shrinkage_needs_a_bradley_terry_mode():
   c = train_config.mode_config("arena", "smoke", bt_shrinkage=1.0)  # win rates: no standard errors
   with pytest.raises(ValueError, match=r"reward\.bt_shrinkage: mode 'arena' does not aggregate by Bradley–Terry"):
+    train_config.validate_config(c, check_devices=False)
+  c.reward.aggregation = "bt"  # the same mode with its aggregation replaced has errors to shrink by
+  train_config.validate_config(c, check_devices=False)
+
+
+def test_an_aggregation_needs_a_judged_mode():
+  c = train_config.mode_config("rlvr", "smoke")
+  c.reward.aggregation = "win_rate"
+  with pytest.raises(ValueError, match=r"config\.reward\.aggregation: mode 'rlvr' calls no judge"):
     train_config.validate_config(c, check_devices=False)
 
 

@@ -11,7 +11,8 @@ from arena_jax.train import read_metrics, train
 from tests.train.conftest import smoke_config
 
 EXPECTED_CALLS = {  # judge calls per judged group of G = 4 with no failures (SPEC §5)
-    "arena_live": 3 * 4 - 6, "arena": 4 * 3 // 2, "arenarl": 2 * 4 - 2, "rlaif": 4, "adaptive_pointwise": 4,
+    "arena_live": 3 * 4 - 6, "arena": 4 * 3 // 2, "arenarl": 2 * 4 - 2, "arenarl_baseline": 4 * 3 // 2, "rlaif": 4,
+    "adaptive_pointwise": 4,
 }
 
 
@@ -26,11 +27,11 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
     assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
     for key in ("accuracy", "groups/all_correct", "groups/all_wrong", "groups/diverse", "adv/l1",
                 "adv/nonzero_fraction", "clip_fraction", "ratio", "entropy", "loss", "time/judge_wait",
-                "gen/batches", "gen/trajectories", "response_length"):
+                "gen/batches", "gen/trajectories", "gen/unclosed_thinking", "response_length"):
       assert key in r, key
     fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
     np.testing.assert_allclose(fractions, 1.0, atol=1e-6)
-    judged_expected = {"rlaif": 4, "arenarl": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
+    judged_expected = {"rlaif": 4, "arenarl": 4, "arenarl_baseline": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
     if not rl.get_mode(mode).uses_judge:
       assert "judge/calls" not in r
     else:
@@ -160,3 +161,21 @@ def test_information_gain_topologies_train(topology, shrinkage, data_dir, coin_v
     assert ("judge/shrinkage" in r) == (shrinkage > 0 and r["judge/groups"] > 0)
     if "judge/shrinkage" in r:
       assert 0 <= r["judge/shrinkage"] <= 1  # random text: the embedded judge may call every match a tie
+
+
+def test_training_with_the_jury_backend(data_dir, tmp_path):
+  """rlaif with judge.backend=jury: every trajectory is audited by three jurors and a consolidator
+  (4 calls), and the jury's severity score is the reward (SPEC §8)."""
+  c = smoke_config("rlaif", data_dir)
+  c.judge.backend, c.num_steps = "jury", 1
+  assert c.judge.jury.num_jurors == 3 and c.judge.jury.mode == "consolidation"
+  c.log.samples_per_step = 16
+  train(c, str(tmp_path))
+  (row,) = read_metrics(str(tmp_path))
+  judged = 4  # rlaif judges every group
+  assert row["judge/groups"] == judged and row["judge/failures"] == 0
+  assert row["judge/calls"] == judged * 4 * (3 + 1)
+  samples = [json.loads(l) for l in (tmp_path / "samples.jsonl").read_text().splitlines()]
+  rewards = [r["reward"] for r in samples if r["judged"]]
+  assert len(rewards) == 4 * judged and all(0.0 <= x <= 1.0 for x in rewards)
+  assert all(math.isfinite(r["advantage"]) for r in samples)

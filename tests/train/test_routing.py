@@ -100,3 +100,70 @@ def test_arenarl_rewards_give_the_rank_quantile_advantages():
   assert ok.all()
   _, adv = mode.advantages(np.zeros((B, G), np.float32), judge.astype(np.float32), np.ones(B, bool))
   np.testing.assert_allclose(adv, rl.rank_quantile_advantages(jnp.asarray(ranks, jnp.float32)), atol=1e-5)
+
+
+def _round_robins(seed=0):
+  """The observed matches of a round robin per group, judged by a noisy strength judge (SPEC §4)."""
+  out = []
+  for k in range(B):
+    judge = arena.strength_judge(np.random.default_rng(seed + k).normal(size=G), noise=1.0, seed=seed + k)
+    s = arena.play(arena.make_scheduler("round_robin", G), judge)
+    out.append(rl.Verdicts(matches=s.observed(), native_ranking=s.native_ranking()))
+  return out
+
+
+def test_the_papers_arenarl_baseline_is_arena_without_routing():
+  """Seed 000's ArenaRL baseline: the round robin of `arena` on every group, win-rate rewards, no routing;
+  the same as `arenarl` with its topology and its aggregation replaced, and unlike `arenarl`'s own
+  rank quantiles of the same tournaments."""
+  baseline, arena_mode = rl.get_mode("arenarl_baseline"), rl.get_mode("arena")
+  assert (baseline.topology, baseline.aggregation, baseline.judge_groups) == ("round_robin", "win_rate", "all")
+  verifier, _, _, diverse = step_rewards()
+  np.testing.assert_array_equal(baseline.select(diverse), np.ones(B, bool))  # every group, diverse or not
+  verdicts = _round_robins()
+  judge, ok = baseline.aggregate(verdicts, G, l2=0.1, solver="newton")
+  want = np.zeros((B, G))
+  for k, v in enumerate(verdicts):  # r_i = 1/(G − 1) Σ_{j≠i} s(τ_i, τ_j): all G(G − 1)/2 pairs were played
+    assert len(v.matches[0]) == G * (G - 1) // 2
+    for f, sec, o in zip(*v.matches):
+      want[k, f] += o / (G - 1)
+      want[k, sec] += (1 - o) / (G - 1)
+  np.testing.assert_allclose(judge, want, atol=1e-6)
+  assert ok.all()
+  np.testing.assert_allclose(arena_mode.aggregate(verdicts, G, l2=0.1, solver="newton")[0], judge)
+  rewards, _ = baseline.advantages(verifier, judge.astype(np.float32), np.ones(B, bool))
+  np.testing.assert_allclose(rewards, judge, atol=1e-6)  # the verifier is never read, not even when diverse
+  # arenarl with aggregation replaced (reward.aggregation) gives the same rewards; arenarl's own does not.
+  replaced = rl.get_mode("arenarl", aggregation="win_rate")
+  np.testing.assert_allclose(replaced.aggregate(verdicts, G, l2=0.1, solver="newton")[0], judge)
+  own = rl.get_mode("arenarl").aggregate(verdicts, G, l2=0.1, solver="newton")[0]
+  assert not np.allclose(own, judge)
+  assert rl.get_mode("arenarl").aggregation == "rank_quantile"  # the registered mode kept its own
+
+
+def test_an_aggregation_of_the_other_judge_form_is_refused():
+  with pytest.raises(ValueError, match=r"reward\.aggregation: 'pointwise' reads pointwise verdicts"):
+    rl.get_mode("arenarl", aggregation="pointwise")
+  with pytest.raises(ValueError, match=r"'bt' reads pairwise verdicts but mode 'rlaif' is pointwise"):
+    rl.get_mode("rlaif", aggregation="bt")
+
+
+@pytest.mark.parametrize("name", ["rlaif", "adaptive_pointwise"])
+def test_a_failed_pointwise_judgment_is_left_out_of_its_groups_statistics(name):
+  """A member whose rubric judgment failed gets Â = 0, and the others' advantages are those of the group
+  without it (imputing the group's mean would shrink the std they are divided by: SPEC §4)."""
+  mode = rl.get_mode(name)
+  scores = [[1.0, 0.0, None, 0.5], [None, None, None, None], [0.0, 1.0, 1.0, 0.5], [None, 1.0, 1.0, 1.0]]
+  judge, ok = mode.aggregate([rl.Verdicts(scores=s) for s in scores], G, l2=0.1, solver="newton")
+  np.testing.assert_array_equal(ok, [True, False, True, True])
+  verifier = np.zeros((B, G), np.float32)  # all wrong: every group non-diverse, so routed modes judge all
+  rewards, adv = mode.advantages(verifier, judge.astype(np.float32), np.ones(B, bool))
+  rewards, adv = np.asarray(rewards), np.asarray(adv)
+  assert np.isfinite(rewards).all() and np.isfinite(adv).all()
+  np.testing.assert_allclose(adv[0, [0, 1, 3]], rl.group_advantages(jnp.asarray([1.0, 0.0, 0.5])), atol=1e-5)
+  assert adv[0, 2] == 0 and rewards[0, 2] == pytest.approx(0.5)  # the others' mean, for the logs
+  imputed = rl.group_advantages(jnp.asarray([1.0, 0.0, 0.5, 0.5]))
+  assert not np.allclose(adv[0, [0, 1, 3]], np.asarray(imputed)[[0, 1, 3]], atol=1e-3)
+  np.testing.assert_array_equal(adv[1], 0.0)  # no judgment at all: the fill, zero advantage
+  np.testing.assert_allclose(adv[2], rl.group_advantages(jnp.asarray([0.0, 1.0, 1.0, 0.5])), atol=1e-5)
+  np.testing.assert_array_equal(adv[3], 0.0)  # the judged members agree: no signal, whatever the failure
