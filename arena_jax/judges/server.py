@@ -9,7 +9,9 @@ its counters), binds 127.0.0.1 unless told otherwise, optionally requires a bear
 answers with the simulated judge (`simulated.JudgeLogic`).
 
 Knobs (`config.server_config()`): the judge's own (noise, position bias, tie band, juror error
-rates), a latency distribution, and faults — HTTP errors (with Retry-After), hangs, dropped
+rates), a latency model (a distribution, optionally a heavy tail through a median and a 99th
+percentile, growth with the prompt and completion tokens, and a bounded number of slots beyond which
+requests queue, as on vLLM / SGLang), and faults — HTTP errors (with Retry-After), hangs, dropped
 connections, non-JSON bodies, answers without a parseable verdict — each with a rate, so clients can
 be tested against all of them. Answers longer than the request's max_tokens are cut with
 finish_reason "length", like a real server. `style = "reasoning"` answers like a served reasoning LLM:
@@ -57,20 +59,33 @@ class _Server:
       if not self.api_key:
         raise ValueError(f"judge.server.api_key_env names {cfg.api_key_env!r}, which is not set in the environment")
     self.counts = {"requests": 0, "answered": 0, "errors": 0, "hangs": 0, "disconnects": 0, "bad_bodies": 0,
-                   "malformed": 0, "truncated": 0, "rejected": 0, "in_flight": 0, "max_in_flight": 0}
+                   "malformed": 0, "truncated": 0, "rejected": 0, "in_flight": 0, "max_in_flight": 0,
+                   "queued": 0, "max_queued": 0, "queue_wait_s": 0.0, "max_active": 0}
+    # Bounded slots (`slots`): a request waits here, FIFO, before its latency starts (asyncio's semaphore
+    # wakes its waiters in order); None = unbounded.
+    self.slots = asyncio.Semaphore(cfg.slots) if cfg.slots else None
     self.kinds: dict[str, int] = {}
 
   def _latency(self) -> float:
+    """One answer's base latency in seconds, drawn from the configured distribution."""
     cfg = self.cfg
     mean = cfg.latency_ms / 1000.0
     if mean <= 0:
       return 0.0
+    if cfg.latency_p99_ms:  # lognormal through the median and the 99th percentile (z = 2.3263)
+      sigma = math.log(cfg.latency_p99_ms / cfg.latency_ms) / 2.3263478740408408
+      return self.rng.lognormvariate(math.log(mean), sigma)
     if cfg.latency_dist == "exponential":
       return self.rng.expovariate(1.0 / mean)
     if cfg.latency_dist == "lognormal":
       mu = math.log(mean) - cfg.latency_sigma ** 2 / 2.0
       return self.rng.lognormvariate(mu, cfg.latency_sigma)
     return mean
+
+  def _token_latency(self, prompt_tokens: int, completion_tokens: int) -> float:
+    """What reading the prompt and writing the answer add to the latency, in seconds."""
+    return (self.cfg.latency_ms_per_prompt_token * prompt_tokens
+            + self.cfg.latency_ms_per_completion_token * completion_tokens) / 1000.0
 
   def _authorised(self, request: web.Request) -> bool:
     if not self.api_key:
@@ -97,14 +112,34 @@ class _Server:
     self.counts["in_flight"] += 1
     self.counts["max_in_flight"] = max(self.counts["max_in_flight"], self.counts["in_flight"])
     try:
-      return await self._chat(request)
+      if self.slots is None:
+        return await self._chat(request)
+      await self._take_slot()
+      active = self.cfg.slots - self.slots._value  # pylint: disable=protected-access  (held slots, for /stats)
+      self.counts["max_active"] = max(self.counts["max_active"], active)
+      try:
+        return await self._chat(request)
+      finally:
+        self.slots.release()
     finally:
       self.counts["in_flight"] -= 1
+
+  async def _take_slot(self) -> None:
+    """Waits for one of the `slots` (counted in queued / max_queued / queue_wait_s)."""
+    c = self.counts
+    c["queued"] += 1
+    c["max_queued"] = max(c["max_queued"], c["queued"])
+    t0 = time.monotonic()
+    try:
+      await self.slots.acquire()
+    finally:
+      c["queued"] -= 1
+      c["queue_wait_s"] += time.monotonic() - t0
 
   async def _chat(self, request: web.Request):
     cfg = self.cfg
     # The injected latency is the time to answer, judging included (as for a model server): the work
-    # below runs inside it, not on top of it.
+    # below runs inside it, not on top of it. It starts once the request holds a slot.
     deadline = time.monotonic() + self._latency()
     if not self._authorised(request):
       self.counts["rejected"] += 1
@@ -151,13 +186,13 @@ class _Server:
     self.kinds[reply.kind] = self.kinds.get(reply.kind, 0) + 1
     self.counts["malformed"] += malformed
     self.counts["truncated"] += reply.finish_reason == "length"
-    await _sleep_until(deadline)
+    completion_tokens = hygiene.count_tokens(reply.content or "") + hygiene.count_tokens(reply.reasoning or "")
+    prompt_tokens = hygiene.count_tokens(prompt)
+    await _sleep_until(deadline + self._token_latency(prompt_tokens, completion_tokens))
     self.counts["answered"] += 1
     message = {"role": "assistant", "content": reply.content}
     if reply.reasoning is not None:
       message["reasoning_content"] = reply.reasoning
-    completion_tokens = hygiene.count_tokens(reply.content or "") + hygiene.count_tokens(reply.reasoning or "")
-    prompt_tokens = hygiene.count_tokens(prompt)
     return web.json_response({
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": cfg.model,
