@@ -181,6 +181,10 @@ JUDGE = cs.Section(dict(
                      "itself, e.g. `{\"chat_template_kwargs\": {\"enable_thinking\": True}}` (vLLM / SGLang, "
                      "Qwen3). On the command line a Python dict literal or JSON text, quoted (docs/judges.md). "
                      "None = nothing added.", cs.optional(EXTRA_BODY_CHECK), placeholder=object),
+    step_deadline_s=field(0.0, "Training: how long an update waits for its step's judgment once it needs the "
+                          "rewards; judgments still running then are cancelled, counted (`judge/matches_late`) and "
+                          "left out of the fit, and their groups fall back as groups with no judgment do (zero "
+                          "advantage). 0 = wait for every judgment.", cs.number(0)),
     token_budget=field(4096, "Approximate tokens kept per trace; a longer trace keeps its head and tail with a "
                        "marker saying how much was cut.", cs.integer(16)),
     tail_fraction=field(0.25, "Share of the budget kept from the end of a truncated trace.", cs.number(0, 0.9)),

@@ -1,11 +1,16 @@
 """The judge side of a training step: tournaments or rubric scores for the groups a mode sends to the
-judge, run on a background event loop so they overlap the next step's generation (DESIGN: the loop).
+judge, run on a background event loop so they overlap generation (DESIGN: the loop; issue 14).
 
-`JudgeRunner` owns one asyncio loop in a daemon thread and the judge built on it; `submit` returns a
-`concurrent.futures.Future` of a `JudgeOutcome`: per judged group its `Verdicts` (observed matches and
-native ranking, or rubric scores) and the step's judge usage. The reward mode turns the verdicts into
-judge rewards on the main thread (`RewardMode.aggregate`), so the Bradley–Terry fit (a jitted device
-call, SPEC §6) is timed on its own.
+`JudgeRunner` owns one asyncio loop in a daemon thread and the judge built on it. `open(step)` returns a
+`StepJudgment`: the trainer adds each judged group as soon as it is known (`add`: after the whole step
+was generated, or the moment the group's last member finished decoding), can feed a live tournament one
+arrival at a time before the group's routing is known (`arrive`, `abandon`: `reward.live_start =
+"speculative"`), then `close`s it; `result(timeout)` gives a `JudgeOutcome`: per judged group its
+`Verdicts` (observed matches and native ranking, or rubric scores) and the step's judge usage. Matches
+still running when the timeout (`judge.step_deadline_s`) expires are cancelled and counted late; their
+groups fall back as groups with no judgment do. The reward mode turns the verdicts into judge rewards
+on the main thread (`RewardMode.aggregate`), so the Bradley–Terry fit (a jitted device call, SPEC §6)
+is timed on its own.
 """
 from __future__ import annotations
 
@@ -44,6 +49,10 @@ class JudgeOutcome:
   failures: int = 0
   failure_reasons: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   first_failure: str = ""  # the reason and the judge's own words, for the step's warning
+  late_matches: int = 0    # judgments still running at the step deadline: cancelled, not in the fit
+  late_groups: int = 0     # groups cut short by the deadline: they fall back as groups with no judgment do
+  wasted_calls: int = 0    # judgments issued for speculative tournaments of groups that turned out diverse
+  abandoned_groups: int = 0
 
   def count(self, result) -> None:
     """Adds one judgment (a pairwise `JudgeResult` or a pointwise `ScoreResult`): its cost and failure."""
@@ -54,6 +63,143 @@ class JudgeOutcome:
       if not self.first_failure:
         detail = " ".join(str(result.failure_detail or "").split())[:300]
         self.first_failure = f"{result.failure_reason}" + (f": {detail}" if detail else "")
+
+
+@dataclasses.dataclass
+class _Group:
+  """One group's judging on the loop: a tournament (`run` fills as matches return) or rubric scores."""
+
+  index: int
+  task: asyncio.Task
+  run: judges.TournamentRun | None = None
+  traces: list | None = None                 # a speculative tournament's traces, filled as members arrive
+  arrivals: asyncio.Event | None = None      # set after each arrival (the tournament waits on it)
+  abandoned: bool = False
+
+
+class StepJudgment:
+  """One step's judging (see the module docstring). Every method is called from the trainer's thread."""
+
+  def __init__(self, runner: "JudgeRunner", step: int, group_size: int):
+    self.runner, self.step, self.g = runner, step, group_size
+    self._groups: dict[int, _Group] = {}  # touched on the loop only
+    self._done: concurrent.futures.Future | None = None
+    self._outcome: JudgeOutcome | None = None
+
+  # ── feeding it (thread-safe: each call is queued on the loop, in order) ──
+
+  def add(self, job: GroupJob) -> None:
+    """Starts judging a whole group."""
+    self.runner._loop.call_soon_threadsafe(self._start, job)
+
+  def arrive(self, index: int, member: int, trace: str, problem: str, reference: str) -> None:
+    """Feeds member `member` of group `index` to its live tournament (opened by its first arrival)
+    before the group's routing is known; the tournament completes when all G have arrived."""
+    self.runner._loop.call_soon_threadsafe(self._arrive, index, member, trace, problem, reference)
+
+  def abandon(self, index: int) -> None:
+    """Stops group `index`'s speculative tournament (a different verifier reward arrived): its
+    judgments so far are wasted calls, the group is not judged."""
+    self.runner._loop.call_soon_threadsafe(self._abandon, index)
+
+  def close(self) -> "StepJudgment":
+    """No more groups; their judging goes on in the background."""
+    self._done = self.runner._run(self._gather())
+    return self
+
+  def result(self, timeout: float | None = None) -> JudgeOutcome:
+    """The step's `JudgeOutcome`, waiting at most `timeout` seconds (None = until every judgment is in);
+    what is still running then is cancelled and counted late."""
+    if self._outcome is None:
+      try:
+        self._done.result(timeout)
+        late = False
+      except concurrent.futures.TimeoutError:
+        self.runner._run(self._cancel()).result()
+        late = True
+      self._outcome = self._collect(late)
+    return self._outcome
+
+  # ── on the loop ──
+
+  def _seed(self, index: int) -> int:
+    return int(np.random.SeedSequence([self.runner.seed, self.step, index]).generate_state(1)[0])
+
+  def _start(self, job: GroupJob) -> None:
+    r = self.runner
+    if r.scheduler is None:
+      requests = [judges.ScoreRequest(job.problem, job.reference, trace, key=(self.step, job.index, i))
+                  for i, trace in enumerate(job.traces)]
+      self._groups[job.index] = _Group(job.index, asyncio.ensure_future(r.judge.score_many(requests)))
+      return
+    kwargs = {"seed": self._seed(job.index)}
+    if r.scheduler.uses_arrival_order:
+      kwargs["arrival_order"] = list(job.arrival_order)
+    if r.scheduler.needs_anchor:
+      kwargs["anchor"] = 0  # the sampler decodes member 0 of every group greedily
+    self._play(job.index, r.scheduler(self.g, **kwargs), job.problem, job.reference, list(job.traces))
+
+  def _play(self, index, scheduler, problem, reference, traces, arrivals=None) -> None:
+    run = judges.TournamentRun(scheduler, (self.step, index))
+    task = asyncio.ensure_future(judges.run_tournament(scheduler, self.runner.judge, problem, reference, traces,
+                                                       group_id=(self.step, index), run=run, arrivals=arrivals))
+    self._groups[index] = _Group(index, task, run, traces, arrivals)
+
+  def _arrive(self, index, member, trace, problem, reference) -> None:
+    group = self._groups.get(index)
+    if group is None:
+      scheduler = self.runner.scheduler(self.g, streaming=True, seed=self._seed(index))
+      self._play(index, scheduler, problem, reference, [""] * self.g, asyncio.Event())
+      group = self._groups[index]
+    if group.abandoned:
+      return
+    group.traces[member] = trace
+    group.run.scheduler.arrive(member)
+    group.arrivals.set()
+
+  def _abandon(self, index) -> None:
+    group = self._groups.get(index)
+    if group is not None:
+      group.abandoned = True
+      group.task.cancel()
+
+  async def _gather(self) -> None:
+    live = [g.task for g in self._groups.values() if not g.abandoned]
+    await asyncio.gather(*live)
+
+  async def _cancel(self) -> None:
+    tasks = [g.task for g in self._groups.values()]
+    for task in tasks:
+      task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+  def _collect(self, late: bool) -> JudgeOutcome:
+    """The outcome from the groups' state (read after the loop is done with them)."""
+    groups = sorted(self._groups.values(), key=lambda g: g.index)
+    out = JudgeOutcome([g.index for g in groups if not g.abandoned])
+    for g in groups:
+      if g.abandoned:
+        out.abandoned_groups += 1
+        out.wasted_calls += g.run.scheduler.num_issued
+        continue
+      finished = g.task.done() and not g.task.cancelled()
+      if finished and g.task.exception() is not None:
+        raise g.task.exception()  # a judging bug, not a late judgment
+      if g.run is None:  # rubric scores: the group's judgments are all in, or none is used
+        results = g.task.result() if finished else []
+        out.verdicts.append(Verdicts(scores=[r.score if r.ok else None for r in results] if finished else None))
+        out.late_matches += 0 if finished else self.g
+      else:
+        sched = g.run.scheduler
+        out.verdicts.append(Verdicts(matches=sched.observed(), native_ranking=sched.native_ranking())
+                            if finished else Verdicts())
+        out.late_matches += sched.num_issued - len(g.run.results)
+        results = [r for _, _, r in g.run.results]
+      out.late_groups += not finished
+      for r in results:
+        out.count(r)
+    assert late or not out.late_groups, "every group finishes when nothing was cancelled"
+    return out
 
 
 class JudgeRunner:
@@ -79,40 +225,16 @@ class JudgeRunner:
   def _run(self, coro) -> concurrent.futures.Future:
     return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-  def submit(self, step: int, jobs: Sequence[GroupJob], group_size: int) -> concurrent.futures.Future:
-    """Judges `jobs` in the background; the future's result is a `JudgeOutcome`."""
-    if self.scheduler is not None:
-      return self._run(self._tournaments(step, jobs, group_size))
-    return self._run(self._pointwise(step, jobs))
+  def open(self, step: int, group_size: int) -> StepJudgment:
+    """A step's judging, to `add` groups to (or feed arrivals to) and then `close`."""
+    return StepJudgment(self, step, group_size)
 
-  async def _tournaments(self, step, jobs, g) -> JudgeOutcome:
-    tjobs = []
+  def submit(self, step: int, jobs: Sequence[GroupJob], group_size: int) -> StepJudgment:
+    """Judges `jobs` in the background (all groups known at once); `.result()` is a `JudgeOutcome`."""
+    judgment = self.open(step, group_size)
     for job in jobs:
-      kwargs = {"seed": _seed(self.seed, step, job.index)}
-      if self.scheduler.uses_arrival_order:
-        kwargs["arrival_order"] = list(job.arrival_order)
-      if self.scheduler.needs_anchor:
-        kwargs["anchor"] = 0  # the sampler decodes member 0 of every group greedily
-      tjobs.append(judges.TournamentJob(self.scheduler(g, **kwargs), job.problem, job.reference, job.traces,
-                                        group_id=(step, job.index)))
-    out = JudgeOutcome([j.index for j in jobs])
-    for run in await judges.run_tournaments(self.judge, tjobs):
-      out.verdicts.append(Verdicts(matches=run.scheduler.observed(), native_ranking=run.scheduler.native_ranking()))
-      for _, _, r in run.results:
-        out.count(r)
-    return out
-
-  async def _pointwise(self, step, jobs) -> JudgeOutcome:
-    requests = [judges.ScoreRequest(job.problem, job.reference, trace, key=(step, job.index, i))
-                for job in jobs for i, trace in enumerate(job.traces)]
-    results = iter(await self.judge.score_many(requests))
-    out = JudgeOutcome([j.index for j in jobs])
-    for job in jobs:
-      group = [next(results) for _ in job.traces]
-      out.verdicts.append(Verdicts(scores=[r.score if r.ok else None for r in group]))
-      for r in group:
-        out.count(r)
-    return out
+      judgment.add(job)
+    return judgment.close()
 
   def close(self) -> None:
     if self._loop.is_closed():
@@ -123,7 +245,3 @@ class JudgeRunner:
       self._loop.call_soon_threadsafe(self._loop.stop)
       self._thread.join(timeout=10)
       self._loop.close()
-
-
-def _seed(seed: int, step: int, group: int) -> int:
-  return int(np.random.SeedSequence([seed, step, group]).generate_state(1)[0])

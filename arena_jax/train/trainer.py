@@ -340,7 +340,7 @@ class Trainer:
         raise RuntimeError(f"reward mode {self.mode.name!r} judges groups but this Trainer has no judge_runner; "
                            "train() starts one (judging.JudgeRunner) on the configured judge URLs")
       t0 = time.perf_counter()
-      outcome = pending.judgment.result()
+      outcome = pending.judgment.result(timeout=self.config.judge.step_deadline_s or None)
       t1 = time.perf_counter()
       local_idx = np.asarray(outcome.indices, int) - self.block.start
       all_failed = 0
@@ -350,20 +350,25 @@ class Trainer:
         judged[local_idx] = True
         all_failed = int((~ok).sum())
       m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
-      groups, calls, failures, all_failed, tokens = (int(x) for x in parallel.host_sum(np.asarray(
-          [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens],
-          np.int64)))
+      groups, calls, failures, all_failed, tokens, late, late_groups, wasted, abandoned = (
+          int(x) for x in parallel.host_sum(np.asarray(
+              [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens,
+               outcome.late_matches, outcome.late_groups, outcome.wasted_calls, outcome.abandoned_groups],
+              np.int64)))
       m.update({"judge/groups": groups, "judge/calls": calls, "judge/calls_per_group": calls / max(groups, 1),
                 "judge/failures": failures, "judge/failure_rate": failures / max(calls, 1),
-                "judge/groups_all_failed": all_failed, "judge/tokens": tokens})
+                "judge/groups_all_failed": all_failed, "judge/tokens": tokens,
+                "judge/matches_late": late, "judge/groups_late": late_groups,
+                "judge/calls_wasted": wasted, "judge/groups_abandoned": abandoned})
       m.update(_failure_reasons(outcome.failure_reasons))
       if all_failed:
         # A judge that is down (or failing) mid-run must not stop training at once, nor pass unnoticed:
         # these groups get zero advantage (SPEC §4: failures are dropped, never ties).
         logging.warning(
-            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed; the first: %s): they "
-            "get zero advantage this step; see judge/failures, judge/groups_all_failed in metrics.jsonl",
-            pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?")
+            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed; the first: %s; %d groups "
+            "cut short by judge.step_deadline_s): they get zero advantage this step; see judge/failures, "
+            "judge/groups_all_failed, judge/groups_late in metrics.jsonl",
+            pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?", late_groups)
       self._check_outage(calls, failures, outcome.first_failure)
     if self.mode.uses_judge:  # each host judged its own block: every host's rows, in host order
       judge_r, judged = parallel.gather(judge_r), parallel.gather(judged)
