@@ -18,7 +18,6 @@ global batch; the arrays every update needs are gathered, so every host holds th
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import math
 import os
@@ -132,6 +131,7 @@ class Generation:
   correct: float = 0.0       # the sum of their verifier rewards
   sample_s: float = 0.0
   verify_s: float = 0.0
+  judged_early: int = 0      # streamed: groups sent to the judge before their batch finished decoding
 
 
 @dataclasses.dataclass
@@ -143,7 +143,7 @@ class Pending:
   batch: Batch               # every host's groups: what the update trains on
   generation: Generation
   iterator_after: Any        # the data iterator's state right after this step's prompts were drawn
-  judgment: concurrent.futures.Future | None
+  judgment: judging.StepJudgment | None
 
 
 @dataclasses.dataclass
@@ -256,15 +256,23 @@ class Trainer:
 
   # ── generate → verify ──
 
+  @property
+  def streams(self) -> bool:
+    """Judging starts while the step decodes (`reward.live_start` ≠ step_done, a judged mode)."""
+    return self.mode.uses_judge and self.config.reward.live_start != "step_done" and self.judge_runner is not None
+
   def generate(self, step: int) -> Pending:
     """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7).
 
     Every host generates as long as any host lacks diverse groups (the sampler is one global program).
+    With `reward.live_start` ≠ step_done, groups are verified and sent to the judge as they finish
+    decoding (`_sample_streaming`), so the step's judgment is already running when this returns.
     """
     rs, pad_id = self.config.reward, self.policy.tokenizer.pad_id
     n_local = self.block.stop - self.block.start
     kept: list[Batch] = []
     gen = Generation()
+    judgment = self.judge_runner.open(step, self.g) if self.streams else None
     while True:
       if gen.batches >= rs.max_gen_batches:
         found = int(parallel.host_sum(np.asarray(min(sum(k.num_groups for k in kept), n_local))))
@@ -274,26 +282,31 @@ class Trainer:
             "reward.max_gen_batches, or the policy is (nearly) always all-correct / all-wrong here")
       examples = next(self.iterator)
       rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen.batches)
-      t0 = time.perf_counter()
-      part = self._sample(examples, rng, gen)
-      t1 = time.perf_counter()
-      part = self.verify(part, gen)
-      gen.sample_s, gen.verify_s = gen.sample_s + t1 - t0, gen.verify_s + time.perf_counter() - t1
+      if judgment is not None:  # no dynamic sampling (a judged mode): one generation batch
+        part = self._sample_streaming(examples, rng, gen, judgment)
+      else:
+        t0 = time.perf_counter()
+        part = self._sample(examples, rng, gen)
+        t1 = time.perf_counter()
+        part = self.verify(part, gen)
+        gen.sample_s, gen.verify_s = gen.sample_s + t1 - t0, gen.verify_s + time.perf_counter() - t1
       kept.append(part.take(self.mode.keep(part.diverse)))
       short = int(parallel.host_sum(np.asarray(int(sum(k.num_groups for k in kept) < n_local))))
       if not self.mode.dynamic_sampling or not short:
         break
     local = Batch.concat(kept, pad_id).take(slice(0, n_local))  # DAPO truncates the surplus
-    return Pending(step, local, local.gather(pad_id), gen, self.iterator.state, None)
+    return Pending(step, local, local.gather(pad_id), gen, self.iterator.state, judgment)
 
-  def _sample(self, examples, rng, gen: Generation) -> Batch:
-    """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
+  def _prompts(self, examples) -> tuple[np.ndarray, np.ndarray]:
+    """Every host's prompts of one generation batch, padded (the sampler runs on all of them)."""
     pad_id = self.policy.tokenizer.pad_id
     prompts = self.policy.tokenizer.encode_batch([self.task.prompt(e) for e in examples],
                                                  add_bos=self.policy.add_bos)
     tokens, lengths = self.sampler.pad_prompts(prompts)
-    tokens, lengths = parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
-    out = parallel.gather(self.sampler(self.sampler.shard_params(self.state.params), (tokens, lengths), rng))
+    return parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
+
+  def _local(self, examples, out, gen: Generation) -> Batch:
+    """This host's groups of a gathered sampler output; counts the generation."""
     gen.batches += 1
     gen.trajectories += self.b * self.g
     gen.tokens += int(out.lengths.sum())  # the gathered outputs: every host's rows
@@ -302,6 +315,62 @@ class Trainer:
     # texts, verifier and diverse are filled by `verify`.
     return Batch(list(examples), [], out.prompt_tokens[groups], out.prompt_lengths[groups], out.tokens[rows],
                  out.logprobs[rows], out.lengths[rows], out.truncated[rows], out.completion_step[rows], None, None)
+
+  def _sample(self, examples, rng, gen: Generation) -> Batch:
+    """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
+    out = parallel.gather(self.sampler(self.sampler.shard_params(self.state.params), self._prompts(examples), rng))
+    return self._local(examples, out, gen)
+
+  def _sample_streaming(self, examples, rng, gen: Generation, judgment: judging.StepJudgment) -> Batch:
+    """`_sample` + `verify`, judging while decoding goes on (issue 14): each finished row of this host's
+    groups is decoded and verified when its chunk ends; a group whose last member arrived goes to the
+    judge if the mode selects it (`group_done`), or, `speculative`, each arrival joins its group's live
+    tournament while the arrivals share one verifier reward and the tournament is abandoned when they
+    stop doing so. Every host runs the same chunks; each judges its own groups."""
+    g, first = self.g, self.block.start
+    n_local = self.block.stop - first
+    speculative = self.config.reward.live_start == "speculative"
+    texts: list = [None] * (n_local * g)
+    verifier = np.zeros((n_local, g), np.float32)
+    steps = np.zeros((n_local, g), np.int64)
+    arrived = np.zeros(n_local, int)
+    shared: dict[int, float | None] = {}  # speculative: the reward a group's arrivals share (None: abandoned)
+    t0, verify_s, out = time.perf_counter(), 0.0, None
+    params = self.sampler.shard_params(self.state.params)
+    for chunk in self.sampler.stream(params, self._prompts(examples), rng, every=self.config.rollout.stream_every):
+      out = chunk.output if chunk.output is not None else out
+      early = chunk.output is None
+      mine = (chunk.rows >= first * g) & (chunk.rows < self.block.stop * g)
+      if not mine.any():
+        continue
+      tv = time.perf_counter()
+      rows = chunk.rows[mine] - first * g
+      chunk_texts = self.policy.tokenizer.decode_batch(chunk.tokens[mine], chunk.lengths[mine])
+      rewards = self.task.verify_batch([examples[r // g] for r in rows], chunk_texts)
+      for r, text, v, step in zip(rows, chunk_texts, rewards, chunk.completion_step[mine]):  # arrival order
+        b, i = divmod(int(r), g)
+        texts[r], verifier[b, i], steps[b, i] = text, v, step
+        arrived[b] += 1
+        ex = examples[b]
+        if speculative:
+          if shared.setdefault(b, float(v)) == float(v):
+            gen.judged_early += early and arrived[b] == 1
+            judgment.arrive(first + b, i, text, ex.question, self.task.reference_answer(ex))
+          elif shared[b] is not None:
+            shared[b] = None
+            judgment.abandon(first + b)
+        elif arrived[b] == g and self.mode.select(rl.is_diverse(verifier[b:b + 1]))[0]:
+          gen.judged_early += early
+          judgment.add(judging.GroupJob(first + b, ex.question, self.task.reference_answer(ex),
+                                        texts[b * g:(b + 1) * g], np.lexsort((np.arange(g), steps[b]))))
+      verify_s += time.perf_counter() - tv
+    part = self._local(examples, parallel.gather(out), gen)
+    part.texts, part.verifier = texts, verifier
+    part.diverse = np.asarray(rl.is_diverse(verifier))
+    gen.correct += float(parallel.host_sum(np.asarray(verifier.sum(), np.float64)))
+    gen.sample_s += time.perf_counter() - t0 - verify_s
+    gen.verify_s += verify_s
+    return part
 
   def verify(self, part: Batch, gen: Generation) -> Batch:
     """Decodes this host's completions; their verifier rewards [n, G] and which groups are reward-diverse
@@ -316,8 +385,12 @@ class Trainer:
   # ── judge → rewards ──
 
   def judge(self, pending: Pending) -> None:
-    """Sends this host's groups that the mode judges to the judge, in the background."""
+    """Sends this host's groups that the mode judges to the judge, in the background (with
+    `reward.live_start` ≠ step_done they were sent during `generate`: this closes the step's judgment)."""
     if self.judge_runner is None:
+      return
+    if pending.judgment is not None:  # streamed: every judged group was sent as it finished decoding
+      pending.judgment.close()
       return
     local = pending.local
     jobs = []
@@ -435,6 +508,7 @@ class Trainer:
         "groups/routed": float(self.mode.select(batch.diverse).mean()) if self.mode.uses_judge else 0.0,
         "gen/batches": gen.batches, "gen/trajectories": gen.trajectories,
         "gen/tokens": gen.tokens, "gen/tokens_trained": int(batch.lengths.sum()),
+        "gen/groups_judged_early": int(parallel.host_sum(np.asarray(gen.judged_early))),
         "gen/tokens_per_s": float(gen.tokens / max(gen.sample_s, 1e-9)),
         "time/sample": gen.sample_s, "time/verify": gen.verify_s, "time/update": t2 - t1,
         # The learning rate of the step's last update, from the optimizer's own schedule.
