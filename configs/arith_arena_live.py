@@ -53,6 +53,7 @@ def get_config(arg=None):
       bt_solver="newton",     # the objective is strictly convex for λ > 0: Newton is exact in a few steps
       async_lag=1,            # judge step t while step t + 1 samples: judging hides behind generation
       live_start="step_done",  # judging starts when the step is generated (group_done / speculative: earlier)
+      live_pipelined=False,   # an arrival's opponents wait for every earlier result: reproducible verdicts
       max_judge_outage_steps=10,  # a judge failing every call for 10 steps in a row stops the run
       std_ddof=0,             # population std of a group's rewards, as in GRPO (SPEC §1)
   ))

@@ -107,6 +107,12 @@ RUN = cs.Section(dict(
                          "first arrival and takes each arrival while they all share one verifier reward; it is "
                          "abandoned when a different reward arrives (`judge/calls_wasted`). Modes without a judge "
                          "ignore it.", cs.one_of(LIVE_STARTS)),
+        live_pipelined=field(False, "Live tournaments: choose an arrival's opponents from the standings known "
+                             "when it arrives, with matches of several arrivals in flight at once, instead of "
+                             "waiting for every earlier result (G − 1 judge round trips deep). Verdicts then "
+                             "depend on the judge's timing: not bit-reproducible. Pays off when arrivals are "
+                             "spread in time (`live_start` ≠ step_done); see benchmarks.tournament_fidelity.",
+                             cs.boolean()),
         max_judge_outage_steps=field(10, "Consecutive steps in which every judge call failed before the run stops "
                                      "with an error naming the judge's last answer (0 = never): a judge that "
                                      "is down or misconfigured must not pass for RLVR. Shorter outages are "

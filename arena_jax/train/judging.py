@@ -18,7 +18,9 @@ import asyncio
 import collections
 import concurrent.futures
 import dataclasses
+import inspect
 import threading
+import time
 from typing import Sequence
 
 import numpy as np
@@ -85,6 +87,7 @@ class StepJudgment:
     self._groups: dict[int, _Group] = {}  # touched on the loop only
     self._done: concurrent.futures.Future | None = None
     self._outcome: JudgeOutcome | None = None
+    self.finished_at: float | None = None  # time.perf_counter() when the last judgment came back (or was cut)
 
   # ── feeding it (thread-safe: each call is queued on the loop, in order) ──
 
@@ -116,7 +119,7 @@ class StepJudgment:
         late = False
       except concurrent.futures.TimeoutError:
         self.runner._run(self._cancel()).result()
-        late = True
+        self.finished_at, late = time.perf_counter(), True
       self._outcome = self._collect(late)
     return self._outcome
 
@@ -132,7 +135,7 @@ class StepJudgment:
                   for i, trace in enumerate(job.traces)]
       self._groups[job.index] = _Group(job.index, asyncio.ensure_future(r.judge.score_many(requests)))
       return
-    kwargs = {"seed": self._seed(job.index)}
+    kwargs = {"seed": self._seed(job.index), **r.options}
     if r.scheduler.uses_arrival_order:
       kwargs["arrival_order"] = list(job.arrival_order)
     if r.scheduler.needs_anchor:
@@ -148,7 +151,7 @@ class StepJudgment:
   def _arrive(self, index, member, trace, problem, reference) -> None:
     group = self._groups.get(index)
     if group is None:
-      scheduler = self.runner.scheduler(self.g, streaming=True, seed=self._seed(index))
+      scheduler = self.runner.scheduler(self.g, streaming=True, seed=self._seed(index), **self.runner.options)
       self._play(index, scheduler, problem, reference, [""] * self.g, asyncio.Event())
       group = self._groups[index]
     if group.abandoned:
@@ -166,6 +169,7 @@ class StepJudgment:
   async def _gather(self) -> None:
     live = [g.task for g in self._groups.values() if not g.abandoned]
     await asyncio.gather(*live)
+    self.finished_at = time.perf_counter()
 
   async def _cancel(self) -> None:
     tasks = [g.task for g in self._groups.values()]
@@ -205,9 +209,14 @@ class StepJudgment:
 class JudgeRunner:
   """A judge on its own event loop thread (one long-lived loop: the client's sessions live on it)."""
 
-  def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int):
+  def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int,
+               live_pipelined: bool = False):
     self.mode, self.seed = mode, seed
     self.scheduler = arena.SCHEDULERS[topology] if mode.judge_form == "pairwise" else None
+    # Live tournaments: opponents chosen from the standings known at each arrival (pipelined) or only once
+    # every earlier result is in (blocking, the default: reproducible).
+    self.options = ({"wait_for_results": not live_pipelined} if self.scheduler is not None
+                    and "wait_for_results" in inspect.signature(self.scheduler).parameters else {})
     cfg = judge_config.copy_and_resolve_references()
     if mode.judge_form == "pairwise":
       cfg.backend = "pairwise"

@@ -6,6 +6,10 @@ One step, in the order of the `Trainer` methods that do it:
       → rewards (aggregate the verdicts: Bradley–Terry fit in jit, win rate, rank, rubric)
       → update (jit: the masked per-group router, group advantages, CISPO, AdamW) → record
 
+With `reward.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
+row is verified on arrival and its group goes to the judge as soon as it can (issue 14), so judging starts
+while other groups still decode. `judge.step_deadline_s` bounds how long the update waits for its rewards.
+
 With `reward.async_lag = 1` the judge works on step t's groups while step t+1 generates; the update
 of step t then waits for the judge only if it is slower than generation (`time/judge_wait`). Step t's
 completions were sampled with the parameters before update t − 1; CISPO's importance weights against
@@ -144,6 +148,7 @@ class Pending:
   generation: Generation
   iterator_after: Any        # the data iterator's state right after this step's prompts were drawn
   judgment: judging.StepJudgment | None
+  generated_at: float = dataclasses.field(default_factory=time.perf_counter)  # when generation ended
 
 
 @dataclasses.dataclass
@@ -326,14 +331,16 @@ class Trainer:
     groups is decoded and verified when its chunk ends; a group whose last member arrived goes to the
     judge if the mode selects it (`group_done`), or, `speculative`, each arrival joins its group's live
     tournament while the arrivals share one verifier reward and the tournament is abandoned when they
-    stop doing so. Every host runs the same chunks; each judges its own groups."""
+    stop doing so (a chunk's arrivals are verified together: a group they split is not fed first).
+    Every host runs the same chunks; each judges its own groups."""
     g, first = self.g, self.block.start
     n_local = self.block.stop - first
     speculative = self.config.reward.live_start == "speculative"
     texts: list = [None] * (n_local * g)
     verifier = np.zeros((n_local, g), np.float32)
     steps = np.zeros((n_local, g), np.int64)
-    arrived = np.zeros(n_local, int)
+    arrived = np.zeros((n_local, g), bool)
+    sent: set[int] = set()                # group_done: groups whose routing was decided
     shared: dict[int, float | None] = {}  # speculative: the reward a group's arrivals share (None: abandoned)
     t0, verify_s, out = time.perf_counter(), 0.0, None
     params = self.sampler.shard_params(self.state.params)
@@ -347,22 +354,29 @@ class Trainer:
       rows = chunk.rows[mine] - first * g
       chunk_texts = self.policy.tokenizer.decode_batch(chunk.tokens[mine], chunk.lengths[mine])
       rewards = self.task.verify_batch([examples[r // g] for r in rows], chunk_texts)
-      for r, text, v, step in zip(rows, chunk_texts, rewards, chunk.completion_step[mine]):  # arrival order
+      for r, text, v, step in zip(rows, chunk_texts, rewards, chunk.completion_step[mine]):
         b, i = divmod(int(r), g)
-        texts[r], verifier[b, i], steps[b, i] = text, v, step
-        arrived[b] += 1
+        texts[r], verifier[b, i], steps[b, i], arrived[b, i] = text, v, step, True
+      for r in rows:  # arrival order
+        b, i = divmod(int(r), g)
         ex = examples[b]
         if speculative:
-          if shared.setdefault(b, float(v)) == float(v):
-            gen.judged_early += early and arrived[b] == 1
-            judgment.arrive(first + b, i, text, ex.question, self.task.reference_answer(ex))
-          elif shared[b] is not None:
+          # A group whose arrivals so far (this chunk's included) disagree is abandoned, or never started.
+          seen = verifier[b][arrived[b]]
+          if seen.min() == seen.max() and shared.get(b, 0.0) is not None:
+            gen.judged_early += early and b not in shared
+            shared[b] = float(seen[0])
+            judgment.arrive(first + b, i, texts[r], ex.question, self.task.reference_answer(ex))
+          elif shared.get(b, 0.0) is not None:
+            if b in shared:
+              judgment.abandon(first + b)
             shared[b] = None
-            judgment.abandon(first + b)
-        elif arrived[b] == g and self.mode.select(rl.is_diverse(verifier[b:b + 1]))[0]:
-          gen.judged_early += early
-          judgment.add(judging.GroupJob(first + b, ex.question, self.task.reference_answer(ex),
-                                        texts[b * g:(b + 1) * g], np.lexsort((np.arange(g), steps[b]))))
+        elif arrived[b].all() and b not in sent:
+          sent.add(b)
+          if self.mode.select(rl.is_diverse(verifier[b:b + 1]))[0]:
+            gen.judged_early += early
+            judgment.add(judging.GroupJob(first + b, ex.question, self.task.reference_answer(ex),
+                                          texts[b * g:(b + 1) * g], np.lexsort((np.arange(g), steps[b]))))
       verify_s += time.perf_counter() - tv
     part = self._local(examples, parallel.gather(out), gen)
     part.texts, part.verifier = texts, verifier
@@ -423,6 +437,8 @@ class Trainer:
         judged[local_idx] = True
         all_failed = int((~ok).sum())
       m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
+      # How long the judge still worked once the step was generated (0 when it finished during decoding).
+      m["time/judge_after_gen"] = max(0.0, (pending.judgment.finished_at or t1) - pending.generated_at)
       groups, calls, failures, all_failed, tokens, late, late_groups, wasted, abandoned = (
           int(x) for x in parallel.host_sum(np.asarray(
               [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens,
@@ -516,6 +532,7 @@ class Trainer:
         "time/step": t2 - t0 + gen.sample_s + gen.verify_s,  # this step's own work
     })
     m.setdefault("time/judge_wait", 0.0)
+    m.setdefault("time/judge_after_gen", 0.0)
     m.setdefault("time/bt_fit", 0.0)
     return m, samples
 
@@ -620,7 +637,8 @@ def train(config, workdir: str) -> dict:
     with _StopFlag() as stop, judges.judge_endpoints(c.judge) as urls:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
         trainer.judge_runner = judging.JudgeRunner(c.judge, parallel.host_judge_urls(urls), mode,
-                                                   topology=trainer.topology, seed=c.seed)
+                                                   topology=trainer.topology, seed=c.seed,
+                                                   live_pipelined=c.reward.live_pipelined)
       pending = None  # generated, judged in the background, not yet applied
       for step in range(start, c.num_steps):
         current = trainer.generate(step)

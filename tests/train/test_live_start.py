@@ -67,7 +67,9 @@ def test_judging_groups_as_they_finish_decoding_trains_exactly_as_judging_the_st
     assert sum(r["gen/groups_judged_early"] for r in rows) > 0, start  # judged while other rows decoded
   assert all(r["gen/groups_judged_early"] == 0 for r in base)
   # Speculation started tournaments for groups that turned out diverse (the coin verifier makes some).
-  assert sum(r["judge/groups_abandoned"] for r in rows) > 0 and sum(r["judge/calls_wasted"] for r in rows) > 0
+  # (Whether an abandoned tournament had issued a match yet depends on the judge's timing: wasted calls ≥ 0.)
+  assert sum(r["judge/groups_abandoned"] for r in rows) > 0
+  assert all(0 <= r["judge/calls_wasted"] <= 6 * r["judge/groups_abandoned"] for r in rows)
   assert all(r["judge/groups_abandoned"] == 0 for r in base)
 
 
@@ -87,3 +89,11 @@ def test_speculative_needs_live_tournaments_of_routed_groups(mode, topology, dat
     validate_config(c)
   c.reward.live_start = "group_done"
   validate_config(c)
+
+
+def test_pipelined_live_tournaments_play_every_match_while_arrivals_stream(data_dir, coin_verifier, early_stops,
+                                                                          tmp_path):
+  rows = _run("arena_live", data_dir, tmp_path, live_start="speculative", live_pipelined=True)
+  assert sum(r["judge/groups"] for r in rows) > 0
+  for r in rows:  # 3G − 6 = 6 calls per judged group of G = 4, none failed, none late
+    assert r["judge/calls"] == 6 * r["judge/groups"] and r["judge/failures"] == 0 and r["judge/matches_late"] == 0
