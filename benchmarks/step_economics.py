@@ -11,7 +11,8 @@ first, without a judge) and a 99th percentile `p99_factor` times that, and the s
 for every group's round robin to run in one round (so a blocking live tournament, G − 1 rounds deep,
 is several RLVR steps long). `arena_live` runs three ways: judging after the step is generated (the
 default `reward.live_start = "step_done"`), `group_done` and `speculative` (`arena_live_group_done`,
-`arena_live_speculative`). The first steps (compilation) are not measured; the figures are medians
+`arena_live_speculative`), and speculative with pipelined opponent choice (`arena_live_pipelined`,
+`reward.live_pipelined`). The first steps (compilation) are not measured; the figures are medians
 (means for counts) over `measure` steps before the last one (which drains the pipeline: its row holds
 no next step's generation), so each measured row is one steady-state step: a generation and an update.
 
@@ -21,15 +22,18 @@ worked after the step was generated (`time/judge_after_gen`), calls wasted (spec
 late (none: no deadline is set).
 
 On this CPU the update dominates a step, unlike the paper's regime where generation does. So besides
-the measured figures it prints a PROJECTION, labelled as such: the same measured components with the
-sampling time scaled so that generation is `target_gen_fraction` of a DAPO step, the judge's latency
+the measured figures it prints a PROJECTION, labelled as such: the same measured components with one
+generation batch costing k × RLVR's measured sampling time, k chosen so that generation is
+`target_gen_fraction` of a DAPO step (which generates more batches), the judge's latency
 kept at `latency_fraction` of the (projected) RLVR step, and the judge's remaining work after
 generation hidden behind the next step's generation (async lag 1) as far as that lasts:
 
-    wall' = k·sample + verify + update + max(0, judge_after_gen · s − k·sample)
+    wall' = k·b·sample₁ + verify + update + bt_fit + max(0, judge_after_gen · s − k·b·sample₁)
 
-with k the sampling scale and s = RLVR's projected / measured wall. It is arithmetic on measured
-figures, not a measurement. The last line is JSON.
+with sample₁ RLVR's sampling time of one batch, b the mode's generation batches per step, k the
+sampling scale and s = RLVR's projected / measured wall. It is arithmetic on measured figures, not a
+measurement, and conservative for group_done / speculative (their judging would start earlier inside a
+longer generation; only the measured time after generation is used). The last line is JSON.
 """
 from __future__ import annotations
 
@@ -46,16 +50,16 @@ from absl import logging  # noqa: E402
 from arena_jax.train import read_metrics, train  # noqa: E402
 from arena_jax.train.config import DEFAULT_POLICY_DIR, mode_config  # noqa: E402
 
-# (row name, reward mode, reward.live_start)
-RUNS = (("rlvr", "rlvr", "step_done"), ("rlvr_dapo", "rlvr_dapo", "step_done"), ("rlaif", "rlaif", "step_done"),
-        ("arena", "arena", "step_done"), ("arena_live", "arena_live", "step_done"),
-        ("arena_live_group_done", "arena_live", "group_done"),
-        ("arena_live_speculative", "arena_live", "speculative"))
+# (row name, reward mode, reward overrides)
+RUNS = (("rlvr", "rlvr", {}), ("rlvr_dapo", "rlvr_dapo", {}), ("rlaif", "rlaif", {}), ("arena", "arena", {}),
+        ("arena_live", "arena_live", {}), ("arena_live_group_done", "arena_live", {"live_start": "group_done"}),
+        ("arena_live_speculative", "arena_live", {"live_start": "speculative"}),
+        ("arena_live_pipelined", "arena_live", {"live_start": "speculative", "live_pipelined": True}))
 
 
-def run_config(args, mode: str, live_start: str, latency_s: float):
+def run_config(args, mode: str, reward: dict, latency_s: float):
   """The demo testbed shrunk to `args`, with the embedded judge's latency model."""
-  c = mode_config(mode, live_start=live_start)
+  c = mode_config(mode, **reward)
   c.init.policy_dir = args.policy_dir
   c.num_steps = args.steps
   c.checkpoint.every = args.steps
@@ -73,9 +77,9 @@ def run_config(args, mode: str, live_start: str, latency_s: float):
   return c
 
 
-def measure(args, mode: str, live_start: str, latency_s: float) -> dict:
+def measure(args, mode: str, reward: dict, latency_s: float) -> dict:
   with tempfile.TemporaryDirectory() as workdir:
-    train(run_config(args, mode, live_start, latency_s), workdir)
+    train(run_config(args, mode, reward, latency_s), workdir)
     # Steady state: not the first steps (compilation) nor the last one, which drains the pipeline (its
     # row holds no next step's generation).
     rows = read_metrics(workdir)[-args.measure - 1:-1]
@@ -84,18 +88,19 @@ def measure(args, mode: str, live_start: str, latency_s: float) -> dict:
   routed = sum(r.get("judge/groups", 0) for r in rows)
   return {
       "wall_s": med("time/wall"), "sample_s": med("time/sample"), "verify_s": med("time/verify"),
-      "update_s": med("time/update"), "judge_wait_s": med("time/judge_wait"),
+      "update_s": med("time/update"), "judge_wait_s": med("time/judge_wait"), "bt_fit_s": med("time/bt_fit"),
       "judge_after_gen_s": med("time/judge_after_gen"), "generations": mean("gen/trajectories"),
       "calls_per_routed_group": sum(r.get("judge/calls", 0) for r in rows) / routed if routed else 0.0,
       "calls_wasted": mean("judge/calls_wasted"), "matches_late": mean("judge/matches_late"),
       "groups_judged_early": mean("gen/groups_judged_early"), "accuracy": mean("accuracy"),
+      "batches": mean("gen/batches"),
   }
 
 
-def project(m: dict, k: float, s: float) -> float:
+def project(m: dict, per_batch: float, k: float, s: float) -> float:
   """The projected wall per step (see module docstring)."""
-  sample = k * m["sample_s"]
-  return sample + m["verify_s"] + m["update_s"] + max(0.0, m["judge_after_gen_s"] * s - sample)
+  sample = k * per_batch * m["batches"]
+  return sample + m["verify_s"] + m["update_s"] + m["bt_fit_s"] + max(0.0, m["judge_after_gen_s"] * s - sample)
 
 
 def main(argv=None):
@@ -125,26 +130,28 @@ def main(argv=None):
   jax.config.update("jax_compilation_cache_dir", os.path.join(tempfile.gettempdir(), "arena_jax_step_economics"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
-  results = {"rlvr": measure(args, "rlvr", "step_done", 0.0)}  # calibrates the judge's latency
+  results = {"rlvr": measure(args, "rlvr", {}, 0.0)}  # calibrates the judge's latency
   latency_s = args.latency_fraction * results["rlvr"]["wall_s"]
   print(f"judge latency: median {latency_s:.3f} s (= {args.latency_fraction} × RLVR's {results['rlvr']['wall_s']:.3f} "
         f"s per step), p99 {latency_s * args.p99_factor:.3f} s", flush=True)
-  for name, mode, live_start in RUNS:
+  for name, mode, reward in RUNS:
     if name != "rlvr" and name in wanted:
-      results[name] = measure(args, mode, live_start, latency_s)
+      results[name] = measure(args, mode, reward, latency_s)
       print(f"  {name}: {results[name]['wall_s']:.3f} s per step", flush=True)
 
   rlvr, dapo = results["rlvr"], results.get("rlvr_dapo")
   gen_fraction = dapo["sample_s"] / dapo["wall_s"] if dapo else None
-  # Projection: sampling scaled by k so that generation is target_gen_fraction of a DAPO step.
+  # Projection: one generation batch costs RLVR's measured sampling time (the steadiest estimate on a
+  # shared machine) × k, k chosen so that generation is target_gen_fraction of a DAPO step.
   ref = dapo or rlvr
+  per_batch = rlvr["sample_s"] / rlvr["batches"]
   rest = ref["wall_s"] - ref["sample_s"]
   # (≥ 1: where generation already dominates, nothing is projected)
-  k = max(1.0, args.target_gen_fraction * rest / ((1 - args.target_gen_fraction) * ref["sample_s"]))
-  s = project(rlvr, k, 1.0) / rlvr["wall_s"]
-  projected = {name: project(m, k, s) for name, m in results.items()}
+  k = max(1.0, args.target_gen_fraction * rest / ((1 - args.target_gen_fraction) * per_batch * ref["batches"]))
+  s = project(rlvr, per_batch, k, 1.0) / rlvr["wall_s"]
+  projected = {name: project(m, per_batch, k, s) for name, m in results.items()}
 
-  headers = ["mode", "wall s", "vs rlvr", "vs dapo", "gens/step", "sample s", "update s", "judge wait s",
+  headers = ["mode", "wall s", "vs rlvr", "vs dapo", "gens/step", "sample s", "update s", "bt fit s", "judge wait s",
              "judge after gen s", "calls/routed group", "calls wasted", "late", "judged early", "proj. vs rlvr",
              "proj. vs dapo"]
   table, figures = [], {}
@@ -152,7 +159,8 @@ def main(argv=None):
     vs_dapo = m["wall_s"] / dapo["wall_s"] if dapo else None
     p_dapo = projected[name] / projected["rlvr_dapo"] if dapo else None
     table.append([name, m["wall_s"], m["wall_s"] / rlvr["wall_s"], vs_dapo if vs_dapo is not None else "-",
-                  m["generations"], m["sample_s"], m["update_s"], m["judge_wait_s"], m["judge_after_gen_s"],
+                  m["generations"], m["sample_s"], m["update_s"], m["bt_fit_s"], m["judge_wait_s"],
+                  m["judge_after_gen_s"],
                   m["calls_per_routed_group"], m["calls_wasted"], m["matches_late"], m["groups_judged_early"],
                   projected[name] / projected["rlvr"], p_dapo if p_dapo is not None else "-"])
     figures[name] = {"wall_s": round(m["wall_s"], 4), "wall_vs_rlvr": round(m["wall_s"] / rlvr["wall_s"], 4),
@@ -166,7 +174,7 @@ def main(argv=None):
   common.print_table(headers, table)
   if gen_fraction is not None:
     print(f"\ngeneration is {gen_fraction:.1%} of a DAPO step here. PROJECTION (arithmetic on the measured "
-          f"components, not a measurement): sampling × {k:.1f} so that generation is "
+          f"components, not a measurement): a generation batch = {k:.1f} × RLVR's, so that generation is "
           f"{args.target_gen_fraction:.0%} of a DAPO step; the judge's latency scaled with RLVR's step (× {s:.2f}).")
   common.emit_json({
       "benchmark": "step_economics", "generation_fraction_dapo": None if gen_fraction is None else round(gen_fraction, 4),
