@@ -97,3 +97,10 @@ def test_pipelined_live_tournaments_play_every_match_while_arrivals_stream(data_
   assert sum(r["judge/groups"] for r in rows) > 0
   for r in rows:  # 3G − 6 = 6 calls per judged group of G = 4, none failed, none late
     assert r["judge/calls"] == 6 * r["judge/groups"] and r["judge/failures"] == 0 and r["judge/matches_late"] == 0
+
+
+def test_group_done_with_a_rubric_judge_scores_every_group_once(data_dir, coin_verifier, early_stops, tmp_path):
+  rows = _run("rlaif", data_dir, tmp_path, live_start="group_done")
+  for r in rows:  # every group of 4 judged, one rubric call per member
+    assert r["judge/groups"] == 4 and r["judge/calls"] == 16 and r["judge/failures"] == 0
+  assert sum(r["gen/groups_judged_early"] for r in rows) > 0
