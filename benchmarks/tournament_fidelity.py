@@ -32,6 +32,7 @@ noise-1.0 judge (or the first), BT aggregation — {name: {"calls", "tau_truth",
 from __future__ import annotations
 
 import argparse
+import heapq
 import math
 
 from benchmarks import common  # sets JAX_PLATFORMS before jax is imported
@@ -194,6 +195,57 @@ def headline(figures, sizes, noises):
              "tau_round_robin": row["bt"]["tau_round_robin"]} for name, row in rows.items()}
 
 
+def play_timed(scheduler, judge, arrival_times, rng):
+  """Plays a streaming live tournament in simulated time: trajectory k arrives at `arrival_times[k]`, every
+  judgment takes a lognormal time of median 1 (a judge latency) from its issue; returns the time from the
+  last arrival until the last result (the judge's critical path after generation, in latencies)."""
+  events = [(t, 0, k, None) for k, t in enumerate(arrival_times)]  # (time, kind 0 arrival / 1 result, ...)
+  heapq.heapify(events)
+  now = 0.0
+  while events:
+    now, kind, a, b = heapq.heappop(events)
+    if kind == 0:
+      scheduler.arrive(a)
+    else:
+      scheduler.record(*a, b)
+    pairs = scheduler.next_matches()
+    for pair, outcome in zip(pairs, judge(pairs)):
+      heapq.heappush(events, (now + float(rng.lognormal(0.0, 0.5)), 1, pair, outcome))
+  assert scheduler.done, scheduler
+  return now - max(arrival_times)
+
+
+def pipelined_live(sizes, args, rng, noise: float):
+  """Blocking vs pipelined opponent choice of the live tournament (issue 14 item 5), arrivals spread in
+  time (exponential gaps of mean `args.arrival_gap` judge latencies, in a random order): judge calls, the
+  judge's time after the last arrival, Kendall τ of the BT ranking vs the latent truth and vs blocking
+  live on the same group (for blocking itself: a second, independent blocking run, the noise floor)."""
+  out = {}
+  for g in sizes:
+    thetas = rng.normal(size=(args.groups, g))
+    judge = lambda b: SimulatedJudge(thetas[b], noise=noise, tie_band=args.tie_band,
+                                     position_bias=args.position_bias, debias=not args.no_debias,
+                                     margin=args.margin, rng=rng)
+    runs = {}  # "replicate": a second blocking run of the same groups (the judge's own run-to-run noise)
+    for name, wait in (("blocking", True), ("replicate", True), ("pipelined", False)):
+      scheds, depth = [], []
+      for b in range(args.groups):
+        sched = arena.make_scheduler("live", g, streaming=True, wait_for_results=wait)
+        times = np.cumsum(rng.exponential(args.arrival_gap, g))
+        depth.append(play_timed(sched, judge(b), times, rng))
+        scheds.append(sched)
+      runs[name] = (scheds, batched_bt([s.observed() for s in scheds], g)[0], depth)
+    blocking_bt, replicate_bt = runs["blocking"][1], runs.pop("replicate")[1]
+    tau = lambda x, y: float(np.mean([kendall(x[b], y[b]) for b in range(args.groups)]))
+    out[str(g)] = {name: {
+        "calls": float(np.mean([s.num_issued for s in scheds])),
+        "judge_time_after_last_arrival": float(np.mean(depth)),
+        "tau_truth": tau(bt, thetas),
+        "tau_blocking": tau(bt, replicate_bt if name == "blocking" else blocking_bt),
+    } for name, (scheds, bt, depth) in runs.items()}
+  return out
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--groups", type=int, default=200, help="simulated groups per judge and size")
@@ -207,6 +259,8 @@ def main(argv=None):
   parser.add_argument("--budgets", default="21,42,63,84,120", help="judge calls per group on the budget curve")
   parser.add_argument("--curve_size", type=int, default=16, help="G of the budget curve (skipped if not in --sizes)")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--arrival_gap", type=float, default=0.25,
+                      help="pipelined live: mean gap between arrivals, in judge latencies")
   args = parser.parse_args(argv)
   arena.check_margin(args.margin)
   args.budgets = [int(x) for x in args.budgets.split(",")]
@@ -238,6 +292,14 @@ def main(argv=None):
     print(f"\nBudget curve at G = {args.curve_size}: τ vs truth of the BT fit (calls per group)")
     common.print_table(["noise", "rule"] + [f"budget {b}" for b in args.budgets], curve_rows)
   figures["headline"], figures["topologies"] = headline(figures, sizes, noises)
+  figures["pipelined_live"] = pipelined_live(sizes, args, rng, noises[-1])
+  print(f"\nLive tournaments with arrivals spread in time (judge noise {noises[-1]}, mean gap {args.arrival_gap} judge latencies; a "
+        "judgment takes a lognormal time of median 1): blocking opponent choice waits for every earlier "
+        "result, pipelined picks from the standings known when the arrival comes. τ of the BT ranking; "
+        "blocking's τ vs blocking is against a second, independent blocking run of the same groups.")
+  common.print_table(["G", "live", "calls/group", "judge time after last arrival", "τ vs truth", "τ vs blocking"],
+                     [(g, name, r["calls"], r["judge_time_after_last_arrival"], r["tau_truth"], r["tau_blocking"])
+                      for g, by in figures["pipelined_live"].items() for name, r in by.items()])
   common.emit_json(figures)
 
 

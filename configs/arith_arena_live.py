@@ -42,6 +42,7 @@ def get_config(arg=None):
       temperature=1.0,        # sample the policy itself: CISPO's behaviour log-probs are at T = 1
       top_k=0,                # no truncation of the sampling distribution ...
       top_p=1.0,              # ... so the log-probs are the policy's
+      stream_every=0,         # with live_start ≠ step_done: look for finished rows at each cache chunk's end
   ))
 
   c.reward = ml_collections.ConfigDict(dict(
@@ -54,6 +55,8 @@ def get_config(arg=None):
       dedupe_traces=True,     # identical completions share one tournament node: no call between copies
       bt_shrinkage=0.0,       # off: advantages are the z-scored BT rewards, however uncertain the strengths
       async_lag=1,            # judge step t while step t + 1 samples: judging hides behind generation
+      live_start="step_done",  # judging starts when the step is generated (group_done / speculative: earlier)
+      live_pipelined=False,   # an arrival's opponents wait for every earlier result: reproducible verdicts
       max_judge_outage_steps=10,  # a judge failing every call for 10 steps in a row stops the run
       std_ddof=0,             # population std of a group's rewards, as in GRPO (SPEC §1)
   ))

@@ -68,6 +68,17 @@ SERVER = cs.Section(dict(
     latency_ms=field(0.0, "Mean time to answer, the judging included.", cs.number(0)),
     latency_dist=field("fixed", "Distribution of the latency.", cs.one_of(LATENCY_DISTS)),
     latency_sigma=field(0.5, "Shape of the lognormal latency.", cs.number(0)),
+    # A served LLM's latency (issue 14): a heavy tail, growth with the tokens read and written, and a bounded
+    # number of requests decoded at once (vLLM / SGLang batch slots) so that load shows as queueing.
+    latency_p99_ms=field(0.0, "> 0: the latency is lognormal with median `latency_ms` and this 99th percentile "
+                         "(`latency_dist` and `latency_sigma` then do not apply); 0 = off.", cs.number(0),
+                         valid="0 or ≥ latency_ms"),
+    latency_ms_per_prompt_token=field(0.0, "Added to each answer's latency per prompt token (prefill).",
+                                      cs.number(0)),
+    latency_ms_per_completion_token=field(0.0, "Added to each answer's latency per completion token, thinking "
+                                          "included (decoding).", cs.number(0)),
+    slots=field(0, "Requests answered at once; more wait in a FIFO queue for a free slot and their latency starts "
+                "when they get one (`/stats`: queued, max_queued, queue_wait_s). 0 = unbounded.", cs.integer(0)),
     # Fault injection: probabilities per request.
     error_rate=_rate("Share of requests answered with an HTTP error from `error_statuses`."),
     error_statuses=field((500, 503, 429), "The injected errors.", cs.satisfies(
@@ -193,6 +204,10 @@ JUDGE = cs.Section(dict(
                      "visible reasoning of SPEC §9; `full` = as generated, thinking included; `summary_only` = the "
                      "last paragraph of the visible part. A completion that ended inside its thinking shows a "
                      "marker saying it has no visible answer.", cs.one_of(TRACE_VIEWS)),
+    step_deadline_s=field(0.0, "Training: how long an update waits for its step's judgment once it needs the "
+                          "rewards; judgments still running then are cancelled, counted (`judge/matches_late`) and "
+                          "left out of the fit, and their groups fall back as groups with no judgment do (zero "
+                          "advantage). 0 = wait for every judgment.", cs.number(0)),
     token_budget=field(4096, "Approximate tokens kept per trace; a longer trace keeps its head and tail with a "
                        "marker saying how much was cut.", cs.integer(16)),
     tail_fraction=field(0.25, "Share of the budget kept from the end of a truncated trace.", cs.number(0, 0.9)),
@@ -219,6 +234,13 @@ def _backoff_cap(c, report):
   """backoff_max_s ≥ backoff_initial_s."""
   if c.backoff_max_s < c.backoff_initial_s:
     report("backoff_max_s", f"must be ≥ backoff_initial_s ({c.backoff_initial_s}), got {c.backoff_max_s!r}")
+
+
+@SERVER.rule
+def _latency_tail(c, report):
+  """latency_p99_ms is 0 or ≥ latency_ms (a 99th percentile below the median is no distribution)."""
+  if c.latency_p99_ms and c.latency_p99_ms < c.latency_ms:
+    report("latency_p99_ms", f"must be 0 (off) or ≥ latency_ms ({c.latency_ms}), got {c.latency_p99_ms!r}")
 
 
 @JURY.rule

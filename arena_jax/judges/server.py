@@ -12,7 +12,9 @@ judge (`simulated.JudgeLogic`). The judging runs in a pool of `workers` threads,
 never holds up the event loop that reads requests and answers `/health`.
 
 Knobs (`config.server_config()`): the judge's own (noise, position bias, tie band, juror error
-rates), a latency distribution, and faults — HTTP errors (with Retry-After), hangs, dropped
+rates), a latency model (a distribution, optionally a heavy tail through a median and a 99th
+percentile, growth with the prompt and completion tokens, and a bounded number of slots beyond which
+requests queue, as on vLLM / SGLang), and faults — HTTP errors (with Retry-After), hangs, dropped
 connections, non-JSON bodies, answers without a parseable verdict — and hostile answers (`hostile.py`:
 fields of the wrong type, unusable Retry-After, huge answers, decompression bombs), each with a rate,
 so clients can be tested against all of them. Answers longer than the request's max_tokens are cut with
@@ -64,22 +66,35 @@ class _Server:
       if not self.api_key:
         raise ValueError(f"judge.server.api_key_env names {cfg.api_key_env!r}, which is not set in the environment")
     self.counts = {"requests": 0, "answered": 0, "errors": 0, "hangs": 0, "disconnects": 0, "bad_bodies": 0,
-                   "malformed": 0, "truncated": 0, "rejected": 0, "hostile": 0, "in_flight": 0, "max_in_flight": 0}
+                   "malformed": 0, "truncated": 0, "rejected": 0, "hostile": 0, "in_flight": 0, "max_in_flight": 0,
+                   "queued": 0, "max_queued": 0, "queue_wait_s": 0.0, "max_active": 0}
+    # Bounded slots (`slots`): a request waits here, FIFO, before its latency starts (asyncio's semaphore
+    # wakes its waiters in order); None = unbounded.
+    self.slots = asyncio.Semaphore(cfg.slots) if cfg.slots else None
     self.kinds: dict[str, int] = {}
     self.hostile: dict[str, int] = {}
     self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers, thread_name_prefix="arena-judge")
 
   def _latency(self) -> float:
+    """One answer's base latency in seconds, drawn from the configured distribution."""
     cfg = self.cfg
     mean = cfg.latency_ms / 1000.0
     if mean <= 0:
       return 0.0
+    if cfg.latency_p99_ms:  # lognormal through the median and the 99th percentile (z = 2.3263)
+      sigma = math.log(cfg.latency_p99_ms / cfg.latency_ms) / 2.3263478740408408
+      return self.rng.lognormvariate(math.log(mean), sigma)
     if cfg.latency_dist == "exponential":
       return self.rng.expovariate(1.0 / mean)
     if cfg.latency_dist == "lognormal":
       mu = math.log(mean) - cfg.latency_sigma ** 2 / 2.0
       return self.rng.lognormvariate(mu, cfg.latency_sigma)
     return mean
+
+  def _token_latency(self, prompt_tokens: int, completion_tokens: int) -> float:
+    """What reading the prompt and writing the answer add to the latency, in seconds."""
+    return (self.cfg.latency_ms_per_prompt_token * prompt_tokens
+            + self.cfg.latency_ms_per_completion_token * completion_tokens) / 1000.0
 
   def _authorised(self, request: web.Request) -> bool:
     if not self.api_key:
@@ -107,14 +122,34 @@ class _Server:
     self.counts["in_flight"] += 1
     self.counts["max_in_flight"] = max(self.counts["max_in_flight"], self.counts["in_flight"])
     try:
-      return await self._chat(request)
+      if self.slots is None:
+        return await self._chat(request)
+      await self._take_slot()
+      active = self.cfg.slots - self.slots._value  # pylint: disable=protected-access  (held slots, for /stats)
+      self.counts["max_active"] = max(self.counts["max_active"], active)
+      try:
+        return await self._chat(request)
+      finally:
+        self.slots.release()
     finally:
       self.counts["in_flight"] -= 1
+
+  async def _take_slot(self) -> None:
+    """Waits for one of the `slots` (counted in queued / max_queued / queue_wait_s)."""
+    c = self.counts
+    c["queued"] += 1
+    c["max_queued"] = max(c["max_queued"], c["queued"])
+    t0 = time.monotonic()
+    try:
+      await self.slots.acquire()
+    finally:
+      c["queued"] -= 1
+      c["queue_wait_s"] += time.monotonic() - t0
 
   async def _chat(self, request: web.Request):
     cfg = self.cfg
     # The injected latency is the time to answer, judging included (as for a model server): the work
-    # below runs inside it, not on top of it.
+    # below runs inside it, not on top of it. It starts once the request holds a slot.
     deadline = time.monotonic() + self._latency()
     if not self._authorised(request):
       self.counts["rejected"] += 1
@@ -152,7 +187,8 @@ class _Server:
     self.kinds[kind] = self.kinds.get(kind, 0) + 1
     self.counts["malformed"] += malformed
     self.counts["truncated"] += completion["choices"][0]["finish_reason"] == "length"
-    await _sleep_until(deadline)
+    usage = completion["usage"]
+    await _sleep_until(deadline + self._token_latency(usage["prompt_tokens"], usage["completion_tokens"]))
     if hostile_kind is not None:
       self.counts["hostile"] += 1
       self.hostile[hostile_kind] = self.hostile.get(hostile_kind, 0) + 1

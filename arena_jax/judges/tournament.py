@@ -49,30 +49,45 @@ class TournamentRun:
 
 
 async def run_tournament(scheduler: Scheduler, judge: PairwiseJudge, problem: str, reference: str,
-                         traces: Sequence[str], *, group_id: Any = 0) -> TournamentRun:
-  """Plays `scheduler` to completion with `judge` (see module docstring); returns the run."""
+                         traces: Sequence[str], *, group_id: Any = 0, run: TournamentRun | None = None,
+                         arrivals: asyncio.Event | None = None) -> TournamentRun:
+  """Plays `scheduler` to completion with `judge` (see module docstring); returns the run.
+
+  `run`: the `TournamentRun` to fill (a caller that may cancel the tournament keeps the results so far).
+  `arrivals`: for a streaming scheduler (a live tournament fed by `arrive()` while it runs): set by the
+  caller after each `arrive()` or `close()`; the tournament waits on it whenever it has nothing to judge,
+  and `traces[i]` must hold trajectory i before it arrives.
+  """
   if len(traces) != scheduler.num_players:
     raise ValueError(f"{len(traces)} traces for a tournament of num_players={scheduler.num_players}")
-  run = TournamentRun(scheduler, group_id)
+  run = run if run is not None else TournamentRun(scheduler, group_id)
   running: dict[asyncio.Task, tuple[int, int]] = {}
+  waiter = None
   try:
     while True:
       for i, j in scheduler.next_matches():
         task = asyncio.ensure_future(judge.compare(problem, reference, traces[i], traces[j], key=(group_id, i, j)))
         running[task] = (i, j)
-      if not running:
-        if scheduler.done:
-          return run
-        raise RuntimeError(f"{scheduler!r} is not done but has nothing to issue (a streaming live tournament "
-                           "waiting for arrive()/close()?)")
-      finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+      if not running and scheduler.done:
+        return run
+      if arrivals is None:
+        if not running:
+          raise RuntimeError(f"{scheduler!r} is not done but has nothing to issue (a streaming live tournament "
+                             "run without `arrivals`?)")
+      elif waiter is None:
+        waiter = asyncio.ensure_future(arrivals.wait())
+      finished, _ = await asyncio.wait([*running, *([waiter] if waiter else [])], return_when=asyncio.FIRST_COMPLETED)
+      if waiter in finished:
+        arrivals.clear()
+        waiter = None
       for task in finished:
-        i, j = running.pop(task)
-        result = task.result()
-        run.results.append((i, j, result))
-        scheduler.record(i, j, result.outcome)
+        if task in running:
+          i, j = running.pop(task)
+          result = task.result()
+          run.results.append((i, j, result))
+          scheduler.record(i, j, result.outcome)
   finally:
-    for task in running:
+    for task in [*running, *([waiter] if waiter else [])]:
       task.cancel()
 
 

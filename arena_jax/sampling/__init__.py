@@ -1,6 +1,7 @@
 """KV-cache sampling: one prefill per prompt, G samples per prompt in jitted, donated while_loops.
 
-  Sampler        small frozen object; `sampler(params, prompts, rng)` → SampleOutput
+  Sampler        small frozen object; `sampler(params, prompts, rng)` → SampleOutput;
+                 `sampler.stream(...)` yields a StreamChunk (the rows that finished) after each chunk
   SampleOutput   tokens, behaviour log-probs, lengths, truncated, completion_step, is_greedy ([B·G, …])
   Greedy, RandomSampling(temperature, top_k, top_p)   sampling methods
   apply_top_k, apply_top_p, sample_categorical, uniforms, mask_after_stop, bucket_length,
@@ -23,6 +24,7 @@ from arena_jax.sampling.sampler import (
     DecodeState,
     SampleOutput,
     Sampler,
+    StreamChunk,
     bucket_length,
     cache_chunking,
     mask_after_stop,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import flax.struct
 import jax
@@ -39,6 +39,7 @@ from flax import nnx
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from arena_jax import parallel
 from arena_jax.models.config import ModelConfig
 from arena_jax.models.sharding import (LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards,
                                        param_shardings)
@@ -87,6 +88,27 @@ class SampleOutput:
   def completion_mask(self) -> jax.Array:
     """bool [B·G, N]: True on completion tokens (stop token included), False on padding."""
     return jnp.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+
+
+@dataclasses.dataclass
+class StreamChunk:
+  """The rows that finished decoding during one chunk of a streamed call (`Sampler.stream`), host arrays.
+
+  Attributes:
+    index: the chunk (0-based, in decoding order).
+    rows: int [k] row indices b·G + i, in arrival order (completion step, then row).
+    tokens, logprobs: [k, N] as in `SampleOutput`; lengths, completion_step, truncated: [k].
+    output: on the last chunk only, the call's whole `SampleOutput` (what `__call__` returns).
+  """
+
+  index: int
+  rows: np.ndarray
+  tokens: np.ndarray
+  logprobs: np.ndarray
+  lengths: np.ndarray
+  completion_step: np.ndarray
+  truncated: np.ndarray
+  output: SampleOutput | None = None
 
 
 @flax.struct.dataclass
@@ -217,6 +239,53 @@ class Sampler:
       prompts: token lists, or (tokens [B, L] right-padded, lengths [B]). Every prompt needs ≥ 1 token.
       rng: a `jax.random.key`.
     """
+    state, tokens, num_prompts = self._start(params, prompts, rng)
+    # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
+    out, _ = self._decode_fn(pure_params(params), state, jnp.asarray(tokens))
+    return self._trim(out, num_prompts)
+
+  def stream(self, params: Any, prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray], rng: jax.Array,
+             *, every: int = 0) -> Iterator[StreamChunk]:
+    """`__call__`, yielding after each chunk of decoding the rows that finished in it (issue 14: judging
+    starts while decoding goes on). The last chunk carries the rows cut at `max_new_tokens` and the
+    call's `SampleOutput`, equal to `__call__`'s for the same arguments (the same decode steps, split
+    into more jitted loops).
+
+    A chunk ends at each cache chunk's end (`cache_chunking`) and, with `every` > 0, every `every`
+    decode steps. Each chunk costs one host round trip (its finished rows are read back): the plain
+    call has none. Multi-host: every host runs the same chunks and receives every row.
+    """
+    state, tokens, num_prompts = self._start(params, prompts, rng)
+    params = pure_params(params)
+    real, n = num_prompts * self.num_samples, self.max_new_tokens
+    reported = np.zeros(real, bool)
+
+    def chunk(index, s, last=False):
+      finish = np.asarray(parallel.gather(s.finish))[:real]
+      new = ~reported & ((finish < n) | last)
+      rows = np.flatnonzero(new)
+      rows = rows[np.lexsort((rows, np.where(finish[rows] < n, finish[rows], n - 1)))]  # arrival order
+      reported[rows] = True
+      toks, lps = (np.asarray(a) for a in parallel.gather((s.tokens, s.logprobs))) if len(rows) else (None, None)
+      lengths = np.where(finish[rows] < n, finish[rows] + 1, n).astype(np.int32)
+      return StreamChunk(index, rows, toks[rows] if len(rows) else np.zeros((0, n), np.int32),
+                         lps[rows] if len(rows) else np.zeros((0, n), np.float32), lengths, lengths - 1,
+                         finish[rows] >= n)
+
+    segments = self._segments(every)
+    for index, (end, read_chunks) in enumerate(segments[:-1]):
+      state = self._segment_fn(read_chunks)(params, state, np.int32(end))
+      yield chunk(index, state)
+      if reported.all():
+        break  # the remaining loops would not run a step (every row is done)
+    end, read_chunks = segments[-1]
+    state = self._segment_fn(read_chunks)(params, state, np.int32(end))
+    last = chunk(len(segments) - 1, state, last=True)
+    last.output = self._trim(self._finish_fn(state, jnp.asarray(tokens)), num_prompts)
+    yield last
+
+  def _start(self, params, prompts, rng) -> tuple[DecodeState, np.ndarray, int]:
+    """Pads and places the prompts and prefills: (the decode state, the padded prompts, their number)."""
     tokens, lengths = self.pad_prompts(prompts)
     num_prompts = tokens.shape[0]
     shards = num_batch_shards(self.mesh, self.rules)
@@ -234,16 +303,28 @@ class Sampler:
           (tokens, lengths, active, np.asarray(jax.random.key_data(rng))),
           (self._batch_sharding(2), b1, b1, NamedSharding(self.mesh, PartitionSpec())))
       rng = jax.random.wrap_key_data(key)
-    state = self._prefill_fn(params, tokens, lengths, active, rng)
-    # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
-    out, _ = self._decode_fn(params, state, jnp.asarray(tokens))
-    if padded != num_prompts:
-      rows = num_prompts * self.num_samples
-      out = SampleOutput(
-          tokens=out.tokens[:rows], logprobs=out.logprobs[:rows], lengths=out.lengths[:rows],
-          truncated=out.truncated[:rows], completion_step=out.completion_step[:rows],
-          is_greedy=out.is_greedy[:rows], prompt_tokens=out.prompt_tokens[:num_prompts],
-          prompt_lengths=out.prompt_lengths[:num_prompts], num_samples=self.num_samples)
+    return self._prefill_fn(params, tokens, lengths, active, rng), tokens, num_prompts
+
+  def _trim(self, out: SampleOutput, num_prompts: int) -> SampleOutput:
+    """Drops the filler prompts' rows."""
+    if out.prompt_tokens.shape[0] == num_prompts:
+      return out
+    rows = num_prompts * self.num_samples
+    return SampleOutput(
+        tokens=out.tokens[:rows], logprobs=out.logprobs[:rows], lengths=out.lengths[:rows],
+        truncated=out.truncated[:rows], completion_step=out.completion_step[:rows],
+        is_greedy=out.is_greedy[:rows], prompt_tokens=out.prompt_tokens[:num_prompts],
+        prompt_lengths=out.prompt_lengths[:num_prompts], num_samples=self.num_samples)
+
+  def _segments(self, every: int = 0) -> list[tuple[int, int]]:
+    """(end step, cache chunks read) of each decode loop: one per cache chunk, split every `every` steps."""
+    n = self.max_new_tokens
+    chunk, num_chunks = cache_chunking(n, self.cache_chunk)
+    out = []
+    for j in range(num_chunks):
+      start, end = j * chunk + 1, min((j + 1) * chunk + 1, n)
+      cuts = list(range(start + every, end, every)) if every > 0 else []
+      out.extend((e, j + 1) for e in cuts + [end])
     return out
 
   def pad_prompts(self, prompts) -> tuple[np.ndarray, np.ndarray]:
@@ -312,12 +393,39 @@ class Sampler:
   def _decode_fn(self):
     if self.mesh is None:
       return jax.jit(self._decode, donate_argnums=1)
-    batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
-    out = SampleOutput(tokens=batch2, logprobs=batch2, lengths=batch1, truncated=batch1, completion_step=batch1,
-                       is_greedy=batch1, prompt_tokens=batch2, prompt_lengths=batch1, num_samples=self.num_samples)
     return jax.jit(self._decode, donate_argnums=1,
-                   in_shardings=(self._param_shardings, self._state_shardings, batch2),
-                   out_shardings=(out, self._state_shardings))
+                   in_shardings=(self._param_shardings, self._state_shardings, self._batch_sharding(2)),
+                   out_shardings=(self._output_shardings, self._state_shardings))
+
+  @functools.cached_property
+  def _segment_fns(self) -> dict:
+    return {}
+
+  def _segment_fn(self, read_chunks: int):
+    """One decode loop up to a traced end step, reading `read_chunks` cache chunks (`stream`)."""
+    if read_chunks not in self._segment_fns:
+      fn = functools.partial(self._segment, read_chunks=read_chunks)
+      if self.mesh is None:
+        self._segment_fns[read_chunks] = jax.jit(fn, donate_argnums=1)
+      else:
+        rep = NamedSharding(self.mesh, PartitionSpec())
+        self._segment_fns[read_chunks] = jax.jit(
+            fn, donate_argnums=1, in_shardings=(self._param_shardings, self._state_shardings, rep),
+            out_shardings=self._state_shardings)
+    return self._segment_fns[read_chunks]
+
+  @functools.cached_property
+  def _finish_fn(self):
+    if self.mesh is None:
+      return jax.jit(self._output)
+    return jax.jit(self._output, in_shardings=(self._state_shardings, self._batch_sharding(2)),
+                   out_shardings=self._output_shardings)
+
+  @functools.cached_property
+  def _output_shardings(self) -> SampleOutput:
+    batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
+    return SampleOutput(tokens=batch2, logprobs=batch2, lengths=batch1, truncated=batch1, completion_step=batch1,
+                        is_greedy=batch1, prompt_tokens=batch2, prompt_lengths=batch1, num_samples=self.num_samples)
 
   @functools.cached_property
   def _param_shardings(self):
@@ -397,10 +505,19 @@ class Sampler:
 
   def _decode(self, params, state: DecodeState, prompt_tokens) -> tuple[SampleOutput, DecodeState]:
     model = model_from_params(self.config, params)
-    n = self.max_new_tokens
-    chunk, num_chunks = cache_chunking(n, self.cache_chunk)
+    s = state
+    for end, read_chunks in self._segments():
+      s = self._loop(model, s, end, read_chunks)
+    return self._output(s, prompt_tokens), s
 
-    def body(s: DecodeState, read_chunks: int) -> DecodeState:
+  def _segment(self, params, state: DecodeState, end, *, read_chunks: int) -> DecodeState:
+    return self._loop(model_from_params(self.config, params), state, end, read_chunks)
+
+  def _loop(self, model, state: DecodeState, end, read_chunks: int) -> DecodeState:
+    """Decode steps t < `end` (whose fed token, slot t − 1, lies in the first `read_chunks` cache chunks,
+    which are all they read), stopping early once every row is done."""
+
+    def body(s: DecodeState) -> DecodeState:
       t = s.step
       logits, cache = model.decode(s.last_token, t - 1, s.cache, read_chunks)
       tok, lp = self._choose(logits, lax.dynamic_index_in_dim(s.uniforms, t, keepdims=False))
@@ -414,12 +531,10 @@ class Sampler:
           done=s.done | stopped, finish=jnp.where(stopped, t, s.finish), last_token=tok,
           cache=cache, uniforms=s.uniforms)
 
-    s = state
-    for j in range(num_chunks):
-      # Steps t whose fed token (slot t − 1) lies in chunk j; they read chunks 0 … j only.
-      end = min((j + 1) * chunk + 1, n)
-      s = lax.while_loop(lambda s, end=end: (s.step < end) & ~jnp.all(s.done),
-                         functools.partial(body, read_chunks=j + 1), s)
+    return lax.while_loop(lambda s: (s.step < end) & ~jnp.all(s.done), body, state)
+
+  def _output(self, s: DecodeState, prompt_tokens) -> SampleOutput:
+    n = self.max_new_tokens
     finished = s.finish < n  # includes filler rows (finish −1), dropped by the caller
     lengths = jnp.where(finished, s.finish + 1, n).astype(jnp.int32)
     rows = s.tokens.shape[0]
@@ -427,4 +542,4 @@ class Sampler:
     return SampleOutput(
         tokens=s.tokens, logprobs=s.logprobs, lengths=lengths, truncated=~finished,
         completion_step=lengths - 1, is_greedy=is_greedy, prompt_tokens=prompt_tokens,
-        prompt_lengths=s.cache.prompt_lengths, num_samples=self.num_samples), s
+        prompt_lengths=s.cache.prompt_lengths, num_samples=self.num_samples)

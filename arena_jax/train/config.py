@@ -35,6 +35,9 @@ def _bool(default: bool, meaning: str) -> cs.Field:
   return field(default, meaning, cs.boolean())
 
 
+LIVE_STARTS = ("step_done", "group_done", "speculative")
+
+
 def _uses_judge(c: ml_collections.ConfigDict) -> bool:
   """The judge section matters (and is checked) only for the modes that call a judge."""
   return reward_modes.get_mode(c.reward.mode).uses_judge
@@ -76,6 +79,9 @@ RUN = cs.Section(dict(
                           cs.number(0, lo_open=True, message="must be a finite number > 0 for RL sampling")),
         top_k=field(0, "Top-k filtering of the sampler; 0 = off.", cs.integer(0, why="0 = no top-k")),
         top_p=field(1.0, "Nucleus (top-p) filtering of the sampler; 1 = off.", cs.number(0, 1, lo_open=True)),
+        stream_every=field(0, "With `reward.live_start` ≠ step_done: decode steps between two reads of the rows "
+                           "that finished (each read is one host round trip); 0 = at the end of each of the "
+                           "sampler's cache chunks (≤ 4 per call).", cs.integer(0)),
     )),
 
     reward=cs.Section(dict(
@@ -110,6 +116,19 @@ RUN = cs.Section(dict(
         async_lag=field(1, "1: the judge works on step t's groups while step t + 1 samples, and update t waits for "
                         "the judge only if it is slower (`time/judge_wait`); 0: sample, judge, update in turn.",
                         cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1")),
+        live_start=field("step_done", "When a step's judging starts (issue 14). `step_done`: once the whole step "
+                         "is generated. `group_done`: a group's judging starts as soon as its last member finishes "
+                         "decoding and its routing is known, while other groups still decode (every topology). "
+                         "`speculative` (`live` tournaments of routed modes): a group's tournament starts with its "
+                         "first arrival and takes each arrival while they all share one verifier reward; it is "
+                         "abandoned when a different reward arrives (`judge/calls_wasted`). Modes without a judge "
+                         "ignore it.", cs.one_of(LIVE_STARTS)),
+        live_pipelined=field(False, "Live tournaments: choose an arrival's opponents from the standings known "
+                             "when it arrives, with matches of several arrivals in flight at once, instead of "
+                             "waiting for every earlier result (G − 1 judge round trips deep). Verdicts then "
+                             "depend on the judge's timing: not bit-reproducible. Pays off when arrivals are "
+                             "spread in time (`live_start` ≠ step_done); see benchmarks.tournament_fidelity.",
+                             cs.boolean()),
         max_judge_outage_steps=field(10, "Consecutive steps in which every judge call failed before the run stops "
                                      "with an error naming the judge's last answer (0 = never): a judge that "
                                      "is down or misconfigured must not pass for RLVR. Shorter outages are "
@@ -241,6 +260,16 @@ def _aggregation_reads_the_modes_verdicts(c, report):
     problem = reward_modes.aggregation_problem(reward_modes.get_mode(c.reward.mode), c.reward.aggregation)
     if problem:
       report("reward.aggregation", problem)
+
+
+@RUN.rule
+def _speculative_is_for_live_routing(c, report):
+  """reward.live_start = speculative needs a live tournament for routed (non-diverse) groups."""
+  mode = reward_modes.get_mode(c.reward.mode)
+  topology = c.reward.topology or mode.topology
+  if c.reward.live_start == "speculative" and (mode.judge_groups != "non_diverse" or topology != "live"):
+    report("reward.live_start", f"'speculative' starts live tournaments before routing is known: it needs a routed "
+           f"pairwise mode with topology 'live' (mode {c.reward.mode!r}, topology {topology!r}); use 'group_done'")
 
 
 @RUN.rule

@@ -1,11 +1,21 @@
 """The judge side of a training step: tournaments or rubric scores for the groups a mode sends to the
-judge, run on a background event loop so they overlap the next step's generation (DESIGN: the loop).
+judge, run on a background event loop so they overlap generation (DESIGN: the loop; issue 14).
 
-`JudgeRunner` owns one asyncio loop in a daemon thread and the judge built on it; `submit` returns a
-`concurrent.futures.Future` of a `JudgeOutcome`: per judged group its `Verdicts` (observed matches and
-native ranking, or rubric scores) and the step's judge usage. The reward mode turns the verdicts into
-judge rewards on the main thread (`RewardMode.aggregate`), so the Bradley–Terry fit (a jitted device
-call, SPEC §6) is timed on its own.
+`JudgeRunner` owns one asyncio loop in a daemon thread and the judge built on it. `open(step)` returns a
+`StepJudgment`: the trainer adds each judged group as soon as it is known (`add`: after the whole step
+was generated, or the moment the group's last member finished decoding), can feed a live tournament one
+arrival at a time before the group's routing is known (`arrive`, `abandon`: `reward.live_start =
+"speculative"`), then `close`s it; `result(timeout)` gives a `JudgeOutcome`: per judged group its
+`Verdicts` (observed matches and native ranking, or rubric scores) and the step's judge usage. Matches
+still running when the timeout (`judge.step_deadline_s`) expires are cancelled and counted late; their
+groups fall back as groups with no judgment do. The reward mode turns the verdicts into judge rewards
+on the main thread (`RewardMode.aggregate`), so the Bradley–Terry fit (a jitted device call, SPEC §6)
+is timed on its own.
+
+Members of a group whose traces are identical up to whitespace share one tournament node (`Nodes`,
+`reward.dedupe_traces`; issue 20): no call between them, one call on behalf of all, equal rewards. A group
+whose judging raises gets no judgment and counts one failed call (`exception`), never a crash (issue 21).
+Each finished group's transcript row is queued for `transcripts.TranscriptWriter` (issue 19).
 """
 from __future__ import annotations
 
@@ -14,11 +24,13 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
+import inspect
 import threading
+import time
 from typing import Any, Sequence
 
-import numpy as np
 from absl import logging
+import numpy as np
 
 from arena_jax import arena
 from arena_jax import judges
@@ -46,9 +58,13 @@ class JudgeOutcome:
   verdicts: list[Verdicts] = dataclasses.field(default_factory=list)
   usage: judges.Usage = judges.Usage()
   failures: int = 0
-  calls_saved: int = 0  # judge calls (pairs, or rubric scores) that duplicates did not need
   failure_reasons: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   first_failure: str = ""  # the reason and the judge's own words, for the step's warning
+  calls_saved: int = 0     # judge calls (pairs, or rubric scores) that duplicates did not need
+  late_matches: int = 0    # judgments still running at the step deadline: cancelled, not in the fit
+  late_groups: int = 0     # groups cut short by the deadline: they fall back as groups with no judgment do
+  wasted_calls: int = 0    # judgments issued for speculative tournaments of groups that turned out diverse
+  abandoned_groups: int = 0
 
   def count(self, result) -> None:
     """Adds one judgment (a pairwise `JudgeResult` or a pointwise `ScoreResult`): its cost and failure."""
@@ -61,14 +77,214 @@ class JudgeOutcome:
         self.first_failure = f"{result.failure_reason}" + (f": {detail}" if detail else "")
 
 
+@dataclasses.dataclass
+class _Group:
+  """One group's judging on the loop: a tournament (`run` fills as matches return) or rubric scores."""
+
+  index: int
+  task: asyncio.Future
+  run: judges.TournamentRun | None = None
+  traces: list | None = None                 # a speculative tournament's traces, filled as members arrive
+  arrivals: asyncio.Event | None = None      # set after each arrival (the tournament waits on it)
+  abandoned: bool = False
+  job: GroupJob | None = None                # the whole group (None for a speculative one): transcripts
+  nodes: "Nodes | None" = None               # its members grouped by identical trace (None: each plays alone)
+
+
+class StepJudgment:
+  """One step's judging (see the module docstring). Every method is called from the trainer's thread."""
+
+  def __init__(self, runner: "JudgeRunner", step: int, group_size: int):
+    self.runner, self.step, self.g = runner, step, group_size
+    self._groups: dict[int, _Group] = {}  # touched on the loop only
+    self._done: concurrent.futures.Future | None = None
+    self._outcome: JudgeOutcome | None = None
+    self.finished_at: float | None = None  # time.perf_counter() when the last judgment came back (or was cut)
+
+  # ── feeding it (thread-safe: each call is queued on the loop, in order) ──
+
+  def add(self, job: GroupJob) -> None:
+    """Starts judging a whole group."""
+    self.runner._loop.call_soon_threadsafe(self._start, job)
+
+  def arrive(self, index: int, member: int, trace: str, problem: str, reference: str) -> None:
+    """Feeds member `member` of group `index` to its live tournament (opened by its first arrival)
+    before the group's routing is known; the tournament completes when all G have arrived."""
+    self.runner._loop.call_soon_threadsafe(self._arrive, index, member, trace, problem, reference)
+
+  def abandon(self, index: int) -> None:
+    """Stops group `index`'s speculative tournament (a different verifier reward arrived): its
+    judgments so far are wasted calls, the group is not judged."""
+    self.runner._loop.call_soon_threadsafe(self._abandon, index)
+
+  def close(self) -> "StepJudgment":
+    """No more groups; their judging goes on in the background."""
+    self._done = self.runner._run(self._gather())
+    return self
+
+  def result(self, timeout: float | None = None) -> JudgeOutcome:
+    """The step's `JudgeOutcome`, waiting at most `timeout` seconds (None = until every judgment is in);
+    what is still running then is cancelled and counted late."""
+    if self._outcome is None:
+      try:
+        self._done.result(timeout)
+        late = False
+      except concurrent.futures.TimeoutError:
+        self.runner._run(self._cancel()).result()
+        self.finished_at, late = time.perf_counter(), True
+      self._outcome = self._collect(late)
+    return self._outcome
+
+  # ── on the loop ──
+
+  def _seed(self, index: int) -> int:
+    return int(np.random.SeedSequence([self.runner.seed, self.step, index]).generate_state(1)[0])
+
+  def _start(self, job: GroupJob) -> None:
+    try:
+      self._start_group(job)
+    except Exception as e:  # pylint: disable=broad-except  (counted as the group's failure in `_collect`)
+      failed = asyncio.get_running_loop().create_future()
+      failed.set_exception(e)
+      self._groups[job.index] = _Group(job.index, failed, job=job)
+
+  def _start_group(self, job: GroupJob) -> None:
+    r = self.runner
+    nodes = r.nodes(job.traces)
+    if r.scheduler is None:  # rubric scores, one per distinct trace on behalf of its copies
+      requests = [judges.ScoreRequest(job.problem, job.reference, job.traces[i], key=(self.step, job.index, i))
+                  for i in nodes.representatives]
+      self._groups[job.index] = _Group(job.index, asyncio.ensure_future(r.judge.score_many(requests)), job=job,
+                                       nodes=nodes)
+      return
+    if nodes.count < 2:  # one trajectory G times: equal rewards, nothing to ask
+      done = asyncio.get_running_loop().create_future()
+      done.set_result(None)
+      self._groups[job.index] = _Group(job.index, done, job=job, nodes=nodes)
+      return
+    kwargs = {"seed": self._seed(job.index), **r.options}
+    if r.scheduler.uses_arrival_order:  # a node arrives with its first copy
+      kwargs["arrival_order"] = list(dict.fromkeys(int(nodes.node_of[i]) for i in job.arrival_order))
+    if r.scheduler.needs_anchor:
+      kwargs["anchor"] = int(nodes.node_of[0])  # the sampler decodes member 0 of every group greedily
+    self._play(job.index, r.scheduler(nodes.count, **kwargs), job.problem, job.reference,
+               [job.traces[i] for i in nodes.representatives])
+    self._groups[job.index].job, self._groups[job.index].nodes = job, nodes
+
+  def _play(self, index, scheduler, problem, reference, traces, arrivals=None) -> None:
+    run = judges.TournamentRun(scheduler, (self.step, index))
+    task = asyncio.ensure_future(judges.run_tournament(scheduler, self.runner.judge, problem, reference, traces,
+                                                       group_id=(self.step, index), run=run, arrivals=arrivals))
+    self._groups[index] = _Group(index, task, run, traces, arrivals)
+
+  def _arrive(self, index, member, trace, problem, reference) -> None:
+    group = self._groups.get(index)
+    if group is None:
+      scheduler = self.runner.scheduler(self.g, streaming=True, seed=self._seed(index), **self.runner.options)
+      self._play(index, scheduler, problem, reference, [""] * self.g, asyncio.Event())
+      group = self._groups[index]
+    if group.abandoned:
+      return
+    group.traces[member] = trace
+    group.run.scheduler.arrive(member)
+    group.arrivals.set()
+
+  def _abandon(self, index) -> None:
+    group = self._groups.get(index)
+    if group is not None:
+      group.abandoned = True
+      group.task.cancel()
+
+  async def _gather(self) -> None:
+    live = [g.task for g in self._groups.values() if not g.abandoned]
+    await asyncio.gather(*live, return_exceptions=True)  # a group that raised is counted in `_collect`
+    self.finished_at = time.perf_counter()
+
+  async def _cancel(self) -> None:
+    tasks = [g.task for g in self._groups.values()]
+    for task in tasks:
+      task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+  def _collect(self, late: bool) -> JudgeOutcome:
+    """The outcome from the groups' state (read after the loop is done with them)."""
+    groups = sorted(self._groups.values(), key=lambda g: g.index)
+    out = JudgeOutcome([g.index for g in groups if not g.abandoned])
+    r = self.runner
+    for g in groups:
+      if g.abandoned:
+        out.abandoned_groups += 1
+        out.wasted_calls += g.run.scheduler.num_issued
+        continue
+      finished = g.task.done() and not g.task.cancelled()
+      if finished and g.task.exception() is not None:
+        _count_exception(out, g.task.exception())
+        continue
+      nodes = g.nodes or Nodes.identity(self.g)
+      if g.run is None and r.scheduler is not None:  # every member the same trace: no call needed
+        out.verdicts.append(Verdicts(matches=_NO_MATCHES, native_ranking=np.zeros(self.g), copies=nodes.copies))
+        out.calls_saved += r.full_calls(self.g)
+        continue
+      if g.run is None:  # rubric scores: the group's judgments are all in, or none is used
+        results = g.task.result() if finished else []
+        scores = [x.score if x.ok else None for x in results]
+        out.verdicts.append(Verdicts(scores=[scores[n] for n in nodes.node_of] if finished else None))
+        out.late_matches += 0 if finished else nodes.count
+        out.calls_saved += self.g - nodes.count
+        build = functools.partial(transcripts_lib.pointwise_group_row, r.judge, self.step + 1, g.job, results,
+                                  nodes.representatives, nodes.node_of)
+      else:
+        sched = g.run.scheduler
+        if finished:
+          f, s, o = sched.observed()
+          reps = np.asarray(nodes.representatives, np.int32)
+          out.verdicts.append(Verdicts(
+              matches=(reps[f], reps[s], o),
+              native_ranking=arena.tournaments.average_ranks(list(sched.native_scores()[nodes.node_of])),
+              copies=None if nodes.count == self.g else nodes.copies))
+        else:
+          out.verdicts.append(Verdicts())
+        out.late_matches += sched.num_issued - len(g.run.results)
+        out.calls_saved += r.full_calls(self.g) - r.full_calls(nodes.count) if nodes.count < self.g else 0
+        results = [x for _, _, x in g.run.results]
+        build = functools.partial(transcripts_lib.pairwise_group_row, r.judge, self.step + 1, g.job, g.run,
+                                  r.topology, nodes.representatives, nodes.node_of)
+      out.late_groups += not finished
+      for x in results:
+        out.count(x)
+      if finished and g.job is not None:
+        r.record(self.step, g.job, build)
+    assert late or not out.late_groups, "every group finishes when nothing was cancelled"
+    return out
+
+
+def _count_exception(out: JudgeOutcome, error: BaseException) -> None:
+  """A group whose judging raised gets no judgment (zero advantage), and one failed call with reason
+  `exception`: a bug reached by a judge's answer, or a scheduler surprise, costs that group's judge signal
+  but never the run, and `reward.max_judge_outage_steps` still stops a run whose judging fails every step."""
+  logging.error("a judged group's judging raised; it gets no judgment this step",
+                exc_info=(type(error), error, error.__traceback__))
+  out.verdicts.append(Verdicts())
+  out.usage += judges.Usage(calls=1)
+  out.failures += 1
+  out.failure_reasons["exception"] += 1
+  if not out.first_failure:
+    out.first_failure = f"exception: {type(error).__name__}: {error}"[:300]
+
+
 class JudgeRunner:
   """A judge on its own event loop thread (one long-lived loop: the client's sessions live on it)."""
 
   def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int,
-               dedupe: bool = True, transcripts: transcripts_lib.TranscriptWriter | None = None):
+               live_pipelined: bool = False, dedupe: bool = True,
+               transcripts: transcripts_lib.TranscriptWriter | None = None):
     self.mode, self.seed, self.dedupe = mode, seed, dedupe
     self.topology, self.transcripts = topology, transcripts
     self.scheduler = arena.SCHEDULERS[topology] if mode.judge_form == "pairwise" else None
+    # Live tournaments: opponents chosen from the standings known at each arrival (pipelined) or only once
+    # every earlier result is in (blocking, the default: reproducible).
+    self.options = ({"wait_for_results": not live_pipelined} if self.scheduler is not None
+                    and "wait_for_results" in inspect.signature(self.scheduler).parameters else {})
     cfg = judge_config.copy_and_resolve_references()
     if mode.judge_form == "pairwise":
       cfg.backend = "pairwise"
@@ -86,77 +302,29 @@ class JudgeRunner:
   def _run(self, coro) -> concurrent.futures.Future:
     return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-  def submit(self, step: int, jobs: Sequence[GroupJob], group_size: int) -> concurrent.futures.Future:
-    """Judges `jobs` in the background; the future's result is a `JudgeOutcome` (never an exception)."""
-    if self.scheduler is not None:
-      return self._run(_contained(self._tournaments(step, jobs, group_size), jobs))
-    return self._run(_contained(self._pointwise(step, jobs), jobs))
-
-  def _nodes(self, traces) -> "Nodes":
+  def nodes(self, traces: Sequence[str]) -> "Nodes":
+    """A group's tournament nodes: identical traces share one (`reward.dedupe_traces`), else one each."""
     return Nodes.of(traces) if self.dedupe else Nodes.identity(len(traces))
 
-  def _options(self, nodes: "Nodes", job: GroupJob, step: int) -> dict:
-    """The scheduler's arguments for a group's tournament among its distinct traces (its nodes)."""
-    kwargs = {"seed": _seed(self.seed, step, job.index)}
-    if self.scheduler.uses_arrival_order:  # a node arrives with its first copy
-      kwargs["arrival_order"] = list(dict.fromkeys(int(nodes.node_of[i]) for i in job.arrival_order))
-    if self.scheduler.needs_anchor:
-      kwargs["anchor"] = int(nodes.node_of[0])  # the sampler decodes member 0 of every group greedily
-    return kwargs
+  def full_calls(self, players: int) -> int:
+    """The calls a tournament among `players` costs by its topology's formula (duplicates' savings)."""
+    return arena.expected_calls(self.scheduler.name, players, **({"anchor": 0} if self.scheduler.needs_anchor else {}))
 
-  async def _tournaments(self, step, jobs, g) -> JudgeOutcome:
-    tjobs, groups = [], []
-    out = JudgeOutcome([j.index for j in jobs])
-    for job in jobs:
-      nodes = self._nodes(job.traces)
-      groups.append(nodes)
-      full = arena.expected_calls(self.scheduler.name, g, **({"anchor": 0} if self.scheduler.needs_anchor else {}))
-      if nodes.count < 2:  # one trajectory G times: equal rewards, nothing to ask
-        out.calls_saved += full
-        continue
-      kwargs = self._options(nodes, job, step)
-      out.calls_saved += full - arena.expected_calls(self.scheduler.name, nodes.count, **kwargs)
-      tjobs.append(judges.TournamentJob(self.scheduler(nodes.count, **kwargs), job.problem, job.reference,
-                                        [job.traces[r] for r in nodes.representatives], group_id=(step, job.index)))
-    runs = iter(await judges.run_tournaments(self.judge, tjobs))
-    for job, nodes in zip(jobs, groups):
-      run = next(runs) if nodes.count >= 2 else None
-      if run is None:
-        out.verdicts.append(Verdicts(matches=_NO_MATCHES, native_ranking=np.zeros(g), copies=nodes.copies))
-      else:
-        f, s, o = run.scheduler.observed()
-        reps = np.asarray(nodes.representatives, np.int32)
-        out.verdicts.append(Verdicts(
-            matches=(reps[f], reps[s], o),
-            native_ranking=arena.tournaments.average_ranks(list(run.scheduler.native_scores()[nodes.node_of])),
-            copies=None if nodes.count == g else nodes.copies))
-        for _, _, r in run.results:
-          out.count(r)
-      self._record(step, job, functools.partial(transcripts_lib.pairwise_group_row, self.judge, step + 1, job, run,
-                                                self.topology, nodes.representatives, nodes.node_of))
-    return out
-
-  async def _pointwise(self, step, jobs) -> JudgeOutcome:
-    groups = [self._nodes(job.traces) for job in jobs]
-    requests = [judges.ScoreRequest(job.problem, job.reference, job.traces[i], key=(step, job.index, i))
-                for job, nodes in zip(jobs, groups) for i in nodes.representatives]
-    results = iter(await self.judge.score_many(requests))
-    out = JudgeOutcome([j.index for j in jobs])
-    for job, nodes in zip(jobs, groups):
-      group = [next(results) for _ in nodes.representatives]  # one score on behalf of all copies
-      scores = [r.score if r.ok else None for r in group]
-      out.verdicts.append(Verdicts(scores=[scores[n] for n in nodes.node_of]))
-      out.calls_saved += len(job.traces) - nodes.count
-      for r in group:
-        out.count(r)
-      self._record(step, job, functools.partial(transcripts_lib.pointwise_group_row, self.judge, step + 1, job, group,
-                                                nodes.representatives, nodes.node_of))
-    return out
-
-  def _record(self, step: int, job: GroupJob, build) -> None:
+  def record(self, step: int, job: GroupJob, build) -> None:
     """Queues the group's transcript row when it is sampled; `build` runs on the writer thread."""
     if self.transcripts is not None and self.transcripts.sampled(step + 1, job.index):
       self.transcripts.put(build)
+
+  def open(self, step: int, group_size: int) -> StepJudgment:
+    """A step's judging, to `add` groups to (or feed arrivals to) and then `close`."""
+    return StepJudgment(self, step, group_size)
+
+  def submit(self, step: int, jobs: Sequence[GroupJob], group_size: int) -> StepJudgment:
+    """Judges `jobs` in the background (all groups known at once); `.result()` is a `JudgeOutcome`."""
+    judgment = self.open(step, group_size)
+    for job in jobs:
+      judgment.add(job)
+    return judgment.close()
 
   def close(self) -> None:
     if self._loop.is_closed():
@@ -167,25 +335,6 @@ class JudgeRunner:
       self._loop.call_soon_threadsafe(self._loop.stop)
       self._thread.join(timeout=10)
       self._loop.close()
-
-
-async def _contained(judging, jobs: Sequence[GroupJob]) -> JudgeOutcome:
-  """The outcome of `judging`, or, when it raises, one in which every group got no judgment.
-
-  The client turns every judge failure into a failed judgment; this catches what nothing else does (a
-  bug reached by a judge's answer, a scheduler surprise), so that a step's judging can cost that step's
-  judge signal but never the run. Each group counts one failed call with reason `exception`, so that
-  `reward.max_judge_outage_steps` still stops a run whose judging fails every step.
-  """
-  try:
-    return await judging
-  except Exception as e:  # pylint: disable=broad-except  (see the docstring)
-    logging.exception("the judging of %d group(s) raised; they get no judgment this step", len(jobs))
-    out = JudgeOutcome([j.index for j in jobs], verdicts=[Verdicts() for _ in jobs],
-                       usage=judges.Usage(calls=len(jobs)), failures=len(jobs))
-    out.failure_reasons["exception"] = len(jobs)
-    out.first_failure = f"exception: {type(e).__name__}: {e}"[:300]
-    return out
 
 
 _NO_MATCHES = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float64))
@@ -226,7 +375,3 @@ class Nodes:
   @property
   def copies(self) -> np.ndarray:
     return np.asarray(self.representatives, np.int64)[self.node_of]
-
-
-def _seed(seed: int, step: int, group: int) -> int:
-  return int(np.random.SeedSequence([seed, step, group]).generate_state(1)[0])

@@ -6,6 +6,10 @@ One step, in the order of the `Trainer` methods that do it:
       → rewards (aggregate the verdicts: Bradley–Terry fit in jit, win rate, rank, rubric)
       → update (jit: the masked per-group router, group advantages, CISPO, AdamW) → record
 
+With `reward.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
+row is verified on arrival and its group goes to the judge as soon as it can (issue 14), so judging starts
+while other groups still decode. `judge.step_deadline_s` bounds how long the update waits for its rewards.
+
 With `reward.async_lag = 1` the judge works on step t's groups while step t+1 generates; the update
 of step t then waits for the judge only if it is slower than generation (`time/judge_wait`). Step t's
 completions were sampled with the parameters before update t − 1; CISPO's importance weights against
@@ -18,7 +22,6 @@ global batch; the arrays every update needs are gathered, so every host holds th
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import math
 import os
@@ -134,6 +137,7 @@ class Generation:
   unclosed_thinking: int = 0  # of them, those that ended inside a thinking block (no visible answer)
   sample_s: float = 0.0
   verify_s: float = 0.0
+  judged_early: int = 0      # streamed: groups sent to the judge before their batch finished decoding
 
 
 @dataclasses.dataclass
@@ -145,7 +149,8 @@ class Pending:
   batch: Batch               # every host's groups: what the update trains on
   generation: Generation
   iterator_after: Any        # the data iterator's state right after this step's prompts were drawn
-  judgment: concurrent.futures.Future | None
+  judgment: judging.StepJudgment | None
+  generated_at: float = dataclasses.field(default_factory=time.perf_counter)  # when generation ended
 
 
 @dataclasses.dataclass
@@ -259,15 +264,23 @@ class Trainer:
 
   # ── generate → verify ──
 
+  @property
+  def streams(self) -> bool:
+    """Judging starts while the step decodes (`reward.live_start` ≠ step_done, a judged mode)."""
+    return self.mode.uses_judge and self.config.reward.live_start != "step_done" and self.judge_runner is not None
+
   def generate(self, step: int) -> Pending:
     """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7).
 
     Every host generates as long as any host lacks diverse groups (the sampler is one global program).
+    With `reward.live_start` ≠ step_done, groups are verified and sent to the judge as they finish
+    decoding (`_sample_streaming`), so the step's judgment is already running when this returns.
     """
     rs, pad_id = self.config.reward, self.policy.tokenizer.pad_id
     n_local = self.block.stop - self.block.start
     kept: list[Batch] = []
     gen = Generation()
+    judgment = self.judge_runner.open(step, self.g) if self.streams else None
     while True:
       if gen.batches >= rs.max_gen_batches:
         found = int(parallel.host_sum(np.asarray(min(sum(k.num_groups for k in kept), n_local))))
@@ -277,26 +290,31 @@ class Trainer:
             "reward.max_gen_batches, or the policy is (nearly) always all-correct / all-wrong here")
       examples = next(self.iterator)
       rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen.batches)
-      t0 = time.perf_counter()
-      part = self._sample(examples, rng, gen)
-      t1 = time.perf_counter()
-      part = self.verify(part, gen)
-      gen.sample_s, gen.verify_s = gen.sample_s + t1 - t0, gen.verify_s + time.perf_counter() - t1
+      if judgment is not None:  # no dynamic sampling (a judged mode): one generation batch
+        part = self._sample_streaming(examples, rng, gen, judgment)
+      else:
+        t0 = time.perf_counter()
+        part = self._sample(examples, rng, gen)
+        t1 = time.perf_counter()
+        part = self.verify(part, gen)
+        gen.sample_s, gen.verify_s = gen.sample_s + t1 - t0, gen.verify_s + time.perf_counter() - t1
       kept.append(part.take(self.mode.keep(part.diverse)))
       short = int(parallel.host_sum(np.asarray(int(sum(k.num_groups for k in kept) < n_local))))
       if not self.mode.dynamic_sampling or not short:
         break
     local = Batch.concat(kept, pad_id).take(slice(0, n_local))  # DAPO truncates the surplus
-    return Pending(step, local, local.gather(pad_id), gen, self.iterator.state, None)
+    return Pending(step, local, local.gather(pad_id), gen, self.iterator.state, judgment)
 
-  def _sample(self, examples, rng, gen: Generation) -> Batch:
-    """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
+  def _prompts(self, examples) -> tuple[np.ndarray, np.ndarray]:
+    """Every host's prompts of one generation batch, padded (the sampler runs on all of them)."""
     pad_id = self.policy.tokenizer.pad_id
     tok = self.policy.tokenizer
     prompts = tok.encode_batch(self.task.prompt_texts(examples, tok), add_bos=self.policy.add_bos and not self.task.chat)
     tokens, lengths = self.sampler.pad_prompts(prompts)
-    tokens, lengths = parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
-    out = parallel.gather(self.sampler(self.sampler.shard_params(self.state.params), (tokens, lengths), rng))
+    return parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
+
+  def _local(self, examples, out, gen: Generation) -> Batch:
+    """This host's groups of a gathered sampler output; counts the generation."""
     gen.batches += 1
     gen.trajectories += self.b * self.g
     gen.tokens += int(out.lengths.sum())  # the gathered outputs: every host's rows
@@ -305,6 +323,71 @@ class Trainer:
     # texts, verifier and diverse are filled by `verify`.
     return Batch(list(examples), [], out.prompt_tokens[groups], out.prompt_lengths[groups], out.tokens[rows],
                  out.logprobs[rows], out.lengths[rows], out.truncated[rows], out.completion_step[rows], None, None)
+
+  def _sample(self, examples, rng, gen: Generation) -> Batch:
+    """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
+    out = parallel.gather(self.sampler(self.sampler.shard_params(self.state.params), self._prompts(examples), rng))
+    return self._local(examples, out, gen)
+
+  def _sample_streaming(self, examples, rng, gen: Generation, judgment: judging.StepJudgment) -> Batch:
+    """`_sample` + `verify`, judging while decoding goes on (issue 14): each finished row of this host's
+    groups is decoded and verified when its chunk ends; a group whose last member arrived goes to the
+    judge if the mode selects it (`group_done`), or, `speculative`, each arrival joins its group's live
+    tournament while the arrivals share one verifier reward and the tournament is abandoned when they
+    stop doing so (a chunk's arrivals are verified together: a group they split is not fed first).
+    Every host runs the same chunks; each judges its own groups."""
+    g, first = self.g, self.block.start
+    n_local = self.block.stop - first
+    speculative = self.config.reward.live_start == "speculative"
+    texts: list = [None] * (n_local * g)
+    verifier = np.zeros((n_local, g), np.float32)
+    steps = np.zeros((n_local, g), np.int64)
+    arrived = np.zeros((n_local, g), bool)
+    sent: set[int] = set()                # group_done: groups whose routing was decided
+    shared: dict[int, float | None] = {}  # speculative: the reward a group's arrivals share (None: abandoned)
+    t0, verify_s, out = time.perf_counter(), 0.0, None
+    params = self.sampler.shard_params(self.state.params)
+    for chunk in self.sampler.stream(params, self._prompts(examples), rng, every=self.config.rollout.stream_every):
+      out = chunk.output if chunk.output is not None else out
+      early = chunk.output is None
+      mine = (chunk.rows >= first * g) & (chunk.rows < self.block.stop * g)
+      if not mine.any():
+        continue
+      tv = time.perf_counter()
+      rows = chunk.rows[mine] - first * g
+      chunk_texts = self.policy.tokenizer.decode_batch(chunk.tokens[mine], chunk.lengths[mine])
+      rewards = self.task.verify_batch([examples[r // g] for r in rows], chunk_texts)
+      for r, text, v, step in zip(rows, chunk_texts, rewards, chunk.completion_step[mine]):
+        b, i = divmod(int(r), g)
+        texts[r], verifier[b, i], steps[b, i], arrived[b, i] = text, v, step, True
+      for r in rows:  # arrival order
+        b, i = divmod(int(r), g)
+        ex = examples[b]
+        if speculative:
+          # A group whose arrivals so far (this chunk's included) disagree is abandoned, or never started.
+          seen = verifier[b][arrived[b]]
+          if seen.min() == seen.max() and shared.get(b, 0.0) is not None:
+            gen.judged_early += early and b not in shared
+            shared[b] = float(seen[0])
+            judgment.arrive(first + b, i, texts[r], ex.question, self.task.reference_answer(ex))
+          elif shared.get(b, 0.0) is not None:
+            if b in shared:
+              judgment.abandon(first + b)
+            shared[b] = None
+        elif arrived[b].all() and b not in sent:
+          sent.add(b)
+          if self.mode.select(rl.is_diverse(verifier[b:b + 1]))[0]:
+            gen.judged_early += early
+            judgment.add(judging.GroupJob(first + b, ex.question, self.task.reference_answer(ex),
+                                          texts[b * g:(b + 1) * g], np.lexsort((np.arange(g), steps[b])), ex))
+      verify_s += time.perf_counter() - tv
+    part = self._local(examples, parallel.gather(out), gen)
+    part.texts, part.verifier = texts, verifier
+    part.diverse = np.asarray(rl.is_diverse(verifier))
+    gen.correct += float(parallel.host_sum(np.asarray(verifier.sum(), np.float64)))
+    gen.sample_s += time.perf_counter() - t0 - verify_s
+    gen.verify_s += verify_s
+    return part
 
   def verify(self, part: Batch, gen: Generation) -> Batch:
     """Decodes this host's completions; their verifier rewards [n, G] and which groups are reward-diverse
@@ -322,8 +405,12 @@ class Trainer:
   # ── judge → rewards ──
 
   def judge(self, pending: Pending) -> None:
-    """Sends this host's groups that the mode judges to the judge, in the background."""
+    """Sends this host's groups that the mode judges to the judge, in the background (with
+    `reward.live_start` ≠ step_done they were sent during `generate`: this closes the step's judgment)."""
     if self.judge_runner is None:
+      return
+    if pending.judgment is not None:  # streamed: every judged group was sent as it finished decoding
+      pending.judgment.close()
       return
     local = pending.local
     jobs = []
@@ -347,7 +434,7 @@ class Trainer:
         raise RuntimeError(f"reward mode {self.mode.name!r} judges groups but this Trainer has no judge_runner; "
                            "train() starts one (judging.JudgeRunner) on the configured judge URLs")
       t0 = time.perf_counter()
-      outcome = pending.judgment.result()
+      outcome = pending.judgment.result(timeout=self.config.judge.step_deadline_s or None)
       t1 = time.perf_counter()
       local_idx = np.asarray(outcome.indices, int) - self.block.start
       all_failed = 0
@@ -363,21 +450,28 @@ class Trainer:
               shrinkage=self.config.reward.bt_shrinkage)
           m["judge/shrinkage"] = float(scale[local_idx[ok]].mean())
       m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
-      groups, calls, failures, all_failed, tokens, saved = (int(x) for x in parallel.host_sum(np.asarray(
-          [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens,
-           outcome.calls_saved], np.int64)))
+      # How long the judge still worked once the step was generated (0 when it finished during decoding).
+      m["time/judge_after_gen"] = max(0.0, (pending.judgment.finished_at or t1) - pending.generated_at)
+      groups, calls, failures, all_failed, tokens, saved, late, late_groups, wasted, abandoned = (
+          int(x) for x in parallel.host_sum(np.asarray(
+              [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens,
+               outcome.calls_saved, outcome.late_matches, outcome.late_groups, outcome.wasted_calls,
+               outcome.abandoned_groups], np.int64)))
       m.update({"judge/groups": groups, "judge/calls": calls, "judge/calls_per_group": calls / max(groups, 1),
                 "judge/calls_saved_duplicates": saved,
                 "judge/failures": failures, "judge/failure_rate": failures / max(calls, 1),
-                "judge/groups_all_failed": all_failed, "judge/tokens": tokens})
+                "judge/groups_all_failed": all_failed, "judge/tokens": tokens,
+                "judge/matches_late": late, "judge/groups_late": late_groups,
+                "judge/calls_wasted": wasted, "judge/groups_abandoned": abandoned})
       m.update(_failure_reasons(outcome.failure_reasons))
       if all_failed:
         # A judge that is down (or failing) mid-run must not stop training at once, nor pass unnoticed:
         # these groups get zero advantage (SPEC §4: failures are dropped, never ties).
         logging.warning(
-            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed; the first: %s): they "
-            "get zero advantage this step; see judge/failures, judge/groups_all_failed in metrics.jsonl",
-            pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?")
+            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed; the first: %s; %d groups "
+            "cut short by judge.step_deadline_s): they get zero advantage this step; see judge/failures, "
+            "judge/groups_all_failed, judge/groups_late in metrics.jsonl",
+            pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?", late_groups)
       self._check_outage(calls, failures, outcome.first_failure)
     if self.mode.uses_judge:  # each host judged its own block: every host's rows, in host order
       judge_r, judged, scale = parallel.gather(judge_r), parallel.gather(judged), parallel.gather(scale)
@@ -448,6 +542,7 @@ class Trainer:
         "groups/routed": float(self.mode.select(batch.diverse).mean()) if self.mode.uses_judge else 0.0,
         "gen/batches": gen.batches, "gen/trajectories": gen.trajectories,
         "gen/tokens": gen.tokens, "gen/tokens_trained": int(batch.lengths.sum()),
+        "gen/groups_judged_early": int(parallel.host_sum(np.asarray(gen.judged_early))),
         "gen/tokens_per_s": float(gen.tokens / max(gen.sample_s, 1e-9)),
         "gen/unclosed_thinking": gen.unclosed_thinking,
         "time/sample": gen.sample_s, "time/verify": gen.verify_s, "time/update": t2 - t1,
@@ -456,6 +551,7 @@ class Trainer:
         "time/step": t2 - t0 + gen.sample_s + gen.verify_s,  # this step's own work
     })
     m.setdefault("time/judge_wait", 0.0)
+    m.setdefault("time/judge_after_gen", 0.0)
     m.setdefault("time/bt_fit", 0.0)
     return m, samples
 
@@ -591,7 +687,8 @@ def train(config, workdir: str) -> dict:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
         trainer.judge_runner = judging.JudgeRunner(c.judge, parallel.host_judge_urls(urls), mode,
                                                    topology=trainer.topology, seed=c.seed,
-                                                   dedupe=c.reward.dedupe_traces, transcripts=trainer.transcripts)
+                                                   dedupe=c.reward.dedupe_traces, transcripts=trainer.transcripts,
+                                                   live_pipelined=c.reward.live_pipelined)
       pending = None  # generated, judged in the background, not yet applied
       for step in range(start, c.num_steps):
         current = trainer.generate(step)

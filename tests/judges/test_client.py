@@ -240,6 +240,17 @@ def test_load_is_spread_and_per_endpoint_limits_hold():
   assert sum(v["requests"] for v in stats.per_endpoint.values()) == 40
 
 
+def test_a_server_with_few_slots_queues_what_it_cannot_answer_at_once():
+  async def run(url):
+    answers = await ask(make_client(url, concurrency=8), 8)
+    return answers, await server_stats(url)
+
+  answers, st = with_server(dict(latency_ms=30, slots=2), run)
+  assert all(c.ok for c in answers)
+  assert st["max_in_flight"] > 2 and st["max_active"] == 2  # 8 sent at once, 2 answered at a time
+  assert st["max_queued"] >= 1 and st["queue_wait_s"] > 0 and st["queued"] == 0
+
+
 def test_a_dead_endpoint_is_retried_elsewhere_and_cooled_down():
   with socket.socket() as sock:
     sock.bind(("127.0.0.1", 0))

@@ -53,6 +53,18 @@ def test_bad_knobs_are_refused_before_starting():
     judges.EmbeddedJudgeServer(hang_rate=2.0)
 
 
+def test_the_latency_model_has_the_configured_median_tail_and_token_growth():
+  cfg = judges.server_config()
+  cfg.update(latency_ms=100.0, latency_p99_ms=1000.0, latency_ms_per_prompt_token=0.5,
+             latency_ms_per_completion_token=20.0)
+  s = server_lib._Server(cfg)  # pylint: disable=protected-access
+  draws = sorted(s._latency() for _ in range(20000))  # pylint: disable=protected-access
+  assert draws[10000] == pytest.approx(0.1, rel=0.05) and draws[19800] == pytest.approx(1.0, rel=0.15)
+  assert s._token_latency(1000, 50) == pytest.approx(0.5 + 1.0)  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match=r"judge\.server\.latency_p99_ms"):
+    judges.EmbeddedJudgeServer(latency_ms=100.0, latency_p99_ms=50.0)
+
+
 # ── judging rules (no HTTP) ──
 
 def logic(**knobs):

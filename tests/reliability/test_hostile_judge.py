@@ -112,7 +112,7 @@ def test_judging_that_raises_drops_the_step_and_an_outage_stops_the_run(data_dir
   async def broken(*args, **kwargs):
     raise RuntimeError("a bug reached by a judge's answer")
 
-  monkeypatch.setattr(judges, "run_tournaments", broken)
+  monkeypatch.setattr(judges, "run_tournament", broken)
   c = fast_client(smoke_config("arena_live", data_dir))
   c.num_steps, c.checkpoint.every, c.reward.max_judge_outage_steps = 8, 8, 2
   with pytest.raises(trainer_lib.JudgeOutageError, match="exception: RuntimeError: a bug reached"):

@@ -170,3 +170,33 @@ def test_invalid_calls():
   tokens, lengths = sampling.Sampler(config=CONFIG, max_new_tokens=2, pad_id=0).pad_prompts(
       (np.asarray([[4, 5, 6], [7, 0, 0]]), np.asarray([3, 1])))
   assert tokens.shape == (2, 16) and lengths.tolist() == [3, 1] and tokens[1, :2].tolist() == [7, 0]
+
+
+def _stream(sampler, model, prompts, key, every=0):
+  chunks = list(sampler.stream(model, prompts, key, every=every))
+  return chunks, chunks[-1].output
+
+
+def test_streaming_gives_the_plain_output_and_each_row_once_when_it_finishes(model, prompts):
+  g, n = 3, 40
+  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=n, num_samples=g, stop_tokens=STOP, cache_chunk=16,
+                             method=sampling.RandomSampling(temperature=1.5))
+  plain = sampler(model, prompts, jax.random.key(3))
+  chunks, out = _stream(sampler, model, prompts, jax.random.key(3), every=5)
+  for name in ("tokens", "logprobs", "lengths", "truncated", "completion_step", "prompt_tokens"):
+    np.testing.assert_array_equal(np.asarray(getattr(out, name)), np.asarray(getattr(plain, name)), err_msg=name)
+  rows = np.concatenate([c.rows for c in chunks])
+  assert sorted(rows.tolist()) == list(range(len(prompts) * g))  # every row once
+  assert len(chunks) > 2 and [c.index for c in chunks] == list(range(len(chunks)))
+  step = np.asarray(plain.completion_step)
+  last_step = -1
+  for c in chunks:
+    np.testing.assert_array_equal(c.tokens, np.asarray(plain.tokens)[c.rows])
+    np.testing.assert_array_equal(c.logprobs, np.asarray(plain.logprobs)[c.rows])
+    np.testing.assert_array_equal(c.lengths, np.asarray(plain.lengths)[c.rows])
+    np.testing.assert_array_equal(c.truncated, np.asarray(plain.truncated)[c.rows])
+    # arrival order: by completion step, and no row arrives before an earlier-finished one
+    assert np.all(np.diff(step[c.rows]) >= 0) and (len(c.rows) == 0 or step[c.rows][0] >= last_step)
+    last_step = step[c.rows][-1] if len(c.rows) else last_step
+    assert (c.output is None) == (c is not chunks[-1])
+  assert chunks[0].rows.size and chunks[0].rows.size < len(rows)  # rows arrive before decoding ends (seeded)

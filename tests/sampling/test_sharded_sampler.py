@@ -30,3 +30,10 @@ def test_mesh_sampling_matches_one_device():
   np.testing.assert_array_equal(sharded.completion_step, single.completion_step)
   np.testing.assert_allclose(sharded.logprobs, single.logprobs, atol=1e-5)
   assert len(sharded.tokens.sharding.device_set) == 8
+  # Streaming on the mesh (padded batch): the same output, each real row once, when it finished.
+  chunks = list(sharded_sampler.stream(params, prompts, jax.random.key(7), every=4))
+  np.testing.assert_array_equal(chunks[-1].output.tokens, sharded.tokens)
+  np.testing.assert_array_equal(chunks[-1].output.lengths, sharded.lengths)
+  assert sorted(np.concatenate([c.rows for c in chunks]).tolist()) == list(range(6))  # no filler row
+  for c in chunks:
+    np.testing.assert_array_equal(c.tokens, np.asarray(single.tokens)[c.rows])

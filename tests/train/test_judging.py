@@ -1,6 +1,7 @@
 """Duplicates for free (issue 20): members of a judged group whose traces are the same up to whitespace
 share one tournament node — no call between them, one call on behalf of all copies, equal rewards."""
 import asyncio
+import threading
 
 import numpy as np
 import pytest
@@ -26,12 +27,26 @@ class LengthJudge:
     return [judges.ScoreResult(min(1.0, len(r.trace) / 10), usage=judges.Usage(calls=1)) for r in requests]
 
 
-def runner(mode, topology, dedupe=True):
-  r = object.__new__(judging.JudgeRunner)  # no event-loop thread, no server: the judge is the fake above
-  r.mode, r.seed, r.dedupe, r.judge = rl.get_mode(mode), 0, dedupe, LengthJudge()
-  r.topology, r.transcripts = topology, None
-  r.scheduler = arena.SCHEDULERS[topology] if topology else None
-  return r
+class Runner(judging.JudgeRunner):
+  """A JudgeRunner whose judge is the fake above (no server); `judge_groups` judges a step's jobs."""
+
+  def __init__(self, mode, topology, dedupe=True):  # pylint: disable=super-init-not-called
+    self.mode, self.seed, self.dedupe, self.judge = rl.get_mode(mode), 0, dedupe, LengthJudge()
+    self.topology, self.transcripts, self.options = topology, None, {}
+    self.scheduler = arena.SCHEDULERS[topology] if topology else None
+    self._loop = asyncio.new_event_loop()
+    self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+    self._thread.start()
+
+  def judge_groups(self, jobs, g=8):
+    try:
+      return self.submit(0, jobs, g).result()
+    finally:
+      self._loop.call_soon_threadsafe(self._loop.stop)
+      self._thread.join(timeout=10)
+
+
+runner = Runner
 
 
 TRACES = ["aaaa", "bb", "aaaa ", "c", "bb", " aaaa", "dddddd", "ee e"]  # nodes: aaaa ×3, bb ×2, c, dddddd, ee e
@@ -48,7 +63,7 @@ def test_nodes_group_members_by_normalised_trace():
 def test_duplicates_share_one_node(topology):
   job = judging.GroupJob(3, "q", "ref", TRACES, arrival_order=[5, 1, 0, 2, 3, 4, 6, 7])
   r = runner("arena_live", topology)
-  out = asyncio.run(r._tournaments(0, [job], 8))
+  out = r.judge_groups([job])
   anchor = {"anchor": 0} if arena.SCHEDULERS[topology].needs_anchor else {}
   full, distinct = arena.expected_calls(topology, 8, **anchor), arena.expected_calls(topology, 5, **anchor)
   assert len(r.judge.pairs) == out.usage.calls == distinct  # one call per pair of distinct traces
@@ -66,14 +81,14 @@ def test_duplicates_share_one_node(topology):
 
 def test_without_dedupe_every_member_plays():
   job = judging.GroupJob(0, "q", "ref", TRACES, arrival_order=range(8))
-  out = asyncio.run(runner("arena", "round_robin", dedupe=False)._tournaments(0, [job], 8))
+  out = runner("arena", "round_robin", dedupe=False).judge_groups([job])
   assert out.usage.calls == 28 and out.calls_saved == 0 and out.verdicts[0].copies is None
 
 
 def test_a_group_of_one_trajectory_needs_no_call():
   job = judging.GroupJob(0, "q", "ref", ["same"] * 4, arrival_order=range(4))
   r = runner("arena_live", "live")
-  out = asyncio.run(r._tournaments(0, [job], 4))
+  out = r.judge_groups([job], 4)
   assert r.judge.pairs == [] and out.calls_saved == arena.expected_calls("live", 4)
   (v,) = out.verdicts
   assert not v.empty  # equal rewards, not a failed group
@@ -84,7 +99,7 @@ def test_a_group_of_one_trajectory_needs_no_call():
 def test_pointwise_scores_each_distinct_trace_once():
   job = judging.GroupJob(0, "q", "ref", TRACES, arrival_order=range(8))
   r = runner("rlaif", None)
-  out = asyncio.run(r._pointwise(0, [job]))
+  out = r.judge_groups([job])
   assert len(r.judge.scored) == 5 and out.calls_saved == 3 and out.usage.calls == 5
   scores = out.verdicts[0].scores
   assert scores[0] == scores[2] == scores[5] == 0.4 and scores[1] == scores[4] == 0.2

@@ -17,11 +17,11 @@ def _params(workdir, step):
   return state["params"], meta
 
 
-@pytest.mark.parametrize("lag", [0, 1])
-def test_stop_and_resume_equals_straight_run(lag, data_dir, coin_verifier, tmp_path):
+@pytest.mark.parametrize("lag, live_start", [(0, "step_done"), (1, "step_done"), (0, "speculative")])
+def test_stop_and_resume_equals_straight_run(lag, live_start, data_dir, coin_verifier, tmp_path):
   # The embedded judge is deterministic by default (no noise): the same matches give the same verdicts.
   def config(steps, resume=False):
-    c = smoke_config("arena_live", data_dir)
+    c = smoke_config("arena_live", data_dir, live_start=live_start)
     c.num_steps, c.resume, c.reward.async_lag, c.checkpoint.every = steps, resume, lag, 2
     return c
 
