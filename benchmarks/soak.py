@@ -14,6 +14,12 @@ the same port a few steps later; at a random point in the middle of the run the 
 SIGKILLed (maybe mid-step, maybe mid-save) and resumed with `--config.resume=True`. The client retries
 once (no parse retries), so failed matches are frequent; they are dropped and counted (SPEC §4).
 
+Damaged-checkpoint resume (`damage_latest_checkpoint`, `--damage`): before the resume, the newest
+checkpoint the killed trainer left is damaged as a failing disk would (`flip`: bytes inverted mid-file,
+by default; `truncate`, `delete`, or `none`). The resume must detect it, say so, fall back to the
+checkpoint before it and replay the steps after that one: progress lost to the damage is one more
+checkpoint interval, never a crash.
+
 `--style reasoning` makes the judge answer like a served reasoning LLM (`judge.server.style`): thinking
 that names verdicts it does not give, in `reasoning_content` or inline `<think>`, the verdict in one of
 several forms, and 2% of answers cut mid-thought (`finish_reason: "length"`, dropped as `truncated`).
@@ -28,6 +34,9 @@ The last line is JSON:
   lost_steps          progress lost beyond the checkpoint interval, plus steps missing from the final log,
                       plus duplicated rows: must be 0
   nan_steps           logged steps with a non-finite metric: must be 0
+  damaged_checkpoint  the checkpoint step damaged before the resume (null: none, or only one existed)
+  fell_back_to_step   the step the resume started from, read from its log
+  damage_undetected   1 if the resume started from the damaged checkpoint: must be 0
 and the judge's injected fault counts (`truncated`: answers cut at max_tokens or, in the reasoning style,
 mid-thought), the judge's style, the outage steps, wall-clock seconds.
 """
@@ -50,6 +59,7 @@ import urllib.request
 from arena_jax.judges.config import REPLY_STYLES
 from arena_jax.train.metrics import read_metrics
 from benchmarks import common
+from benchmarks.common import DAMAGE_KINDS, damage_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = re.compile(r"serving \S+ on (http://\S+)")
@@ -109,6 +119,22 @@ def _finite(row: dict) -> bool:
              for v in row.values())
 
 
+def damage_latest_checkpoint(workdir: str, kind: str) -> int | None:
+  """The damaged-checkpoint scenario: damages the newest checkpoint of a killed run (`kind` of
+  `common.DAMAGE_KINDS`) when an older one exists to fall back to; returns the damaged step."""
+  steps = sorted(_ckpts(workdir))
+  if kind == "none" or len(steps) < 2:
+    return None
+  damage_checkpoint(os.path.join(workdir, "checkpoints", str(steps[-1])), kind)
+  return steps[-1]
+
+
+def _resumed_from(log_path: str) -> int | None:
+  with open(log_path, encoding="utf-8", errors="replace") as f:
+    found = re.search(r"resumed from step (\d+) ", f.read())
+  return int(found.group(1)) if found else None
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--steps", type=int, default=200)
@@ -118,6 +144,8 @@ def main(argv=None):
   parser.add_argument("--data_dir", default="", help="task datasets (default: inside the workdir)")
   parser.add_argument("--style", default="plain", choices=REPLY_STYLES,
                       help="how the judge writes its answers (judge.server.style)")
+  parser.add_argument("--damage", default="flip", choices=DAMAGE_KINDS + ("none",),
+                      help="how the newest checkpoint is damaged before the resume")
   args = parser.parse_args(argv)
   n, every = args.steps, args.every
   rng = random.Random(args.seed)
@@ -161,7 +189,7 @@ def main(argv=None):
     log.close()
     seen.update(_ckpts(workdir))
     logged_before = max((r["step"] for r in _rows(workdir)), default=0)
-    resumed_from = max(_ckpts(workdir), default=0)
+    damaged = damage_latest_checkpoint(workdir, args.damage)
     proc, log = launch("train_2.log", "--config.resume=True")
     wait(proc, n + 1)
     rc = proc.wait()
@@ -175,6 +203,7 @@ def main(argv=None):
     with open(os.path.join(workdir, "train_2.log"), encoding="utf-8", errors="replace") as f:
       sys.exit(f"the resumed run failed (exit {rc}):\n{f.read()[-3000:]}")
 
+  resumed_from = _resumed_from(os.path.join(workdir, "train_2.log")) or 0
   rows = _rows(workdir)
   steps = [r["step"] for r in rows]
   calls = sum(r.get("judge/calls", 0) for r in rows)
@@ -189,7 +218,8 @@ def main(argv=None):
       "checkpoints": len(seen),
       "resumes": 1,
       "replayed_steps": replayed,
-      "lost_steps": max(0, replayed - every) + missing + duplicated,
+      # A damaged checkpoint costs one more interval (the resume falls back past it), never more.
+      "lost_steps": max(0, replayed - every * (2 if damaged is not None else 1)) + missing + duplicated,
       "nan_steps": sum(not _finite(r) for r in rows),
       "judge_calls": calls,
       "judge_outage_steps": sum(r.get("judge/failure_rate", 0.0) == 1.0 for r in rows),
@@ -198,6 +228,8 @@ def main(argv=None):
       "judge_style": args.style,
       "judge_killed_at_step": judge_down_at, "judge_back_at_step": judge_up_at,
       "trainer_killed_after_step": logged_before, "resumed_from_step": resumed_from,
+      "damaged_checkpoint": damaged, "fell_back_to_step": resumed_from if damaged is not None else None,
+      "damage_undetected": int(damaged is not None and resumed_from >= damaged),  # must be 0
       "checkpoint_every": every, "wall_s": round(wall, 1), "workdir": workdir,
   }
   table = [(k, v) for k, v in figures.items() if k not in ("injected", "workdir")]
