@@ -178,7 +178,7 @@ def test_a_second_trainer_on_a_live_workdir_is_refused_and_a_crash_releases_the_
 
 @pytest.mark.parametrize("field, value", [
     ("reward.mode", "rlvr_dapo"), ("rollout.group_size", 2), ("rollout.prompts_per_step", 2),
-    ("rollout.max_new_tokens", 8), ("init.random_model", "llama3_8b"), ("tasks.train_task", "countdown"),
+    ("rollout.max_new_tokens", 8), ("tasks.train_task", "countdown"),
 ])
 def test_a_resume_that_changes_the_run_is_refused(field, value, copy4, data_dir):
   before = {name: (copy4 / name).read_bytes() for name in ("metrics.jsonl", "policy.json")}
@@ -189,6 +189,24 @@ def test_a_resume_that_changes_the_run_is_refused(field, value, copy4, data_dir)
                      rf".* → {re.escape(repr(value))}\).*--config.resume_allow_changes='\(\"{re.escape(field)}\",\)'"):
     train(c, str(copy4))
   assert {name: (copy4 / name).read_bytes() for name in before} == before  # refused before writing anything
+
+
+def test_a_model_change_is_refused(run4, data_dir):
+  """The model guard on its own (an end-to-end resume onto a real 8B model would build it if it failed)."""
+  from arena_jax.train.workdir import check_resume_config  # pylint: disable=g-import-not-at-top
+
+  ckpt = Checkpointer(os.path.join(run4, "checkpoints"))
+  try:
+    saved = ckpt.read_meta(4)["config"]
+  finally:
+    ckpt.close()
+  c = _config(data_dir, 6, resume=True)
+  check_resume_config(saved, c, "run")  # the same run: accepted
+  c.init.random_model = "llama3_8b"
+  with pytest.raises(WorkdirError, match=r"init.random_model: 'tiny' → 'llama3_8b'"):
+    check_resume_config(saved, c, "run")
+  c.resume_allow_changes = ("init.random_model",)
+  check_resume_config(saved, c, "run")
 
 
 def test_a_change_named_in_resume_allow_changes_resumes(copy4, data_dir):
