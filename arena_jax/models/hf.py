@@ -72,6 +72,9 @@ def check_hf_config(hf, where: str) -> None:
   nests the language model's): InvalidCheckpointError naming `where` and the field."""
   if not isinstance(hf, dict):
     raise InvalidCheckpointError(f"{where}: must hold a JSON object, got {type(hf).__name__}")
+  archs = hf.get("architectures")
+  if isinstance(archs, list) and archs and not any(a in SUPPORTED_ARCHITECTURES for a in archs):
+    return  # `config_from_hf` names the supported architectures
   nested = hf.get("text_config")
   if nested is not None:
     check_hf_config(nested, f"{where}: text_config")
