@@ -20,3 +20,7 @@ class MissingFileError(UserError, FileNotFoundError):
 
 class WorkdirError(UserError, FileExistsError):
   """The work directory holds another run's state."""
+
+
+class InputError(UserError, ValueError):
+  """A user's input file with malformed rows; the message names each as `path:line: field: problem`."""

@@ -39,3 +39,29 @@ def _fmt(c):
 def emit_json(figures: dict) -> None:
   """The last line of every benchmark: one JSON object with the figures."""
   print(json.dumps(figures, sort_keys=False))
+
+
+DAMAGE_KINDS = ("truncate", "delete", "flip")
+
+
+def damage_checkpoint(step_dir: str, kind: str) -> str:
+  """Damages the largest file (the manifest aside) of a checkpoint directory as a failing disk or an interrupted copy would:
+  `truncate` (half its bytes), `delete` (the file gone) or `flip` (bytes inverted mid-file, same size).
+  Returns the damaged file's path (soak benchmark, reliability tests)."""
+  files = [os.path.join(r, f) for r, _, names in os.walk(step_dir) for f in names
+           if f != "arena_manifest.json"]  # `train.checkpoint.MANIFEST`: damage the data, not its record
+  path = max(files, key=os.path.getsize)
+  size = os.path.getsize(path)
+  if kind == "truncate":
+    os.truncate(path, size // 2)
+  elif kind == "delete":
+    os.remove(path)
+  elif kind == "flip":
+    with open(path, "r+b") as f:
+      f.seek(size // 2)
+      chunk = f.read(64)
+      f.seek(size // 2)
+      f.write(bytes(b ^ 0xFF for b in chunk))
+  else:
+    raise ValueError(f"unknown damage {kind!r}; one of {DAMAGE_KINDS}")
+  return path

@@ -20,6 +20,12 @@ once (no parse retries), so failed matches are frequent; they are dropped and co
 A trainer that exits with an error is a crash, one that logs no step for `--hang_s` seconds a hang
 (it is killed); either is counted and the run resumed from its checkpoint, so the figures still come.
 
+Damaged-checkpoint resume (`damage_latest_checkpoint`, `--damage`): before the resume, the newest
+checkpoint the killed trainer left is damaged as a failing disk would (`flip`: bytes inverted mid-file,
+by default; `truncate`, `delete`, or `none`). The resume must detect it, say so, fall back to the
+checkpoint before it and replay the steps after that one: progress lost to the damage is one more
+checkpoint interval, never a crash.
+
 `--style reasoning` makes the judge answer like a served reasoning LLM (`judge.server.style`): thinking
 that names verdicts it does not give, in `reasoning_content` or inline `<think>`, the verdict in one of
 several forms, and 2% of answers cut mid-thought (`finish_reason: "length"`, dropped as `truncated`).
@@ -36,6 +42,9 @@ The last line is JSON:
   nan_steps           logged steps with a non-finite metric: must be 0
   crashes             trainer exits with an error (a hostile judge must not cause one): must be 0
   hangs               times the trainer logged no step for --hang_s seconds: must be 0
+  damaged_checkpoint  the checkpoint step damaged before the resume (null: none, or only one existed)
+  fell_back_to_step   the step the resume started from, read from its log
+  damage_undetected   1 if the resume started from the damaged checkpoint: must be 0
 and the judge's injected fault counts (`truncated`: answers cut at max_tokens or, in the reasoning style,
 mid-thought), the judge's style, the outage steps, wall-clock seconds.
 """
@@ -58,6 +67,7 @@ import urllib.request
 from arena_jax.judges.config import REPLY_STYLES
 from arena_jax.train.metrics import read_metrics
 from benchmarks import common
+from benchmarks.common import DAMAGE_KINDS, damage_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = re.compile(r"serving \S+ on (http://\S+)")
@@ -126,6 +136,22 @@ def _finite(row: dict) -> bool:
              for v in row.values())
 
 
+def damage_latest_checkpoint(workdir: str, kind: str) -> int | None:
+  """The damaged-checkpoint scenario: damages the newest checkpoint of a killed run (`kind` of
+  `common.DAMAGE_KINDS`) when an older one exists to fall back to; returns the damaged step."""
+  steps = sorted(_ckpts(workdir))
+  if kind == "none" or len(steps) < 2:
+    return None
+  damage_checkpoint(os.path.join(workdir, "checkpoints", str(steps[-1])), kind)
+  return steps[-1]
+
+
+def _resumed_from(log_path: str) -> int | None:
+  with open(log_path, encoding="utf-8", errors="replace") as f:
+    found = re.search(r"resumed from step (\d+) ", f.read())
+  return int(found.group(1)) if found else None
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--steps", type=int, default=200)
@@ -137,6 +163,8 @@ def main(argv=None):
                       help="how the judge writes its answers (judge.server.style)")
   parser.add_argument("--hang_s", type=float, default=300.0,
                       help="a trainer that logs no step for this long is hung (compilation included)")
+  parser.add_argument("--damage", default="flip", choices=DAMAGE_KINDS + ("none",),
+                      help="how the newest checkpoint is damaged before the resume")
   args = parser.parse_args(argv)
   n, every = args.steps, args.every
   rng = random.Random(args.seed)
@@ -197,6 +225,7 @@ def main(argv=None):
   os.makedirs(workdir, exist_ok=True)
   start_trainer("train_1.log")
   logged_before = resumed_from = 0
+  damaged = None
   try:
     wait(judge_down_at)
     judge.kill()                                  # the judge dies mid-run ...
@@ -209,7 +238,7 @@ def main(argv=None):
       run["log"].close()
       seen.update(_ckpts(workdir))
       logged_before = max((r["step"] for r in _rows(workdir)), default=0)
-      resumed_from = max(_ckpts(workdir), default=0)
+      damaged = damage_latest_checkpoint(workdir, args.damage)
       start_trainer("train_2.log", "--config.resume=True")
     wait(n + 1)
     run["proc"].wait()
@@ -220,6 +249,7 @@ def main(argv=None):
     judge.kill()
   wall = time.perf_counter() - start
 
+  resumed_from = _resumed_from(os.path.join(workdir, "train_2.log")) or 0
   rows = _rows(workdir)
   steps = [r["step"] for r in rows]
   calls = sum(r.get("judge/calls", 0) for r in rows)
@@ -234,7 +264,8 @@ def main(argv=None):
       "checkpoints": len(seen),
       "resumes": 1 + trouble["relaunches"],
       "replayed_steps": replayed,
-      "lost_steps": max(0, replayed - every) + missing + duplicated,
+      # A damaged checkpoint costs one more interval (the resume falls back past it), never more.
+      "lost_steps": max(0, replayed - every * (2 if damaged is not None else 1)) + missing + duplicated,
       "nan_steps": sum(not _finite(r) for r in rows),
       "crashes": trouble["crashes"],
       "hangs": trouble["hangs"],
@@ -247,6 +278,8 @@ def main(argv=None):
       "judge_style": args.style,
       "judge_killed_at_step": judge_down_at, "judge_back_at_step": judge_up_at,
       "trainer_killed_after_step": logged_before, "resumed_from_step": resumed_from,
+      "damaged_checkpoint": damaged, "fell_back_to_step": resumed_from if damaged is not None else None,
+      "damage_undetected": int(damaged is not None and resumed_from >= damaged),  # must be 0
       "checkpoint_every": every, "wall_s": round(wall, 1), "workdir": workdir,
   }
   table = [(k, v) for k, v in figures.items() if k not in ("injected", "hostile_kinds", "workdir")]

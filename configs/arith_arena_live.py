@@ -99,6 +99,7 @@ def get_config(arg=None):
       keep=3,                 # the last three, enough to resume and compare
   ))
   c.resume = False            # a fresh run refuses a workdir that already holds checkpoints
+  c.resume_allow_changes = ()  # a resume may not change the mode, task, model or batch shape
   c.log = ml_collections.ConfigDict(dict(
       progress=True,          # a progress bar with accuracy, loss, routed groups and judge calls
       tensorboard=True,       # event files next to metrics.jsonl

@@ -10,7 +10,8 @@ accuracy, mean pass ratio@n, unbiased pass@k, response length).
 `watch` polls the run for checkpoints and evaluates each step once. What has been evaluated is read
 back from the results file itself (`eval.jsonl` in the output directory), so a restarted watcher
 skips finished steps and a step interrupted mid-evaluation is simply evaluated again: nothing is
-written for a step until all its benchmarks are done.
+written for a step until all its benchmarks are done. A step whose checkpoint fails verification
+(`checkpoint.CheckpointError`: damaged or missing files, non-finite values) is logged and skipped.
 """
 from __future__ import annotations
 
@@ -272,12 +273,20 @@ def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 1
   os.makedirs(out_dir, exist_ok=True)
   done = evaluated_steps(out_dir)
   written, last_progress = [], time.monotonic()
+  skipped: set[int] = set()  # steps whose checkpoint failed verification (checkpoint.CheckpointError)
   writer = None
   try:
     while True:  # one pass, then (following) a poll
-      todo = [s for s in checkpoint_steps(workdir) if s not in done]
+      todo = [s for s in checkpoint_steps(workdir) if s not in done and s not in skipped]
       for step in todo:
-        results = evaluate_fn(workdir, step, config)
+        try:
+          results = evaluate_fn(workdir, step, config)
+        except checkpoint.CheckpointError as e:
+          # A damaged step (or one the trainer's `keep` deleted mid-read) must not end the watch: it is
+          # logged and skipped for the rest of this call; a restarted watcher tries it again.
+          logging.warning("skipping checkpoint step %d: %s", step, e)
+          skipped.add(step)
+          continue
         samples = pop_samples(results)
         _write_samples(out_dir, step, samples)  # before the result row: a crash between them re-evaluates the step
         row = {"step": step, "results": results, "time": time.time()}
@@ -297,7 +306,7 @@ def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 1
           for bench, rows in samples.items():
             writer.add_text(f"eval/{bench}/samples", samples_markdown(rows), step)
         fileio.atomic_write(os.path.join(out_dir, TABLE_FILE), markdown_table(read_results(out_dir)))
-      if not follow or (stop_after_step is not None and any(s >= stop_after_step for s in done)):
+      if not follow or (stop_after_step is not None and any(s >= stop_after_step for s in done | skipped)):
         break
       if timeout_s is not None and time.monotonic() - last_progress > timeout_s:
         break

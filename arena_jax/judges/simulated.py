@@ -68,7 +68,7 @@ _EQUATION = re.compile(r"[-\d \t.()+*/]+(?:=[-\d \t.()+*/]+)+")
 _MAX_LINE = 1000  # longer lines are not steps of a solution; the regex scan stays cheap
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _UNKNOWN = "I can only judge prompts written with arena_jax's judge templates."
-_TOKEN_PIECE = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]")  # hygiene.count_tokens's tokens
+_TOKEN_PIECE = hygiene.TOKEN_PIECE  # hygiene.count_tokens's tokens
 
 
 # ───────────────────────────────────────── deterministic draws ─────────────────────────────────────────

@@ -22,6 +22,7 @@ from arena_jax.models.config import (
 )
 from arena_jax.models.hf import (
     SUPPORTED_ARCHITECTURES,
+    InvalidCheckpointError,
     UnsupportedCheckpointError,
     config_from_hf,
     config_to_hf,

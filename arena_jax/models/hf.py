@@ -18,6 +18,7 @@ RoPE needs no permutation: both sides use the rotate_half layout.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import struct
@@ -46,6 +47,176 @@ _HF_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"
 
 class UnsupportedCheckpointError(UserError, ValueError):
   """The checkpoint's architecture or options are outside the supported family."""
+
+
+class InvalidCheckpointError(UserError, ValueError):
+  """The checkpoint contradicts itself or its model: a config value of the wrong type, a tensor of the
+  wrong shape or with non-finite values, a weight path outside the directory, a header that does not
+  fit its file. The message names the file and the field or tensor."""
+
+
+# ─────────────────────────────────────── checks where the files enter ───────────────────────────────────────
+# Each runs on what was read before anything is built from it (issue 21 item 8): a bad checkpoint is one
+# clear error naming the file and the field or tensor, never a ZeroDivisionError, a TypeError, a
+# MemoryError or a model that silently computes garbage.
+
+_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+_OPTIONAL_POSITIVE_INTS = ("num_key_value_heads", "head_dim", "max_position_embeddings", "sliding_window",
+                           "original_max_position_embeddings")
+_POSITIVE_FLOATS = ("rope_theta", "rms_norm_eps")
+_BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")
+_STRINGS = ("hidden_act", "torch_dtype", "dtype", "model_type")
+_ROPE_NUMBERS = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow",
+                 "mscale", "mscale_all_dim", "attention_factor", "partial_rotary_factor")
+MAX_HEADER_BYTES = 100 << 20  # the safetensors format's own limit on the JSON header
+
+
+def _is_int(v) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_hf_config(hf, where: str) -> None:
+  """Types and values of a parsed config.json (and of its `text_config`, where a multimodal wrapper
+  nests the language model's): InvalidCheckpointError naming `where` and the field."""
+  if not isinstance(hf, dict):
+    raise InvalidCheckpointError(f"{where}: must hold a JSON object, got {type(hf).__name__}")
+  archs = hf.get("architectures")
+  if isinstance(archs, list) and archs and not any(a in SUPPORTED_ARCHITECTURES for a in archs):
+    return  # `config_from_hf` names the supported architectures
+  nested = hf.get("text_config")
+  if nested is not None:
+    check_hf_config(nested, f"{where}: text_config")
+  problems = []
+  for k in _POSITIVE_INTS:
+    if k not in hf:
+      if nested is None:
+        problems.append(f"{k}: missing")
+    elif not (_is_int(hf[k]) and hf[k] >= 1):
+      problems.append(f"{k}: must be an integer ≥ 1, got {hf[k]!r:.40}")
+  for k in _OPTIONAL_POSITIVE_INTS:
+    if hf.get(k) is not None and not (_is_int(hf[k]) and hf[k] >= 1):
+      problems.append(f"{k}: must be an integer ≥ 1 or null, got {hf[k]!r:.40}")
+  if hf.get("max_window_layers") is not None and not (_is_int(hf["max_window_layers"]) and hf["max_window_layers"] >= 0):
+    problems.append(f"max_window_layers: must be an integer ≥ 0, got {hf['max_window_layers']!r:.40}")
+  for k in _POSITIVE_FLOATS:
+    if k in hf and not (_is_number(hf[k]) and hf[k] > 0):
+      problems.append(f"{k}: must be a finite number > 0, got {hf[k]!r:.40}")
+  for k in _BOOLS:
+    if hf.get(k) is not None and not isinstance(hf[k], bool):
+      problems.append(f"{k}: must be true or false, got {hf[k]!r:.40}")
+  for k in _STRINGS:
+    if hf.get(k) is not None and not isinstance(hf[k], str):
+      problems.append(f"{k}: must be a string, got {hf[k]!r:.40}")
+  for k in ("architectures", "layer_types"):
+    v = hf.get(k)
+    if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+      problems.append(f"{k}: must be a list of strings, got {v!r:.60}")
+  for k in ("rope_scaling", "rope_parameters"):
+    rope = hf.get(k)
+    if rope is None:
+      continue
+    if not isinstance(rope, dict):
+      problems.append(f"{k}: must be an object or null, got {rope!r:.40}")
+      continue
+    for name in _ROPE_NUMBERS:
+      if rope.get(name) is not None and not (_is_number(rope[name]) and rope[name] > 0):
+        problems.append(f"{k}.{name}: must be a finite number > 0, got {rope[name]!r:.40}")
+  if not problems:
+    heads, kv = hf.get("num_attention_heads"), hf.get("num_key_value_heads")
+    if heads and hf.get("head_dim") is None and hf.get("hidden_size", 0) % heads:
+      problems.append(f"hidden_size: {hf['hidden_size']} is not a multiple of num_attention_heads={heads} "
+                      "(and no head_dim is given)")
+    if heads and kv and heads % kv:
+      problems.append(f"num_key_value_heads: {kv} does not divide num_attention_heads={heads}")
+    if isinstance(hf.get("layer_types"), list) and hf.get("num_hidden_layers") != len(hf["layer_types"]):
+      problems.append(f"layer_types: {len(hf['layer_types'])} entries for num_hidden_layers="
+                      f"{hf.get('num_hidden_layers')}")
+  if problems:
+    raise InvalidCheckpointError(f"{where}: " + "; ".join(problems))
+
+
+def confined_file(directory: pathlib.Path, name, where: str) -> pathlib.Path:
+  """`directory / name` for a weight file named by the checkpoint itself (its index), refused when the
+  name could reach outside the directory (absolute, `..`, not a .safetensors file). Symlinks inside
+  are followed as they are (a Hugging Face cache links its snapshot files to blobs beside them)."""
+  if not isinstance(name, str) or not name:
+    raise InvalidCheckpointError(f"{where}: a weight file name must be a non-empty string, got {name!r:.60}")
+  parts = pathlib.PurePosixPath(name.replace("\\", "/")).parts
+  if os.path.isabs(name) or name.startswith(("/", "\\")) or ".." in parts or not name.endswith(".safetensors"):
+    raise InvalidCheckpointError(f"{where}: weight file {name!r} is outside the checkpoint directory {directory} "
+                                 "(or not a .safetensors file); the index may name only files inside it")
+  return directory / name
+
+
+def _check_header(path: pathlib.Path, n: int | None, header, data_len: int) -> None:
+  """The safetensors header against its file: sizes, offsets inside the data, shape × dtype = bytes."""
+  if not isinstance(header, dict):
+    raise InvalidCheckpointError(f"{path}: the safetensors header is not a JSON object")
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(info, dict):
+      raise InvalidCheckpointError(f"{where}: header entry is not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not (isinstance(shape, list) and all(_is_int(d) and d >= 0 for d in shape)):
+      raise InvalidCheckpointError(f"{where}: shape must be a list of integers ≥ 0, got {shape!r:.60}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data_len):
+      raise InvalidCheckpointError(f"{where}: data_offsets {offsets!r:.60} are not inside the file's {data_len} "
+                                   "bytes of data (a truncated or damaged file)")
+    if dtype in _ST_DTYPES:
+      size = int(np.prod(shape, dtype=np.int64)) * np.dtype(_ST_DTYPES[dtype]).itemsize
+      if offsets[1] - offsets[0] != size:
+        raise InvalidCheckpointError(f"{where}: {offsets[1] - offsets[0]} bytes for shape {shape} of {dtype} "
+                                     f"({size} bytes)")
+
+
+def expected_hf_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+  """The exact shape of every tensor `_convert` reads, by its HF name (HF `nn.Linear.weight` is [out, in])."""
+  c = config
+  n, k, h, d, f, v = c.num_heads, c.num_kv_heads, c.head_dim, c.d_model, c.mlp_dim, c.vocab_size
+  out = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,), "lm_head.weight": (v, d)}
+  for i in range(c.num_layers):
+    p = f"model.layers.{i}."
+    out.update({
+        p + "self_attn.q_proj.weight": (n * h, d), p + "self_attn.k_proj.weight": (k * h, d),
+        p + "self_attn.v_proj.weight": (k * h, d), p + "self_attn.o_proj.weight": (d, n * h),
+        p + "self_attn.q_proj.bias": (n * h,), p + "self_attn.k_proj.bias": (k * h,),
+        p + "self_attn.v_proj.bias": (k * h,), p + "self_attn.o_proj.bias": (d,),
+        p + "self_attn.q_norm.weight": (h,), p + "self_attn.k_norm.weight": (h,),
+        p + "mlp.gate_proj.weight": (f, d), p + "mlp.up_proj.weight": (f, d), p + "mlp.down_proj.weight": (d, f),
+        p + "mlp.gate_proj.bias": (f,), p + "mlp.up_proj.bias": (f,), p + "mlp.down_proj.bias": (d,),
+        p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,),
+    })
+  return out
+
+
+def _all_finite(a: np.ndarray, rows: int = 1 << 12) -> bool:
+  if a.ndim == 0:
+    return bool(np.isfinite(a))
+  # In slices: a memory-mapped tensor is never copied whole into memory.
+  return all(bool(np.isfinite(a[i:i + rows]).all()) for i in range(0, a.shape[0], rows))
+
+
+def check_weights(config: ModelConfig, weights: dict[str, np.ndarray], where: str) -> None:
+  """Every tensor the model reads has exactly its shape by name (a transposed [in, out] projection with
+  the right element count would otherwise reshape silently), and every floating-point value is finite.
+  A transpose of a truly square matrix keeps its shape and cannot be told from it."""
+  expected = expected_hf_shapes(config)
+  for name, value in weights.items():
+    want = expected.get(name)
+    if want is not None and tuple(value.shape) != want:
+      raise InvalidCheckpointError(f"{where}: tensor {name!r} has shape {tuple(value.shape)}, the config needs "
+                                   f"{want} ([out, in] as nn.Linear stores it)")
+  for name, value in weights.items():
+    if np.issubdtype(value.dtype, np.floating) or value.dtype == ml_dtypes.bfloat16:
+      if not _all_finite(value):
+        raise InvalidCheckpointError(f"{where}: tensor {name!r} holds NaN or infinite values")
 
 
 # ─────────────────────────────────────── config ───────────────────────────────────────
@@ -210,9 +381,19 @@ _FP8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
 def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
   """Memory-mapped arrays of one .safetensors file (format: u64 header size, JSON header, data)."""
   path = pathlib.Path(path)
+  size = os.path.getsize(path)
   with open(path, "rb") as f:
+    if size < 8:
+      raise InvalidCheckpointError(f"{path}: {size} bytes, too short for a safetensors file")
     (n,) = struct.unpack("<Q", f.read(8))
-    header = json.loads(f.read(n))
+    if n > min(size - 8, MAX_HEADER_BYTES):
+      raise InvalidCheckpointError(f"{path}: header length {n} exceeds the file's {size - 8} bytes after the length "
+                                   f"(or the format's {MAX_HEADER_BYTES}): a truncated or damaged file")
+    try:
+      header = json.loads(f.read(n))
+    except (ValueError, RecursionError) as e:
+      raise InvalidCheckpointError(f"{path}: the safetensors header is not valid JSON ({e!r:.120})") from None
+  _check_header(path, n, header, size - 8 - n)
   data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
   out = {}
   for name, info in header.items():
@@ -228,7 +409,12 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
 def _read_weights(path: pathlib.Path) -> dict[str, np.ndarray]:
   index = path / "model.safetensors.index.json"
   if index.exists():
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    try:
+      weight_map = json.loads(index.read_text())["weight_map"]
+      names = set(weight_map.values())
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+      raise InvalidCheckpointError(f"{index}: not an index with a weight_map object ({e!r:.120})") from None
+    files = sorted(str(confined_file(path, name, str(index)).relative_to(path)) for name in names)
   elif (path / "model.safetensors").exists():
     files = ["model.safetensors"]
   else:
@@ -411,7 +597,11 @@ def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: s
     UnsupportedCheckpointError: for any architecture other than `SUPPORTED_ARCHITECTURES`.
   """
   path = pathlib.Path(path)
-  hf = json.loads((path / "config.json").read_text())
+  try:
+    hf = json.loads((path / "config.json").read_text())
+  except (ValueError, RecursionError) as e:
+    raise InvalidCheckpointError(f"{path / 'config.json'}: not valid JSON ({e!r:.120})") from None
+  check_hf_config(hf, str(path / "config.json"))
   config = config_from_hf(hf, param_dtype=param_dtype, dtype=dtype)
   decoder_hf, _ = text_decoder_config(hf)
   architecture = next(a for a in hf.get("architectures") or [] if a in SUPPORTED_ARCHITECTURES)
@@ -419,6 +609,7 @@ def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: s
   weights = dequantize_fp8(weights, decoder_hf.get("quantization_config"))
   if architecture in _TEXT_DECODERS:  # the wrapper ties the output to the embedding when it stores no lm_head
     config = config.replace(tie_embeddings="lm_head.weight" not in weights)
+  check_weights(config, weights, str(path))
   weights = _convert(config, weights)
   graphdef, abstract = nnx.split(abstract_model(config))
   pure_abstract = nnx.to_pure_dict(abstract)

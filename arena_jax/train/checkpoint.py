@@ -4,12 +4,107 @@ A checkpoint at step s holds the state *after* s optimizer steps: params, optimi
 (orbax StandardSave, multi-host aware), and `meta` (JSON): the data iterator's state, the step, the
 seed and the config. Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-save never leaves a checkpoint that `latest_step` would pick.
+
+Checkpoints defend themselves (docs/architecture.md, "Crashes and damaged checkpoints"): once orbax has
+finalised a step, a manifest (`MANIFEST`: every file's size and CRC-32) is written into it, and
+`restore` checks it before reading, then checks that every restored floating-point value is finite.
+Any failure — a file truncated, missing or altered, a TensorStore error, a NaN — is one
+`CheckpointError` naming the step and the reason, never a TensorStore trace. A step without a manifest
+(written before manifests existed, or a crash between orbax's rename and the manifest) is restored
+with the finiteness check only.
 """
 from __future__ import annotations
 
+import json
 import os
+import zlib
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
+
+from arena_jax import fileio
+from arena_jax.errors import UserError
+
+MANIFEST = "arena_manifest.json"
+DAMAGED_SUFFIX = ".damaged"
+_CHUNK = 1 << 24
+
+
+class CheckpointError(UserError, ValueError):
+  """A checkpoint that does not restore or fails verification (damaged, truncated or missing files,
+  non-finite values); the message names the step, its directory and the reason."""
+
+
+def _files(step_dir: str) -> list[str]:
+  out = []
+  for root, _, names in os.walk(step_dir):
+    for name in names:
+      rel = os.path.relpath(os.path.join(root, name), step_dir)
+      if rel != MANIFEST:
+        out.append(rel)
+  return sorted(out)
+
+
+def _crc32(path: str) -> int:
+  crc = 0
+  with open(path, "rb") as f:
+    while chunk := f.read(_CHUNK):
+      crc = zlib.crc32(chunk, crc)
+  return crc
+
+
+def write_manifest(step_dir: str) -> None:
+  """Records every file of a finalised checkpoint directory: size and CRC-32 (zlib: GB/s, one read)."""
+  files = {rel: {"size": os.path.getsize(os.path.join(step_dir, rel)), "crc32": _crc32(os.path.join(step_dir, rel))}
+           for rel in _files(step_dir)}
+  fileio.atomic_write(os.path.join(step_dir, MANIFEST), json.dumps({"version": 1, "files": files}, indent=0))
+
+
+def manifest_problem(step_dir: str) -> str | None:
+  """Why `step_dir` does not match its manifest (None: it matches, or it has no manifest)."""
+  path = os.path.join(step_dir, MANIFEST)
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path, encoding="utf-8") as f:
+      files = json.load(f)["files"]
+    expected = {str(k): (int(v["size"]), int(v["crc32"])) for k, v in files.items()}
+  except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    return f"its manifest {MANIFEST} is unreadable ({type(e).__name__}: {e})"
+  for rel, (size, crc) in expected.items():
+    full = os.path.join(step_dir, rel)
+    if not os.path.isfile(full):
+      return f"file {rel} is missing"
+    actual = os.path.getsize(full)
+    if actual != size:
+      return f"file {rel} has {actual} bytes, the manifest says {size} (truncated or overwritten)"
+    if _crc32(full) != crc:
+      return f"file {rel} does not match its checksum (damaged bytes)"
+  return None
+
+
+@jax.jit
+def _finite_flags(leaves):
+  return jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])
+
+
+def non_finite_leaves(tree) -> list[str]:
+  """Paths of the floating-point leaves of `tree` holding a NaN or an infinity."""
+  named = [(jax.tree_util.keystr(p), x) for p, x in jax.tree_util.tree_leaves_with_path(tree)
+           if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)]
+  if not named:
+    return []
+  flags = _finite_flags([x for _, x in named])
+  # One replicated bool per leaf: readable on every host.
+  flags = np.asarray(flags.addressable_data(0)) if isinstance(flags, jax.Array) else np.asarray(flags)
+  return [name for (name, _), ok in zip(named, flags) if not ok]
+
+
+def _one_line(e: BaseException, limit: int = 300) -> str:
+  text = " ".join(str(e).split()) or type(e).__name__
+  return f"{type(e).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
 
 
 class Checkpointer:
@@ -30,18 +125,64 @@ class Checkpointer:
     return self._manager.latest_step()
 
   def all_steps(self) -> list[int]:
-    return list(self._manager.all_steps())
+    return sorted(self._manager.all_steps())
 
-  def save(self, step: int, state, meta: dict) -> None:
+  def step_dir(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
+
+  def save(self, step: int, state, meta: dict, *, main: bool = True) -> None:
+    """Saves and waits; then the main process (`main`) writes the step's manifest."""
     self._manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
                                                       meta=ocp.args.JsonSave(meta)), force=True)
     self._manager.wait_until_finished()
+    if main:
+      write_manifest(self.step_dir(step))
+
+  def verify_files(self, step: int) -> None:
+    """Raises CheckpointError when step's files do not match its manifest."""
+    problem = manifest_problem(self.step_dir(step))
+    if problem:
+      raise CheckpointError(f"checkpoint step {step} in {self.directory} is damaged: {problem}")
 
   def restore(self, step: int, target):
-    """(state shaped like `target`, meta dict) of checkpoint `step`."""
-    out = self._manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target),
-                                                               meta=ocp.args.JsonRestore()))
+    """(state shaped like `target`, meta dict) of checkpoint `step`, verified (manifest, finite values).
+
+    Raises CheckpointError, with one line saying why, when the step does not restore or fails a check.
+    """
+    self.verify_files(step)
+    try:
+      out = self._manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target),
+                                                                 meta=ocp.args.JsonRestore()))
+    except Exception as e:  # TensorStore, orbax and JSON errors alike: the step does not restore
+      raise CheckpointError(f"checkpoint step {step} in {self.directory} does not restore ({_one_line(e)})") from e
+    bad = non_finite_leaves(out["state"])
+    if bad:
+      raise CheckpointError(f"checkpoint step {step} in {self.directory} holds non-finite values in {len(bad)} "
+                            f"arrays ({', '.join(bad[:3])}{', …' if len(bad) > 3 else ''})")
     return out["state"], out["meta"]
+
+  def read_meta(self, step: int) -> dict:
+    """The JSON record of checkpoint `step` alone (no arrays are read)."""
+    try:
+      return self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+    except Exception as e:  # pylint: disable=broad-except
+      raise CheckpointError(f"checkpoint step {step} in {self.directory}: its meta does not read "
+                            f"({_one_line(e)})") from e
+
+  def set_aside(self, step: int) -> str:
+    """Renames a damaged step to `<step>.damaged[-k]` (kept for inspection, invisible to orbax and to the
+    evaluator) so a resumed run can save that step again; returns the new path."""
+    src = self.step_dir(step)
+    dst, k = src + DAMAGED_SUFFIX, 1
+    while os.path.exists(dst):
+      k += 1
+      dst = f"{src}{DAMAGED_SUFFIX}-{k}"
+    os.replace(src, dst)
+    self._manager.reload()
+    return dst
+
+  def reload(self) -> None:
+    self._manager.reload()
 
   def close(self) -> None:
     self._manager.wait_until_finished()

@@ -27,6 +27,7 @@ from arena_jax.rl import cispo
 from arena_jax.rl import modes as reward_modes
 from arena_jax.tasks import config as tasks_config
 from arena_jax.train import sharding as train_sharding
+from arena_jax.train import workdir as workdir_lib
 
 _MESH = parallel.mesh_config()  # the mesh defaults are `parallel.mesh_config`'s own
 
@@ -191,6 +192,10 @@ RUN = cs.Section(dict(
     )),
     resume=_bool(False, "Continue from the last checkpoint in `--workdir`. A fresh run (False) refuses a workdir "
                  "that already holds checkpoints."),
+    resume_allow_changes=field((), "Guarded fields a resume may change (names among `train.workdir.GUARDED_FIELDS`: "
+                               "the mode, task, model and batch shape); a resume that changes any other of them is "
+                               "refused, so one log never mixes incompatible runs.",
+                               cs.entries_of(workdir_lib.GUARDED_FIELDS)),
     log=cs.Section(dict(
         progress=_bool(True, "A tqdm progress bar (accuracy, loss, routed groups, judge calls)."),
         tensorboard=_bool(True, "TensorBoard event files in `<workdir>/tensorboard` (`metrics.jsonl` is always "

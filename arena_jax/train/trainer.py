@@ -45,11 +45,13 @@ from arena_jax import tasks
 from arena_jax.sampling import RandomSampling, Sampler
 from arena_jax.tokenizer import SentencePieceTokenizer
 from arena_jax.errors import UserError, WorkdirError
+from arena_jax.train import checkpoint as checkpoint_lib
 from arena_jax.train import judging
 from arena_jax.train import sharding as train_sharding
 from arena_jax.train import transcripts as transcripts_lib
 from arena_jax.train import step as step_lib
-from arena_jax.train.checkpoint import Checkpointer
+from arena_jax.train import workdir as workdir_lib
+from arena_jax.train.checkpoint import CheckpointError, Checkpointer
 from arena_jax.train.config import validate_config
 from arena_jax.train.metrics import MetricsWriter
 from arena_jax.train.plot import plot_curves
@@ -232,6 +234,7 @@ class Trainer:
         std_ddof=config.reward.std_ddof, shardings=self.shardings)
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
                                      cleanup_tmp=True)
+    self.verified_steps: set[int] = set()  # restored and verified, or saved (finite) by this process
     self.judge_runner: judging.JudgeRunner | None = None
     self.transcripts: transcripts_lib.TranscriptWriter | None = None  # train() opens it (judge.transcripts > 0)
     self.outage_steps = 0  # consecutive steps in which every judge call failed
@@ -240,7 +243,13 @@ class Trainer:
   # ── restore and save ──
 
   def restore(self) -> int:
-    """The step to start from: 0, or the latest checkpoint's with `resume` (state and data order restored)."""
+    """The step to start from: 0, or with `resume` the newest checkpoint that restores and passes
+    verification (`Checkpointer.restore`: manifest, finite values), its state and data order restored.
+
+    Newer steps that fail are reported with the reason and set aside as `<step>.damaged` (kept on disk),
+    so the resumed run can save those steps again. When no step restores nothing is moved and the run
+    stops with CheckpointError listing each step's reason.
+    """
     latest = self.checkpointer.latest_step()
     if not self.config.resume and latest is not None:
       raise WorkdirError(
@@ -250,17 +259,64 @@ class Trainer:
       return 0
     # Each device reads only its shards, onto this run's mesh (which may differ from the saving run's).
     target = train_sharding.abstract_train_state(self.policy.config, self.optimizer, self.shardings)
-    self.state, meta = self.checkpointer.restore(latest, target)
-    self.iterator.restore(meta["iterator"])
-    print(f"resumed from step {latest} ({self.checkpointer.directory})", flush=True)
-    return int(latest)
+    bad: list[tuple[int, str]] = []
+    for step in reversed(self.checkpointer.all_steps()):
+      reason = None
+      try:
+        state, meta = self.checkpointer.restore(step, target)
+        self.iterator.restore(meta["iterator"])
+      except CheckpointError as e:
+        reason = str(e)
+      except (KeyError, TypeError, ValueError) as e:  # a meta record that is not this code's
+        reason = f"checkpoint step {step} in {self.checkpointer.directory}: its meta is unusable ({e!r:.200})"
+      # Every host must take the same step: one host's failure fails the step for all.
+      if int(parallel.host_sum(np.asarray(int(reason is not None)))):
+        bad.append((step, reason or f"checkpoint step {step}: another host could not restore it"))
+        continue
+      self.state = state
+      self.verified_steps.add(step)
+      if bad:
+        self._set_aside(bad, step)
+      print(f"resumed from step {step} ({self.checkpointer.directory})", flush=True)
+      return int(step)
+    raise CheckpointError(
+        f"no checkpoint in {self.checkpointer.directory} restores: " + "; ".join(r for _, r in bad) +
+        ". Nothing was moved; start a new run in a fresh --workdir (or restore the files from a copy)")
+
+  def _set_aside(self, bad: list[tuple[int, str]], good: int) -> None:
+    """Reports the newer steps that failed and renames them `<step>.damaged` (main process)."""
+    for step, reason in bad:
+      moved = self.checkpointer.set_aside(step) if parallel.is_main_process() else "<step>.damaged"
+      msg = (f"{reason}: falling back to step {good}, the newest checkpoint that restores and verifies; "
+             f"the damaged step was moved to {moved}")
+      print(msg, flush=True)
+    parallel.barrier("checkpoint_set_aside")
+    self.checkpointer.reload()
 
   def save(self, step: int, iterator_state) -> None:
     """Checkpoint after `step` optimizer steps; `iterator_state` = the iterator right after that step's
     prompts were drawn (with async_lag = 1 the next step's may already have been drawn)."""
     meta = {"step": step, "iterator": iterator_state.to_dict(), "seed": self.config.seed,
             "config": self.config.to_json_best_effort()}
-    self.checkpointer.save(step, self.state, meta)
+    bad = checkpoint_lib.non_finite_leaves(self.state)
+    if bad:  # the update made the state non-finite although its loss was finite: never save that
+      raise NonFiniteLossError(
+          f"the train state after step {step} holds non-finite values ({', '.join(bad[:3])}); it was not saved. "
+          + self.good_checkpoint_hint())
+    self.checkpointer.save(step, self.state, meta, main=parallel.is_main_process())
+    self.verified_steps.add(step)
+
+  def good_checkpoint_hint(self) -> str:
+    """Names the newest checkpoint that passed verification (restored by this process, or saved by it
+    with finite values) and whose files still match their manifest, and how to resume from it."""
+    ckpt = self.checkpointer
+    ckpt.reload()
+    for step in sorted(self.verified_steps & set(ckpt.all_steps()), reverse=True):
+      if checkpoint_lib.manifest_problem(ckpt.step_dir(step)) is None:
+        return (f"The last verified checkpoint is step {step} in {ckpt.directory}; lower optim.lr or check the "
+                "rewards, then resume from it with --config.resume=True")
+    return (f"No checkpoint in {ckpt.directory} passed verification in this run: lower optim.lr or check the "
+            "rewards and start again in a fresh --workdir")
 
   # ── generate → verify ──
 
@@ -514,9 +570,8 @@ class Trainer:
     out.update(rows)
     if not math.isfinite(out["loss"]):
       raise NonFiniteLossError(
-          f"non-finite loss {out['loss']} at step {pending.step}; the last good checkpoint "
-          f"(step {self.checkpointer.latest_step()}) in {self.checkpointer.directory} is intact. Lower optim.lr "
-          "or check the rewards (all metrics of the step are in metrics.jsonl up to the previous step).")
+          f"non-finite loss {out['loss']} at step {pending.step + 1} (metrics.jsonl holds every step before it). "
+          + self.good_checkpoint_hint())
     return out
 
   def apply(self, pending: Pending) -> tuple[dict, list[dict]]:
@@ -646,7 +701,37 @@ def train(config, workdir: str) -> dict:
   mode = rl.get_mode(config.reward.mode)
   if mode.uses_judge:
     judges.check_judge_urls(config.judge)  # a configured judge that does not answer stops the run now
+  # One trainer per workdir, for its whole life (released by the kernel however the process ends).
+  lock = workdir_lib.WorkdirLock(workdir).acquire() if parallel.is_main_process() else None
+  try:
+    return _train_locked(config, workdir, mode)
+  finally:
+    if lock is not None:
+      lock.release()
+
+
+def _check_resume(config, workdir: str) -> None:
+  """With `resume`, refuses a config that changes what the workdir's run trains (`workdir.GUARDED_FIELDS`);
+  read from the newest checkpoint whose meta reads, before anything is built or written."""
+  directory = os.path.join(workdir, "checkpoints")
+  if not config.resume or not os.path.isdir(directory):
+    return
+  ckpt = Checkpointer(directory)
+  try:
+    for step in reversed(ckpt.all_steps()):
+      try:
+        meta = ckpt.read_meta(step)
+      except CheckpointError:
+        continue  # restore() reports it (and falls back past it)
+      workdir_lib.check_resume_config(meta.get("config") if isinstance(meta, dict) else None, config, workdir)
+      return
+  finally:
+    ckpt.close()
+
+
+def _train_locked(config, workdir: str, mode) -> dict:
   c = config
+  _check_resume(config, workdir)
   trainer = Trainer(config, workdir)
   start = trainer.restore()
   main = parallel.is_main_process()

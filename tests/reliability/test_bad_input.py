@@ -142,7 +142,7 @@ def test_a_tokenizer_larger_than_the_checkpoint_vocab_fails_before_any_compile(d
 
 @pytest.mark.parametrize("line, needle", [
     (b'{"question": "1 + 1?", "answer": 2', "malformed JSON"),
-    (b'{"question": "1 + 1?"}', "missing field 'answer'"),
+    (b'{"question": "1 + 1?"}', "answer: missing field"),
     (b'{"question": "", "answer": "2"}', "must be a non-empty string"),
     (b'{"question": "\xff 1 + 1?", "answer": "2"}', "not valid UTF-8"),
     (b'["1 + 1?", "2"]', "expected a JSON object"),
