@@ -11,6 +11,7 @@
   --input pairs.jsonl                      two trace pairs written here
   --output <file>                          <tmp>/<file>
   --input tests/…                          as written (repository data)
+  launch.rescore                           as written (the README's train command wrote the workdir's transcripts)
 
 A command of a module `_smoke` does not know fails the test: add its mapping here.
 """
@@ -30,7 +31,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 EVAL_SMOKE = ("--config.num_examples=4", "--config.num_samples=2", "--config.max_new_tokens=8")
-KNOWN = ("launch.train", "launch.eval", "launch.serve_judge", "launch.judge_pairs", "launch.jury")
+KNOWN = ("launch.train", "launch.eval", "launch.serve_judge", "launch.judge_pairs", "launch.jury", "launch.rescore")
 PAIRS = [
     {"id": "p0", "problem": "2 + 3 * 4", "reference": "14",
      "trace_a": "3 * 4 = 12\n2 + 12 = 14\nAnswer: 14", "trace_b": "2 + 3 = 5\n5 * 4 = 20\nAnswer: 20"},
@@ -197,6 +198,9 @@ def test_readme_using_it_commands_run(tmp_path):
         assert len(rows) == len(PAIRS) and all(r["verdict"] in ("A", "B", "tie") for r in rows), rows
       elif args[0] == "launch.jury":
         assert pathlib.Path(_flag(run, "--output")).read_text(encoding="utf-8").strip()
+      elif args[0] == "launch.rescore":  # the same embedded judge as the run's: it agrees with itself
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert summary["calls"] > 0 and summary["agreement"] == 1.0, summary
   finally:
     for proc in servers:
       proc.terminate()
