@@ -204,17 +204,31 @@ def _all_finite(a: np.ndarray, rows: int = 1 << 12) -> bool:
 
 
 def check_weights(config: ModelConfig, weights: dict[str, np.ndarray], where: str) -> None:
+  """Every tensor the model reads has exactly its shape by name, and every floating-point value is finite
+  (`check_shapes`, `check_finite`)."""
+  check_shapes(config, weights, where)
+  check_finite(weights, where)
+
+
+def check_shapes(config: ModelConfig, weights: dict[str, Any], where: str) -> None:
   """Every tensor the model reads has exactly its shape by name (a transposed [in, out] projection with
-  the right element count would otherwise reshape silently), and every floating-point value is finite.
-  A transpose of a truly square matrix keeps its shape and cannot be told from it."""
+  the right element count would otherwise reshape silently). A transpose of a truly square matrix keeps
+  its shape and cannot be told from it."""
   expected = expected_hf_shapes(config)
   for name, value in weights.items():
     want = expected.get(name)
     if want is not None and tuple(value.shape) != want:
       raise InvalidCheckpointError(f"{where}: tensor {name!r} has shape {tuple(value.shape)}, the config needs "
                                    f"{want} ([out, in] as nn.Linear stores it)")
+
+
+def check_finite(weights: dict[str, Any], where: str) -> None:
+  """Every floating-point tensor as stored holds finite values (FP8 payloads and their scales are checked
+  before dequantisation, so no full-precision copy is made for it)."""
   for name, value in weights.items():
-    if np.issubdtype(value.dtype, np.floating) or value.dtype == ml_dtypes.bfloat16:
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and (np.issubdtype(dtype, np.floating) or dtype == ml_dtypes.bfloat16
+                              or "float8" in str(dtype)):
       if not _all_finite(value):
         raise InvalidCheckpointError(f"{where}: tensor {name!r} holds NaN or infinite values")
 
@@ -606,10 +620,11 @@ def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: s
   decoder_hf, _ = text_decoder_config(hf)
   architecture = next(a for a in hf.get("architectures") or [] if a in SUPPORTED_ARCHITECTURES)
   weights = text_decoder_weights(_read_weights(path), architecture)
+  check_finite(weights, str(path))  # as stored: FP8 payloads and scales before dequantisation
   weights = dequantize_fp8(weights, decoder_hf.get("quantization_config"))
   if architecture in _TEXT_DECODERS:  # the wrapper ties the output to the embedding when it stores no lm_head
     config = config.replace(tie_embeddings="lm_head.weight" not in weights)
-  check_weights(config, weights, str(path))
+  check_shapes(config, weights, str(path))
   weights = _convert(config, weights)
   graphdef, abstract = nnx.split(abstract_model(config))
   pure_abstract = nnx.to_pure_dict(abstract)
