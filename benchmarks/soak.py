@@ -177,6 +177,9 @@ def main(argv=None):
   flags = [f"--workdir={workdir}", f"--config.tasks.data_dir={data_dir}", f"--config.num_steps={n}",
            f"--config.checkpoint.every={every}", f"--config.judge.urls=('http://127.0.0.1:{judge.port}',)",
            f"--config.reward.max_judge_outage_steps={OUTAGE_STEPS}",
+           # Every member plays: the tiny policy's many identical traces would otherwise share tournament
+           # nodes (reward.dedupe_traces) and spare the faulty judge most of its calls.
+           "--config.reward.dedupe_traces=False",
            *[f"--config.judge.client.{k}={v}" for k, v in CLIENT.items()]]
 
   def launch(name, *extra):
