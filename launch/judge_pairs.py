@@ -28,10 +28,7 @@ _JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_
 
 def main(argv):
   del argv
-  config = _JUDGE.value
-  if _URL.value:
-    config.urls = judges.split_urls(_URL.value)
-  judges.validate_config(config)
+  config = judges.cli_config(_JUDGE.value, _URL.value)
   with judges.judge_endpoints(config) as urls:
     summary = asyncio.run(judges.judge_pairs_file(config, _INPUT.value, _OUTPUT.value, urls=urls,
                                                   retry_failed=_RETRY.value, progress=_PROGRESS.value))

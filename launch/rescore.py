@@ -33,10 +33,7 @@ _JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_
 
 def main(argv):
   del argv
-  config = _JUDGE.value
-  if _URL.value:
-    config.urls = judges.split_urls(_URL.value)
-  judges.validate_config(config)
+  config = judges.cli_config(_JUDGE.value, _URL.value)
   with judges.judge_endpoints(config) as urls:
     result = report.rescore(_WORKDIR.value, config, urls, steps=inspector.parse_ints(_STEP.value, "step"),
                             max_calls=_MAX_CALLS.value)

@@ -49,6 +49,7 @@ from arena_jax.judges.config import (
     BACKEND_NAMES,
     DEBIAS_MODES,
     JURY_MODES,
+    cli_config,
     default_config,
     server_config,
     validate_config,

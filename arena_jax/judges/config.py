@@ -17,6 +17,7 @@ import ml_collections
 from arena_jax import config_schema as cs
 from arena_jax.config_schema import field
 from arena_jax.judges.client import EXTRA_BODY_CHECK
+from arena_jax.judges.client import split_urls
 from arena_jax.judges.hostile import HOSTILE_KINDS
 from arena_jax.tasks import IMPACTS, TRACE_VIEWS
 
@@ -275,3 +276,11 @@ def validate_server_config(s: ml_collections.ConfigDict, prefix: str = "judge.se
 def validate_config(config: ml_collections.ConfigDict, prefix: str = "judge") -> ml_collections.ConfigDict:
   """Checks every field once, up front; raises ValueError naming the field and what to change."""
   return JUDGE.validate(config, prefix)
+
+
+def cli_config(config: ml_collections.ConfigDict, judge_url: str) -> ml_collections.ConfigDict:
+  """A judge CLI's `--judge` config with its `--judge_url` flag (comma-separated; empty keeps
+  `config.urls`, and no URLs starts the embedded server), validated."""
+  if judge_url:
+    config.urls = split_urls(judge_url)
+  return validate_config(config)
