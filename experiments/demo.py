@@ -24,10 +24,10 @@ DEMO_EVAL = dict(num_examples=200, num_samples=8, max_new_tokens=96)
 
 
 def eval_config(tasks_config: ml_collections.ConfigDict, **overrides) -> ml_collections.ConfigDict:
-  """The demo's evaluation: held-out arithmetic only, `DEMO_EVAL` sizes, the RL run's tasks."""
+  """The demo's evaluation: held-out arithmetic and its shifted split, `DEMO_EVAL` sizes, the RL run's tasks."""
   c = watch.default_config()
   c.tasks = tasks_config
-  c.benchmarks = ("arithmetic",)
+  c.benchmarks = ("arithmetic", "arithmetic_shift")  # in distribution, and out of it (issue 17)
   for k, v in {**DEMO_EVAL, **overrides}.items():
     c[k] = v
   return c
@@ -77,7 +77,8 @@ def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.Co
   step = watch.checkpoint_steps(workdir)[-1]
   after = watch.evaluate_step(workdir, step, ec)
   watch.pop_samples(after)
-  summary = {"sft": before["arithmetic"], "rl": after["arithmetic"], "rl_steps": step,
+  summary = {"sft": before["arithmetic"], "rl": after["arithmetic"], "sft_shift": before.get("arithmetic_shift", {}),
+             "rl_shift": after.get("arithmetic_shift", {}), "rl_steps": step,
              "rl_last": rl_summary.get("last", {}), "plot": rl_summary.get("plot"),
              "sft_cached": bool(sft_summary.get("cached")), "minutes": (time.time() - t0) / 60}
   print(format_summary(summary, ec))
@@ -97,6 +98,10 @@ def format_summary(s: dict, ec) -> str:
   for label, key in rows:
     a, b = s["sft"].get(key), s["rl"].get(key)
     lines.append(f"{label:{width}}  {a:8.3f}  {b:8.3f}")
+  if s.get("sft_shift") and s.get("rl_shift"):
+    lines.append("out of distribution (arithmetic_shift):")
+    for label, key in rows[:2]:
+      lines.append(f"{'  ' + label:{width}}  {s['sft_shift'][key]:8.3f}  {s['rl_shift'][key]:8.3f}")
   last = s["rl_last"]
   if last:
     lines.append("")
