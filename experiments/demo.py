@@ -93,7 +93,7 @@ def format_summary(s: dict, ec) -> str:
                                                    "mean_pass_ratio"),
           ("groups all-correct", "frac_all_correct"), ("groups all-wrong", "frac_all_wrong"),
           ("groups diverse", "frac_diverse"), ("mean response length", "mean_response_length")]
-  width = max(len(r[0]) for r in rows)
+  width = max(len(r[0]) for r in rows) + 2  # + the indent of the out-of-distribution lines
   lines = ["", f"held-out arithmetic, {ec.num_examples} problems", f"{'':{width}}  {'SFT':>8}  {'after RL':>8}"]
   for label, key in rows:
     a, b = s["sft"].get(key), s["rl"].get(key)

@@ -100,7 +100,8 @@ ARITHMETIC_SHIFT = cs.Section(dict(
          "from `tasks.arithmetic`'s ranges widened by these fields and kept only when no training problem could "
          "be them (an operator, an operand, a value or an operation count the training problems never have). "
          "The default, exact division that the arithmetic task never trains on, leaves the demo's SFT policy "
-         "at 0.065 greedy accuracy and 0.30 pass@8 (issue 17); the prompt is `tasks.arithmetic.prompt_template`")
+         "at 0.065 greedy accuracy and 0.25 pass@8 (`make demo`; issue 17); the prompt is "
+         "`tasks.arithmetic.prompt_template`")
 
 JSONL = cs.Section(dict(
     # The two paths are checked by `jsonl_files` below, and only when a jsonl task is selected.
