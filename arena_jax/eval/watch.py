@@ -149,7 +149,9 @@ def run_config(workdir: str, config) -> ml_collections.ConfigDict:
                     "config.tasks as given", workdir)
     return config
   given, default = _flat(config.tasks.to_dict()), _flat(tasks_config.TASKS.defaults().to_dict())
-  merged, ran = dict(_flat(recorded)), _flat(recorded)
+  ran = _flat(recorded)
+  # Fields a run recorded win; fields it predates (a task or setting added since) keep the given value.
+  merged = {**given, **ran}
   trained = recorded.get("train_task", "")
   clashes = []
   for k in sorted(given):

@@ -174,6 +174,22 @@ def test_evaluation_scores_the_runs_own_problems(run_dir):
   assert watch_lib.run_config(workdir, c).tasks.countdown.num_test == 16
 
 
+def test_a_run_recorded_before_a_task_existed_gets_its_defaults(run_dir, tmp_path):
+  """tasks.json written before a section was added (here: arithmetic_shift) still evaluates: the
+  recorded fields are the run's, the missing ones the given config's."""
+  import shutil
+  workdir, _ = run_dir
+  old = tmp_path / "old_run"
+  shutil.copytree(workdir, old, ignore=shutil.ignore_patterns("checkpoints", "eval", "transcripts"))
+  recorded = json.loads((old / policy_io.RUN_TASKS).read_text())
+  del recorded["arithmetic_shift"]
+  (old / policy_io.RUN_TASKS).write_text(json.dumps(recorded))
+  c = watch_lib.default_config()
+  resolved = watch_lib.run_config(str(old), c)
+  assert resolved.tasks.arithmetic_shift.to_dict() == c.tasks.arithmetic_shift.to_dict()
+  assert resolved.tasks.arithmetic.max_operand == 10  # the run's own
+
+
 def test_a_run_without_recorded_tasks_keeps_the_given_settings(run_dir, tmp_path, caplog):
   workdir, _ = run_dir
   old = tmp_path / "old_run"
