@@ -151,7 +151,10 @@ def run_config(workdir: str, config) -> ml_collections.ConfigDict:
   given, default = _flat(config.tasks.to_dict()), _flat(tasks_config.TASKS.defaults().to_dict())
   ran = _flat(recorded)
   # Fields a run recorded win; fields it predates (a task or setting added since) keep the given value.
-  merged = {**given, **ran}
+  # A field recorded as a section where the config holds a leaf (a None placeholder such as
+  # chat_template_kwargs) or the reverse is the run's: the given spelling of it goes.
+  merged = {k: v for k, v in given.items() if not any(_nested(k, r) or _nested(r, k) for r in ran)}
+  merged.update(ran)
   trained = recorded.get("train_task", "")
   clashes = []
   for k in sorted(given):
@@ -179,10 +182,14 @@ def _unflat(flat: dict) -> dict:
   return out
 
 
+def _nested(key: str, parent: str) -> bool:
+  return key.startswith(parent + ".")
+
+
 def _flat(d: dict, prefix: str = "") -> dict:
   out = {}
   for k, v in d.items():
-    if isinstance(v, dict):
+    if isinstance(v, dict) and v:  # an empty section stays a leaf, so it survives the round trip
       out.update(_flat(v, f"{prefix}{k}."))
     else:
       out[f"{prefix}{k}"] = v

@@ -190,6 +190,23 @@ def test_a_run_recorded_before_a_task_existed_gets_its_defaults(run_dir, tmp_pat
   assert resolved.tasks.arithmetic.max_operand == 10  # the run's own
 
 
+def test_a_run_that_set_a_section_where_the_config_holds_none(run_dir, tmp_path):
+  """chat_template_kwargs defaults to None; a run that set it to a dict records a section: the run's dict
+  comes back whole (an empty one too), not a clash between a leaf and its children."""
+  import shutil
+  workdir, _ = run_dir
+  for kwargs in ({"enable_thinking": False}, {}):
+    old = tmp_path / f"run_{len(kwargs)}"
+    shutil.copytree(workdir, old, ignore=shutil.ignore_patterns("checkpoints", "eval", "transcripts"))
+    recorded = json.loads((old / policy_io.RUN_TASKS).read_text())
+    recorded["chat_template_kwargs"] = kwargs
+    (old / policy_io.RUN_TASKS).write_text(json.dumps(recorded))
+    c = watch_lib.default_config()
+    assert c.tasks.chat_template_kwargs is None
+    resolved = watch_lib.run_config(str(old), c)
+    assert dict(resolved.tasks.chat_template_kwargs) == kwargs
+
+
 def test_a_run_without_recorded_tasks_keeps_the_given_settings(run_dir, tmp_path, caplog):
   workdir, _ = run_dir
   old = tmp_path / "old_run"
