@@ -474,6 +474,11 @@ def write_results(study, runs: dict) -> str:
 
   _plots(study, groups, ablation)
 
+  summaries = [s for g in groups.values() for s, _ in g]
+  train_s = sum(s["train_s"] for s in summaries)
+  eval_s = sum(s.get("eval_s") or 0.0 for s in summaries)
+  wall = (f"The {len(summaries)} runs took {(train_s + eval_s) / 60:.0f} min in all ({train_s / 60:.0f} min training, "
+          f"{eval_s / 60:.0f} min evaluation)." if summaries else "")
   level = f"{study.bootstrap.level:.0%}"
   ci_note = (f"Paired by seed (same SFT policy, prompt order and sampling key): the mean of the per-seed "
              f"differences from `{REFERENCE}` and its {level} percentile bootstrap interval "
@@ -492,7 +497,7 @@ def write_results(study, runs: dict) -> str:
       f"{ec.num_examples} held-out problems per benchmark, {'greedy and ' if ec.greedy else ''}{ec.num_samples} "
       f"samples at T={ec.temperature:g} (arithmetic = in distribution; arithmetic_shift = out of distribution, "
       "problems no training problem could be). Faithful accuracy: the answer is right and the task's process "
-      "checker finds every step valid; compensating: a right answer with an invalid step.",
+      f"checker finds every step valid; compensating: a right answer with an invalid step. {wall}",
       "",
       _PREDICTION,
       "",

@@ -125,7 +125,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert out["runs"]["arena_live"][0]["curves"]["all_correct_share"] == pytest.approx([0.2 / 0.8, 0.4 / 0.8, 0.75])
   run = mode_config("rlvr")
   assert f"{run.rollout.prompts_per_step} prompts × G={run.rollout.group_size}" in md
-  assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1, 2)" in md
+  assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1, 2)" in md and "The 12 runs took" in md
   # Mean ± std over seeds 0.50, 0.51, 0.52 (+ the mode's gain); faithful accuracy 0.1 below.
   assert f"| {study.BASELINE} | 0.560 ± 0.010 | 0.250 ± 0.000 | 0.460 ± 0.010 | – | 0.010 ± 0.000 |" in md
   # The paired differences are the gains exactly (every resample agrees); an interval without 0 is starred.
