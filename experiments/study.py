@@ -70,7 +70,7 @@ def study_config() -> ml_collections.ConfigDict:
   c.num_steps = 150
   c.judge_accuracies = (1.0, 0.8, 0.65)  # the ablation: verdict accuracy on pairs that differ in process
   c.ablation_mode = "arena_live"
-  c.final_fraction = 0.1           # the end-of-training routing figures average the last 10% of steps
+  c.final_fraction = 0.1           # the end-of-training routing figures average the last 10% of steps (≥ 5)
   c.bootstrap = ml_collections.ConfigDict(dict(num_resamples=10_000, level=0.95, seed=0))
   c.root = "runs/study"            # one workdir per (mode or ablation judge, seed)
   c.out_dir = "docs/results"
@@ -206,12 +206,16 @@ def _all_correct_share(rows: list[dict]) -> np.ndarray:
     return np.where(nd > 0, ac / np.where(nd > 0, nd, 1.0), np.nan)
 
 
+# The end-of-training figures average at least this many steps: one step's 16 groups are too few to read.
+_MIN_FINAL_STEPS = 5
+
+
 def _run_metrics(workdir: str, final_fraction: float) -> dict:
   rows = read_metrics(workdir)
   steady = rows[1:] or rows  # step 1 carries the compilations
   get = lambda k, rs=steady: np.asarray([r.get(k, 0.0) for r in rs], float)
   calls, groups = get("judge/calls").sum(), get("judge/groups").sum()
-  tail = rows[-max(1, math.ceil(final_fraction * len(rows))):]
+  tail = rows[-max(min(_MIN_FINAL_STEPS, len(rows)), math.ceil(final_fraction * len(rows))):]
   ac, aw = get("groups/all_correct", tail).sum(), get("groups/all_wrong", tail).sum()
   faithful = [r.get("process/faithful_accuracy") for r in rows]
   return {
@@ -405,7 +409,8 @@ def write_results(study, runs: dict) -> str:
   judge = ("the embedded rule-based process judge" if not rc.judge.urls
            else f"the judge at {', '.join(rc.judge.urls)}")
   cmd = f"`{study.command}`"
-  tail_note = (f"the last {study.final_fraction:.0%} of the {study.num_steps} steps")
+  tail_note = (f"the last {study.final_fraction:.0%} of the {study.num_steps} steps (at least "
+               f"{min(_MIN_FINAL_STEPS, study.num_steps)})")
 
   # The condition: all-correct groups the majority of routed (non-diverse) groups by the end.
   cond_rows, short = [], []

@@ -75,8 +75,8 @@ def _fake_metrics(workdir, num_steps, mode):
   os.makedirs(workdir, exist_ok=True)
   with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
     for step in range(1, num_steps + 1):
-      # All-correct groups grow to 0.6 of the groups at the last step, all-wrong ones shrink to 0.2.
-      ac, aw = 0.2 * step, 0.8 - 0.2 * step
+      # All-correct groups grow by 0.2 a step from 0.2, all-wrong ones shrink from 0.5: 0.7 non-diverse.
+      ac, aw = 0.2 * step, 0.7 - 0.2 * step
       f.write(json.dumps({"step": step, "accuracy": 0.1 * step, "gen/tokens": 100, "gen/trajectories": 128,
                           "gen/batches": 1, "time/wall": 2.0, "judge/calls": 3 if mode != "rlvr" else 0,
                           "judge/groups": 1, "groups/routed": 0.5, "adv/nonzero_fraction": 0.8, "adv/l1": 0.1,
@@ -122,7 +122,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   out = json.loads((tmp_path / "results" / "study.json").read_text())
   assert set(out["runs"]) == {*c.modes, "arena_live@acc0.7"} and len(out["runs"]["rlvr"]) == 3
   assert out["runs"]["arena_live"][0]["curves"]["faithful_accuracy"] == pytest.approx([0.05, 0.1, 0.15])
-  assert out["runs"]["arena_live"][0]["curves"]["all_correct_share"] == pytest.approx([0.2 / 0.8, 0.4 / 0.8, 0.75])
+  assert out["runs"]["arena_live"][0]["curves"]["all_correct_share"] == pytest.approx([0.2 / 0.7, 0.4 / 0.7, 0.6 / 0.7])
   run = mode_config("rlvr")
   assert f"{run.rollout.prompts_per_step} prompts × G={run.rollout.group_size}" in md
   assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1, 2)" in md and "The 12 runs took" in md
@@ -136,9 +136,10 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert out["ablation"]["arena_live@acc0.7"]["arithmetic/greedy_accuracy"]["mean"] == pytest.approx(-0.02)
   assert "| 0.7 | 0.3 | arena_live@acc0.7 | 0.490 ± 0.010 |" in md
   assert "| 1 | 0 | arena_live | 0.610 ± 0.010 |" in md
-  # The condition, over the last step (10% of 3 steps): 0.8 of the groups non-diverse, 0.75 of them all-correct.
-  assert out["runs"]["rlvr"][0]["final_all_correct_share"] == pytest.approx(0.75)
-  assert "| rlvr | 0.800 ± 0.000 | 0.750 ± 0.000 | 0.500 ± 0.000 | yes |" in md
+  # The condition, over the last 5 steps (10% of 3 at least 5: all 3): 0.7 of the groups non-diverse, 1.2 / 2.1
+  # of them all-correct.
+  assert out["runs"]["rlvr"][0]["final_all_correct_share"] == pytest.approx(1.2 / 2.1)
+  assert "| rlvr | 0.700 ± 0.000 | 0.571 ± 0.000 | 0.500 ± 0.000 | yes |" in md
   assert "majority of non-diverse groups by the end in every mode" in md
   assert md.count("| 3.0 | 0.50 | 128 | 1.00 |") == 2  # the judged modes, relative to the baseline
   assert "What the mechanism predicts" in md and "[Narrative to be written" in md
@@ -159,8 +160,8 @@ def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
   c.modes, c.seeds, c.num_steps, c.judge_accuracies = ("rlvr", "arena"), (0,), 2, ()
   c.root, c.out_dir = str(tmp_path / "runs"), str(tmp_path / "results")
   md = study.write_results(c, study.run_study(c))
-  # Last step: 0.4 all-correct, 0.4 all-wrong: no majority. One seed: no interval.
-  assert "| arena | 0.800 ± 0.000 | 0.500 ± 0.000 | 0.500 ± 0.000 | **no** |" in md
+  # Both steps: 0.6 all-correct, 0.8 all-wrong in all: no majority. One seed: no interval.
+  assert "| arena | 0.700 ± 0.000 | 0.429 ± 0.000 | 0.500 ± 0.000 | **no** |" in md
   assert "**not** the majority of non-diverse groups by the end for ['rlvr', 'arena']" in md
   assert "| arena | +0.000 | – |" in md and "(no ablation runs)" in md
 
