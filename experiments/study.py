@@ -316,7 +316,7 @@ _NARRATIVE = ("> **[Narrative to be written from the full study's numbers: which
               "not visible.]**")
 
 
-def _plots(study, groups: dict, ablation: list) -> None:
+def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top  (lazy: only when plotting)
 
   matplotlib.use("Agg")
@@ -384,6 +384,21 @@ def _plots(study, groups: dict, ablation: list) -> None:
   fig.tight_layout()
   fig.savefig(os.path.join(study.out_dir, "curves.png"), dpi=110)
   plt.close(fig)
+  if gains:  # the ablation: gain over the reference against the judge's verdict accuracy, with intervals
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for label, points in gains.items():
+      acc, mean, lo, hi = (np.asarray(v, float) for v in zip(*sorted(points)))
+      ax.errorbar(acc, mean, yerr=np.nan_to_num(np.stack([mean - lo, hi - mean])), marker="o", capsize=3,
+                  label=label)
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xlabel("judge verdict accuracy on pairs that differ in process")
+    ax.set_ylabel(f"gain over {REFERENCE} (paired, {study.bootstrap.level:.0%} interval)", fontsize=8)
+    ax.set_title(f"{study.ablation_mode}: judge quality", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(study.out_dir, "ablation.png"), dpi=110)
+    plt.close(fig)
 
 
 def write_results(study, runs: dict) -> str:
@@ -477,7 +492,13 @@ def write_results(study, runs: dict) -> str:
                      f"{mean('wall_per_step'):.2f}", f"{mean('wall_per_step') / base_wall:.2f}",
                      f"{mean('utilisation'):.2f}", f"{mean('adv_l1'):.3f}", f"{mean('judge_failures'):.0f}"])
 
-  _plots(study, groups, ablation)
+  gains = {}  # {metric label: [(verdict accuracy, mean, low, high)]} for ablation.png
+  for acc, group, _ in ablation:
+    for b, k, label in abl_cols:
+      d = abl_diffs.get(group, {}).get(f"{b}/{k}")
+      if d and not math.isnan(d["mean"]):
+        gains.setdefault(label, []).append((acc, d["mean"], d["low"], d["high"]))
+  _plots(study, groups, ablation, gains)
 
   summaries = [s for g in groups.values() for s, _ in g]
   train_s = sum(s["train_s"] for s in summaries)
@@ -547,6 +568,7 @@ def write_results(study, runs: dict) -> str:
       _table(["verdict accuracy", "flip_rate", "runs"] + [lb for _, _, lb in abl_cols]
              + [f"gain: {lb}" for _, _, lb in abl_cols], abl_rows) if abl_rows else "(no ablation runs)",
       "",
+      *(["![ablation](ablation.png)", ""] if gains else []),
       f"## Efficiency (means over runs; relative to `{BASELINE}`, RLVR with dynamic sampling; Table 2, Fig. 5)",
       "",
       f"Made by {cmd}.",

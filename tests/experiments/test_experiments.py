@@ -119,6 +119,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   md = study.write_results(c, runs)
   assert md == (tmp_path / "results" / "README.md").read_text()
   assert (tmp_path / "results" / "curves.png").stat().st_size > 0
+  assert (tmp_path / "results" / "ablation.png").stat().st_size > 0 and "![ablation](ablation.png)" in md
   out = json.loads((tmp_path / "results" / "study.json").read_text())
   assert set(out["runs"]) == {*c.modes, "arena_live@acc0.7"} and len(out["runs"]["rlvr"]) == 3
   assert out["runs"]["arena_live"][0]["curves"]["faithful_accuracy"] == pytest.approx([0.05, 0.1, 0.15])
@@ -163,7 +164,7 @@ def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
   # Both steps: 0.6 all-correct, 0.8 all-wrong in all: no majority. One seed: no interval.
   assert "| arena | 0.700 ± 0.000 | 0.429 ± 0.000 | 0.500 ± 0.000 | **no** |" in md
   assert "**not** the majority of non-diverse groups by the end for ['rlvr', 'arena']" in md
-  assert "| arena | +0.000 | – |" in md and "(no ablation runs)" in md
+  assert "| arena | +0.000 | – |" in md and "(no ablation runs)" in md and "ablation.png" not in md
 
 
 @pytest.mark.slow
