@@ -8,7 +8,8 @@ judge-quality ablation (issue 17) adds runs of `study.ablation_mode` whose embed
 share 1 − a of its verdicts on pairs that differ in process (`judge.server.flip_rate`), one per verdict
 accuracy a of `study.judge_accuracies`; a = 1 is the plain mode's own run. The runs go one after another,
 so their wall-clock times are comparable. Finished runs are skipped when the study is restarted (their
-final checkpoint and evaluation exist).
+final checkpoint and evaluation exist); a finished run of another setup (length, SFT base, judge, evaluation)
+in the same root is refused rather than mixed in.
 
 Presets (`--study.preset`): `full` (`make reproduce`, the defaults below) and `quick` (`make
 reproduce-quick`: 2 seeds, a few steps, a small evaluation, written under runs/study_quick; a smoke run of
@@ -33,7 +34,7 @@ import ml_collections
 import numpy as np
 
 from arena_jax import rl
-from arena_jax.errors import ConfigError
+from arena_jax.errors import ConfigError, WorkdirError
 from arena_jax.eval import watch
 from arena_jax.train import read_metrics, train, train_sft
 from arena_jax.train.config import mode_config
@@ -151,6 +152,13 @@ def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = 
   return c
 
 
+def run_setup(study, judge_accuracy: float | None) -> dict:
+  """What a finished run must share with the study to be reused on a restart (beyond its mode and seed)."""
+  setup = {"num_steps": study.num_steps, "sft_dir": study.sft_dir, "judge_accuracy": judge_accuracy,
+           "eval": study.eval.to_dict()}
+  return json.loads(json.dumps(setup))  # as eval_final.json holds it (tuples become lists)
+
+
 def eval_config(study, tasks_config) -> ml_collections.ConfigDict:
   """The evaluation of every run's final checkpoint: `watch.default_config()` with `study.eval`."""
   c = watch.default_config()
@@ -170,9 +178,14 @@ def run_study(study) -> dict:
       name = f"{group}/seed{seed}"
       workdir = os.path.join(study.root, group, f"seed{seed}")
       done_file = os.path.join(workdir, "eval_final.json")
+      setup = run_setup(study, accuracy)
       if os.path.exists(done_file):
         with open(done_file, encoding="utf-8") as f:
-          runs[name] = json.load(f)
+          summary = json.load(f)
+        if summary.get("setup") != setup:  # e.g. a study of another length left in the same root
+          raise WorkdirError(f"{workdir} holds a finished run of another setup ({summary.get('setup')}, this study: "
+                             f"{setup}); choose another --study.root or delete that directory")
+        runs[name] = summary
         print(f"[{name}] done earlier: skipped", flush=True)
         continue
       if os.path.isdir(workdir):  # an interrupted run: start it again from scratch
@@ -184,8 +197,8 @@ def run_study(study) -> dict:
       t1 = time.time()
       results = watch.evaluate_step(workdir, c.num_steps, eval_config(study, c.tasks))
       watch.pop_samples(results)  # study.json keeps metrics; the runs' samples.jsonl keep completions
-      summary = {"group": group, "mode": mode_name, "judge_accuracy": accuracy, "seed": seed, "train_s": t1 - t0,
-                 "eval_s": time.time() - t1, "eval": results}
+      summary = {"group": group, "mode": mode_name, "judge_accuracy": accuracy, "seed": seed, "setup": setup,
+                 "train_s": t1 - t0, "eval_s": time.time() - t1, "eval": results}
       with open(done_file, "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
       runs[name] = summary

@@ -115,6 +115,9 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert sorted(f for m, _, f in trained if m == "arena_live") == pytest.approx([0, 0, 0, 0.3, 0.3, 0.3])
   assert sft_configs[0][0].output_dir == "runs/sft_demo" and sft_configs[0][1] == c.sft_dir
   assert study.run_study(c) == runs and len(trained) == 12  # a restart skips finished runs
+  longer = ml_collections.ConfigDict({**c.to_dict(), "num_steps": 4})
+  with pytest.raises(errors.WorkdirError, match=r"rlvr.seed0 holds a finished run of another setup"):
+    study.run_study(longer)  # ... but never reuses those of another setup
 
   md = study.write_results(c, runs)
   assert md == (tmp_path / "results" / "README.md").read_text()
