@@ -11,9 +11,9 @@ so their wall-clock times are comparable. Finished runs are skipped when the stu
 final checkpoint and evaluation exist); a finished run of another setup (length, SFT base, judge, evaluation)
 in the same root is refused rather than mixed in.
 
-Presets (`--study.preset`): `full` (`make reproduce`, the defaults below) and `quick` (`make
+Presets (`--study.preset`): `full` (`make reproduce`, the defaults below), `quick` (`make
 reproduce-quick`: 2 seeds, a few steps, a small evaluation, written under runs/study_quick; a smoke run of
-the machinery, not evidence). A field set on the command line keeps its value under a preset.
+the machinery, not evidence) and `smoke` (the tests' end-to-end run: tiny policy and shapes, seconds a run). A field set on the command line keeps its value under a preset.
 
 `write_results` turns the runs into `docs/results/`: what the mechanism predicts, whether its condition
 held (all-correct groups the majority of routed groups by the end), the accuracy and process table (in
@@ -54,6 +54,12 @@ STUDY_MODES = ("rlvr", "rlvr_dapo", "rlaif", "arena", "arena_live")
 # `--study.preset=quick` (`make reproduce-quick`): the same machinery in minutes once the SFT policy exists.
 PRESETS = {
     "full": {},
+    # The tests' end-to-end run: the tiny smoke policy and shapes (`configs/sft.py:smoke`, `mode_config(m, "smoke")`).
+    "smoke": dict(modes=("rlvr", "arena_live"), seeds=(0,), num_steps=2, judge_accuracies=(1.0, 0.65),
+                  run_arg="smoke", sft_config="configs/sft.py:smoke", sft_dir="runs/sft_smoke",
+                  root="runs/study_smoke", out_dir="runs/study_smoke/results",
+                  command="python -m launch.compare --study.preset=smoke",
+                  eval=dict(num_examples=4, num_samples=2, max_new_tokens=16, batch_size=4)),
     "quick": dict(seeds=(0, 1), num_steps=8, judge_accuracies=(1.0, 0.65), root="runs/study_quick",
                   out_dir="runs/study_quick/results", command="make reproduce-quick",
                   eval=dict(num_examples=32, num_samples=4, batch_size=32)),
@@ -77,6 +83,7 @@ def study_config() -> ml_collections.ConfigDict:
   c.out_dir = "docs/results"
   c.sft_dir = "runs/sft_demo"      # the shared SFT base (trained first from `sft_config` if missing)
   c.sft_config = "configs/sft.py"  # `path[:arg]`; a relative path is read from the repository root
+  c.run_arg = ""                   # each run is `mode_config(mode, run_arg)`: "" the testbed, "smoke" tiny shapes
   # countdown (far out of distribution, 0 for every policy so far) can be added to `benchmarks`.
   c.eval = ml_collections.ConfigDict(dict(benchmarks=("arithmetic", "arithmetic_shift"), num_examples=200,
                                           num_samples=8, max_new_tokens=96, batch_size=64))
@@ -139,11 +146,11 @@ def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = 
   """The RL config of one run: `mode_config(mode_name)` from the shared SFT base, the study's length and seed;
   with `judge_accuracy`, the embedded judge reverses a share 1 − judge_accuracy of its verdicts on pairs that
   differ in process (`judge.server.flip_rate`)."""
-  c = mode_config(mode_name)
+  c = mode_config(mode_name, study.run_arg or None)
+  c.init.policy_dir, c.init.random_model = study.sft_dir, ""  # the shared SFT base, whatever the mode config says
   c.seed = seed
   c.data_seed = 0
   c.num_steps = study.num_steps
-  c.init.policy_dir = study.sft_dir
   c.checkpoint.every = study.num_steps
   c.log.progress = False
   c.log.tensorboard = False
@@ -500,9 +507,10 @@ def write_results(study, runs: dict) -> str:
     if not r:
       continue
     mean = lambda k, r=r: float(np.mean([x[k] for x in r]))
+    rel = lambda x, b: "–" if math.isnan(b) else f"{x / b:.2f}"  # "–": no baseline runs
     eff_rows.append([m, f"{mean('judge_calls_per_routed_group'):.1f}", f"{mean('routed_fraction'):.2f}",
-                     f"{mean('gens_per_step'):.0f}", f"{mean('gens_per_step') / base_gens:.2f}",
-                     f"{mean('wall_per_step'):.2f}", f"{mean('wall_per_step') / base_wall:.2f}",
+                     f"{mean('gens_per_step'):.0f}", rel(mean('gens_per_step'), base_gens),
+                     f"{mean('wall_per_step'):.2f}", rel(mean('wall_per_step'), base_wall),
                      f"{mean('utilisation'):.2f}", f"{mean('adv_l1'):.3f}", f"{mean('judge_failures'):.0f}"])
 
   gains = {}  # {metric label: [(verdict accuracy, mean, low, high)]} for ablation.png

@@ -171,6 +171,28 @@ def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_study_end_to_end_on_the_smoke_preset(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)  # the preset's runs/ and the smoke SFT policy land here
+  # The embedded judge's child process imports this checkout (not another one an editable install names).
+  monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
+  c = study.apply_preset(ml_collections.ConfigDict({**study.study_config().to_dict(), "preset": "smoke"}))
+  runs = study.run_study(c)
+  assert sorted(runs) == ["arena_live/seed0", "arena_live@acc0.65/seed0", "rlvr/seed0"]
+  assert runs["arena_live@acc0.65/seed0"]["setup"]["judge_accuracy"] == 0.65
+  md = study.write_results(c, runs)
+  out = json.loads((tmp_path / c.out_dir / "study.json").read_text())
+  for group, results in out["runs"].items():
+    (run,) = results
+    for bench in ("arithmetic", "arithmetic_shift"):  # the evaluator's process metrics reach the tables
+      assert {"greedy_accuracy", "faithful_accuracy", "compensating_rate"} <= set(run["eval"][bench]), group
+    curves = run["curves"]  # the trainer's process and routing metrics reach the curves
+    assert curves["step"] == [1, 2] and None not in curves["faithful_accuracy"], group
+    assert run["final_steps"] == 2 and 0.0 <= run["final_non_diverse"] <= 1.0
+  assert "| 0.65 | 0.35 | arena_live@acc0.65 |" in md and "| rlvr | " in md
+  assert (tmp_path / c.out_dir / "curves.png").exists() and (tmp_path / c.out_dir / "ablation.png").exists()
+
+
+@pytest.mark.slow
 def test_demo_end_to_end_on_the_smoke_configs(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   sft_config = experiments.load_config("configs/sft.py:smoke")
