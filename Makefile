@@ -48,7 +48,7 @@ chromium:
 	  echo "no chromium, and make is not root with apt-get: the browser test will be skipped"; \
 	fi
 
-# The reproduction study (issue 17): rlvr, rlvr_dapo, rlaif, arena, arena_live and arena_live with judges of
+# The reproduction study: rlvr, rlvr_dapo, rlaif, arena, arena_live and arena_live with judges of
 # verdict accuracy 0.8 and 0.65, × 5 seeds × 150 steps, from the same SFT base → docs/results/. ≈ 1.5 h on an
 # idle 2-core machine (extrapolated from the quick variant and the earlier study; longer when cores are shared).
 # reproduce-quick: the same machinery in minutes (2 seeds, 8 steps, small evaluation) → runs/study_quick/results/.

@@ -1,4 +1,4 @@
-"""The study's statistics (issue 17): mean ± std over seeds and paired bootstrap intervals of differences.
+"""The study's statistics: mean ± std over seeds and paired bootstrap intervals of differences.
 
 Two runs of the study that share a seed share everything but their reward mode: the SFT policy, the prompt
 order (`data_seed`) and the sampling key. Their difference on a metric is one paired observation, and

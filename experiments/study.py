@@ -4,7 +4,7 @@ Every run starts from the same SFT policy, sees the same prompts in the same ord
 trains for the same number of optimizer steps, and differs only in its reward mode and its seed
 (sampling and judge), so two runs of one seed are a pair. The modes are reward-mode registry names
 (`arena_jax.rl.REWARD_MODES`), each run `mode_config(name)` of `arena_jax.train.config`. The
-judge-quality ablation (issue 17) adds runs of `study.ablation_mode` whose embedded judge reverses a
+judge-quality ablation adds runs of `study.ablation_mode` whose embedded judge reverses a
 share 1 − a of its verdicts on pairs that differ in process (`judge.server.flip_rate`), one per verdict
 accuracy a of `study.judge_accuracies`; a = 1 is the plain mode's own run. The runs go one after another,
 so their wall-clock times are comparable. Finished runs are skipped when the study is restarted (their
@@ -249,8 +249,9 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
       "utilisation": float(get("adv/nonzero_fraction", rows).mean()),
       "adv_l1": float(get("adv/l1", rows).mean()),
       "judge_failures": float(get("judge/failures", rows).sum()),
-      # The mechanism's condition at the end of training (issue 17): over the last `final_fraction` of steps,
-      # the non-diverse share of the trained groups and the all-correct share of those (None: none trained).
+      # The mechanism's condition at the end of training (routed groups mostly all-correct): over the last
+      # `final_fraction` of steps, the non-diverse share of the trained groups and the all-correct share of those
+      # (None: none trained).
       "final_steps": len(tail),
       "final_non_diverse": float((ac + aw) / len(tail)),
       "final_all_correct_share": float(ac / (ac + aw)) if ac + aw > 0 else None,
