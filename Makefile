@@ -48,9 +48,16 @@ chromium:
 	  echo "no chromium, and make is not root with apt-get: the browser test will be skipped"; \
 	fi
 
-# The reproduction study: every reward mode × 3 seeds from the same SFT base → docs/results/.
+# The reproduction study: rlvr, rlvr_dapo, rlaif, arena, arena_live and arena_live with judges of
+# verdict accuracy 0.8 and 0.65, × 5 seeds × 150 steps, from the same SFT base → docs/results/. ≈ 1.5 h on an
+# idle 2-core machine (extrapolated from the quick variant and the earlier study; longer when cores are shared).
+# reproduce-quick: the same machinery in minutes (2 seeds, 8 steps, small evaluation) → runs/study_quick/results/.
+.PHONY: reproduce-quick
 reproduce: venv
 	$(PY) -m launch.compare
+
+reproduce-quick: venv
+	$(PY) -m launch.compare --study.preset=quick
 
 bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.bt_fit

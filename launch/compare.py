@@ -1,10 +1,12 @@
-"""`make reproduce`: trains every reward mode from the same SFT base and writes docs/results/.
+"""`make reproduce`: trains the reward modes and the judge-quality ablation from one SFT base, writes docs/results/.
 
-    python -m launch.compare                                   # the full study (≈ 1–2 h on 2 CPU cores)
+    python -m launch.compare                           # the full study: 5 modes + 2 ablation judges × 5 seeds
+    python -m launch.compare --study.preset=quick      # `make reproduce-quick`: minutes, into runs/study_quick
     python -m launch.compare --study.seeds='(0,)' --study.num_steps=10 --study.root=/tmp/s --study.out_dir=/tmp/r
 
-Finished runs are skipped on a restart. The SFT base's config (`--study.sft_config`) is read from the
-repository root, whatever the working directory. This file is intentionally short: see `experiments/study.py`.
+Finished runs are skipped on a restart. A preset's values replace the defaults, never a field set on the
+command line. The SFT base's config (`--study.sft_config`) is read from the repository root, whatever the
+working directory. This file is intentionally short: see `experiments/study.py`.
 """
 from absl import flags
 from absl import logging
@@ -20,8 +22,9 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  runs = study.run_study(_STUDY.value)
-  print(study.write_results(_STUDY.value, runs))
+  config = study.apply_preset(_STUDY.value, keep=set(config_flags.get_override_values(flags.FLAGS["study"])))
+  runs = study.run_study(config)
+  print(study.write_results(config, runs))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,12 @@ SERVER = cs.Section(dict(
     max_request_bytes=field(4 << 20, "Larger request bodies get HTTP 413.", cs.integer(1024)),
     seed=field(0, "Decorrelates servers; verdict noise is keyed by (seed, request seed, content).", cs.integer(0)),
     noise=field(0.0, "Scale of the logistic noise on the penalty difference, in steps.", cs.number(0)),
+    flip_rate=field(0.0, "Share of decisive pairwise verdicts ([[A]] / [[B]]) between traces of different penalties "
+                    "that are reversed, so the worse trace wins; drawn, like the noise, from (seed, request seed, "
+                    "content). With `noise` 0 and no position bias, the judge's verdict accuracy on pairs that "
+                    "differ in process is 1 − flip_rate (ties stay ties): the knob of the study's judge-quality "
+                    "ablation (`study.judge_accuracies`, docs/results). Pointwise and juror answers ignore it.",
+                    cs.number(0, 1)),
     position_bias=field(0.0, "Added in favour of the trace shown first (A), in steps.", cs.number()),
     tie_band=field(0.5, "A |penalty difference| ≤ tie_band is a tie `[[C]]`.", cs.number(0)),
     skip_weight=field(0.5, "Penalty per operation done without being shown.", cs.number(0)),

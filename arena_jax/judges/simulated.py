@@ -11,7 +11,9 @@ them). It then judges like a careful but imperfect LLM:
     process checker (`tasks.check_arithmetic` / `tasks.check_countdown`). A trace's penalty is
     invalid + irrelevant steps + skip_weight · operations not shown + answer_weight · [wrong
     answer]. Pairwise (SPEC §4): d = penalty_B − penalty_A + position_bias + Logistic(0, noise);
-    |d| ≤ tie_band is [[C]], else [[A]] when d > 0, [[B]] otherwise. Unknown problems: final-answer
+    |d| ≤ tie_band is [[C]], else [[A]] when d > 0, [[B]] otherwise; when the penalties differ, a
+    share `flip_rate` of these [[A]] / [[B]] verdicts is reversed (a judge of verdict accuracy
+    1 − flip_rate on pairs that differ in process). Unknown problems: final-answer
     correctness against the reference, then a tie. A trace's final answer is read by the task
     verifier's own `tasks.extract_answer` (SPEC §1: `Answer: 11`, `**Answer:** 11`, `Final answer: 11`,
     `\\boxed{11}`, "The answer is 11.", a last line that is just a number), so the judge and the
@@ -361,6 +363,9 @@ class JudgeLogic:
     if cfg.noise > 0:
       d += _logistic(_unit(cfg.seed, seed, "pair", problem, sections["Trace A"], sections["Trace B"]), cfg.noise)
     verdict = "C" if abs(d) <= cfg.tie_band else ("A" if d > 0 else "B")
+    if (verdict != "C" and a.penalty != b.penalty and cfg.flip_rate > 0
+        and _unit(cfg.seed, seed, "flip", problem, sections["Trace A"], sections["Trace B"]) < cfg.flip_rate):
+      verdict = "B" if verdict == "A" else "A"  # a wrong judge: the verdict on traces that differ is reversed
     lines = [_summary("A", a), _summary("B", b)]
     for name, s in (("A", a), ("B", b)):
       if s.steps:

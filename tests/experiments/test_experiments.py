@@ -8,14 +8,16 @@ import re
 import subprocess
 import sys
 
+import ml_collections
 import pytest
 
 import experiments
+from arena_jax import errors
 from arena_jax import rl
 from arena_jax.eval import watch
 from arena_jax.train import read_metrics
 from arena_jax.train.config import mode_config
-from experiments import demo, study
+from experiments import demo, stats, study
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -41,27 +43,49 @@ def test_launch_mains_find_their_default_configs_from_another_directory(tmp_path
   assert "--sft_config" in proc.stdout and "--rl_config" in proc.stdout, proc.stderr
 
 
-def test_study_modes_are_the_registry():
+def test_study_modes_ablation_and_presets():
   c = study.study_config()
-  assert c.modes == tuple(rl.REWARD_MODES)
-  assert study.BASELINE in rl.REWARD_MODES
+  assert c.modes == study.STUDY_MODES and set(c.modes) <= set(rl.REWARD_MODES)
+  assert len(c.seeds) >= 5 and study.BASELINE in rl.REWARD_MODES and study.REFERENCE in c.modes
   for name in c.modes:
     run = study.run_config(name, 2, c)
     assert run.reward.to_dict() == mode_config(name).reward.to_dict()
     assert (run.seed, run.num_steps, run.init.policy_dir) == (2, c.num_steps, c.sft_dir)
-  c.modes = ("rlvr", "no_such_mode")
-  with pytest.raises(ValueError, match="no_such_mode"):
-    study.run_study(c)
+    assert run.judge.server.flip_rate == 0.0
+  assert study.run_config("arena_live", 0, c, 0.8).judge.server.flip_rate == pytest.approx(0.2)
+  # The ablation's accuracy 1 is the plain mode's own run; the others are their own run groups.
+  assert study.variants(c) == {**{m: (m, None) for m in c.modes}, "arena_live@acc0.8": ("arena_live", 0.8),
+                               "arena_live@acc0.65": ("arena_live", 0.65)}
+  quick = study.apply_preset(ml_collections.ConfigDict({**c.to_dict(), "preset": "quick", "num_steps": 3}),
+                             keep={"preset", "num_steps"})
+  assert (quick.num_steps, quick.seeds, quick.eval.num_examples, quick.eval.max_new_tokens) == (3, (0, 1), 32, 96)
+  assert quick.out_dir != c.out_dir and quick.command == "make reproduce-quick"
+  assert study.apply_preset(c).to_dict() == c.to_dict()
+  for field_name, value, match in (("modes", ("rlvr", "no_such_mode"), "no_such_mode"),
+                                   ("judge_accuracies", (1.0, 1.5), "study.judge_accuracies"),
+                                   ("ablation_mode", "rlvr", "study.ablation_mode"),
+                                   ("preset", "huge", "study.preset")):
+    bad = ml_collections.ConfigDict(c.to_dict())
+    bad[field_name] = value
+    with pytest.raises(errors.ConfigError, match=match):
+      study.run_study(bad)
 
 
 def _fake_metrics(workdir, num_steps, mode):
   os.makedirs(workdir, exist_ok=True)
   with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
     for step in range(1, num_steps + 1):
+      # All-correct groups grow by 0.2 a step from 0.2, all-wrong ones shrink from 0.5: 0.7 non-diverse.
+      ac, aw = 0.2 * step, 0.7 - 0.2 * step
       f.write(json.dumps({"step": step, "accuracy": 0.1 * step, "gen/tokens": 100, "gen/trajectories": 128,
                           "gen/batches": 1, "time/wall": 2.0, "judge/calls": 3 if mode != "rlvr" else 0,
                           "judge/groups": 1, "groups/routed": 0.5, "adv/nonzero_fraction": 0.8, "adv/l1": 0.1,
-                          "groups/all_correct": 0.2, "groups/all_wrong": 0.3, "groups/diverse": 0.5}) + "\n")
+                          "groups/all_correct": ac, "groups/all_wrong": aw, "groups/diverse": 1 - ac - aw,
+                          "process/faithful_accuracy": 0.05 * step}) + "\n")
+
+
+# Per-mode gains of the fake evaluation over rlvr: paired differences are exactly these on every seed.
+_GAIN = {"rlvr": 0.0, study.BASELINE: 0.05, "arena_live": 0.1, "arena_live@acc0.7": -0.02}
 
 
 def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
@@ -70,35 +94,102 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   monkeypatch.setattr(study, "train_sft", lambda config, out: sft_configs.append((config, out)) or {})
 
   def fake_train(config, workdir):
-    trained.append((config.reward.mode, config.seed))
+    trained.append((config.reward.mode, config.seed, config.judge.server.flip_rate))
     _fake_metrics(workdir, config.num_steps, config.reward.mode)
     return {}
 
+  def fake_eval(workdir, step, cfg):
+    group, seed = workdir.split(os.sep)[-2:]
+    v = 0.5 + _GAIN[group] + 0.01 * int(seed[4:])  # the seed moves every mode alike: pairs cancel it
+    return {b: {"greedy_accuracy": v, "mean_pass_ratio": 0.25, "faithful_accuracy": v - 0.1,
+                "compensating_rate": 0.01} for b in cfg.benchmarks}
+
   monkeypatch.setattr(study, "train", fake_train)
-  monkeypatch.setattr(watch, "evaluate_step", lambda workdir, step, cfg: {
-      b: {"greedy_accuracy": 0.5, "mean_pass_ratio": 0.25} for b in cfg.benchmarks})
+  monkeypatch.setattr(watch, "evaluate_step", fake_eval)
   c = study.study_config()
-  c.modes, c.seeds, c.num_steps = ("rlvr", study.BASELINE, "arena_live"), (0, 1), 3
+  c.modes, c.seeds, c.num_steps = ("rlvr", study.BASELINE, "arena_live"), (0, 1, 2), 3
+  c.judge_accuracies, c.bootstrap.num_resamples = (1.0, 0.7), 200
   c.root, c.out_dir = str(tmp_path / "runs"), str(tmp_path / "results")
   runs = study.run_study(c)
-  assert len(runs) == len(trained) == 6
+  assert len(runs) == len(trained) == 12  # 3 modes + 1 ablation judge (accuracy 1 is arena_live's own run)
+  assert sorted(f for m, _, f in trained if m == "arena_live") == pytest.approx([0, 0, 0, 0.3, 0.3, 0.3])
   assert sft_configs[0][0].output_dir == "runs/sft_demo" and sft_configs[0][1] == c.sft_dir
-  assert study.run_study(c) == runs and len(trained) == 6  # a restart skips finished runs
+  assert study.run_study(c) == runs and len(trained) == 12  # a restart skips finished runs
+  longer = ml_collections.ConfigDict({**c.to_dict(), "num_steps": 4})
+  with pytest.raises(errors.WorkdirError, match=r"rlvr.seed0 holds a finished run of another setup"):
+    study.run_study(longer)  # ... but never reuses those of another setup
 
   md = study.write_results(c, runs)
   assert md == (tmp_path / "results" / "README.md").read_text()
   assert (tmp_path / "results" / "curves.png").stat().st_size > 0
-  assert set(json.loads((tmp_path / "results" / "study.json").read_text())["runs"]) == set(c.modes)
+  assert (tmp_path / "results" / "ablation.png").stat().st_size > 0 and "![ablation](ablation.png)" in md
+  out = json.loads((tmp_path / "results" / "study.json").read_text())
+  assert set(out["runs"]) == {*c.modes, "arena_live@acc0.7"} and len(out["runs"]["rlvr"]) == 3
+  assert out["runs"]["arena_live"][0]["curves"]["faithful_accuracy"] == pytest.approx([0.05, 0.1, 0.15])
+  assert out["runs"]["arena_live"][0]["curves"]["all_correct_share"] == pytest.approx([0.2 / 0.7, 0.4 / 0.7, 0.6 / 0.7])
   run = mode_config("rlvr")
   assert f"{run.rollout.prompts_per_step} prompts × G={run.rollout.group_size}" in md
-  assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1)" in md
-  assert f"| {study.BASELINE} | 0.500 ± 0.000 | 0.250 ± 0.000 |" in md
-  assert md.count(f"| 3.0 | 0.50 | 128 | 1.00 |") == 2  # the judged modes, relative to the baseline
+  assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1, 2)" in md and "The 12 runs took" in md
+  # Mean ± std over seeds 0.50, 0.51, 0.52 (+ the mode's gain); faithful accuracy 0.1 below.
+  assert f"| {study.BASELINE} | 0.560 ± 0.010 | 0.250 ± 0.000 | 0.460 ± 0.010 | – | 0.010 ± 0.000 |" in md
+  # The paired differences are the gains exactly (every resample agrees); an interval without 0 is starred.
+  diff = out["differences"]
+  assert diff["arena_live"]["arithmetic/greedy_accuracy"] == pytest.approx(dict(mean=0.1, low=0.1, high=0.1))
+  assert diff[study.BASELINE]["arithmetic_shift/faithful_accuracy"]["mean"] == pytest.approx(0.05)
+  assert "| arena_live | +0.100 [+0.100, +0.100]* | +0.000 [+0.000, +0.000] |" in md
+  assert out["ablation"]["arena_live@acc0.7"]["arithmetic/greedy_accuracy"]["mean"] == pytest.approx(-0.02)
+  assert "| 0.7 | 0.3 | arena_live@acc0.7 | 0.490 ± 0.010 |" in md
+  assert "| 1 | 0 | arena_live | 0.610 ± 0.010 |" in md
+  # The condition, over the last 5 steps (10% of 3 at least 5: all 3): 0.7 of the groups non-diverse, 1.2 / 2.1
+  # of them all-correct.
+  assert out["runs"]["rlvr"][0]["final_all_correct_share"] == pytest.approx(1.2 / 2.1)
+  assert "| rlvr | 0.700 ± 0.000 | 0.571 ± 0.000 | 0.500 ± 0.000 | yes |" in md
+  assert "majority of non-diverse groups by the end in every mode" in md
+  assert md.count("| 3.0 | 0.50 | 128 | 1.00 |") == 2  # the judged modes, relative to the baseline
+  assert "What the mechanism predicts" in md and "[Narrative to be written" in md
   # The names the text cites exist.
   assert "`experiments.study.study_config()`" in md and "`arena_jax.train.config.mode_config(mode)`" in md
+  assert "`experiments.stats.paired_bootstrap`" in md and stats.paired_bootstrap
   for path in re.findall(r"`(configs/[\w./]+)`", md):
     assert (ROOT / path).exists(), path
   assert len(read_metrics(os.path.join(c.root, "rlvr", "seed0"))) == 3
+
+
+def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
+  monkeypatch.setattr(study, "train_sft", lambda config, out: {})
+  monkeypatch.setattr(study, "train", lambda config, workdir: _fake_metrics(workdir, 2, config.reward.mode))
+  monkeypatch.setattr(watch, "evaluate_step", lambda workdir, step, cfg: {
+      b: {"greedy_accuracy": 0.5} for b in cfg.benchmarks})
+  c = study.study_config()
+  c.modes, c.seeds, c.num_steps, c.judge_accuracies = ("rlvr", "arena"), (0,), 2, ()
+  c.root, c.out_dir = str(tmp_path / "runs"), str(tmp_path / "results")
+  md = study.write_results(c, study.run_study(c))
+  # Both steps: 0.6 all-correct, 0.8 all-wrong in all: no majority. One seed: no interval.
+  assert "| arena | 0.700 ± 0.000 | 0.429 ± 0.000 | 0.500 ± 0.000 | **no** |" in md
+  assert "**not** the majority of non-diverse groups by the end for ['rlvr', 'arena']" in md
+  assert "| arena | +0.000 | – |" in md and "(no ablation runs)" in md and "ablation.png" not in md
+
+
+@pytest.mark.slow
+def test_study_end_to_end_on_the_smoke_preset(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)  # the preset's runs/ and the smoke SFT policy land here
+  # The embedded judge's child process imports this checkout (not another one an editable install names).
+  monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
+  c = study.apply_preset(ml_collections.ConfigDict({**study.study_config().to_dict(), "preset": "smoke"}))
+  runs = study.run_study(c)
+  assert sorted(runs) == ["arena_live/seed0", "arena_live@acc0.65/seed0", "rlvr/seed0"]
+  assert runs["arena_live@acc0.65/seed0"]["setup"]["judge_accuracy"] == 0.65
+  md = study.write_results(c, runs)
+  out = json.loads((tmp_path / c.out_dir / "study.json").read_text())
+  for group, results in out["runs"].items():
+    (run,) = results
+    for bench in ("arithmetic", "arithmetic_shift"):  # the evaluator's process metrics reach the tables
+      assert {"greedy_accuracy", "faithful_accuracy", "compensating_rate"} <= set(run["eval"][bench]), group
+    curves = run["curves"]  # the trainer's process and routing metrics reach the curves
+    assert curves["step"] == [1, 2] and None not in curves["faithful_accuracy"], group
+    assert run["final_steps"] == 2 and 0.0 <= run["final_non_diverse"] <= 1.0
+  assert "| 0.65 | 0.35 | arena_live@acc0.65 |" in md and "| rlvr | " in md
+  assert (tmp_path / c.out_dir / "curves.png").exists() and (tmp_path / c.out_dir / "ablation.png").exists()
 
 
 @pytest.mark.slow

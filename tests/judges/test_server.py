@@ -5,9 +5,11 @@ import subprocess
 import sys
 import urllib.request
 
+import numpy as np
 import pytest
 
 from arena_jax import judges
+from arena_jax import tasks
 from arena_jax.arena import Verdict
 from arena_jax.judges import server as server_lib
 from arena_jax.judges import simulated
@@ -152,3 +154,43 @@ def test_long_answers_are_cut_at_max_tokens():
         return await c.chat(T.messages("pairwise", problem=ARITH, reference="32", trace_a=CLEAN, trace_b=SLIP))
   c = asyncio.run(main())
   assert c.finish_reason == "length" and c.failure_reason == "truncated" and judges.count_tokens(c.content) == 3
+
+
+def _pairs_that_differ(n):
+  """`n` (prompt, reference, better trace, worse trace) of arithmetic test problems: a clean demonstration
+  against a slipped or compensating one of the same problem (their penalties differ by a whole step)."""
+  def demos(kind):
+    cfg = tasks.default_config()
+    cfg.sft.fractions = {k: float(k == kind) for k in tasks.DEMO_KINDS}
+    return tasks.demonstrations(cfg, "arithmetic", "test", examples=examples)
+  examples = tasks.load_split(tasks.default_config(), "arithmetic", "test")[:n]
+  flawed = [d for kind in ("slip", "compensating") for d in demos(kind)][::2][:n]
+  clean = {d.example.uid: d for d in demos("clean")}
+  return [(d.prompt, d.example.answer, clean[d.example.uid].completion, d.completion) for d in flawed
+          if d.kind != "clean"]
+
+
+def test_flip_rate_sets_the_verdict_accuracy_on_pairs_that_differ():
+  pairs = _pairs_that_differ(300)
+  assert len(pairs) >= 250
+  prompts = [(T.render("pairwise", problem=p, reference=r, trace_a=a, trace_b=b), "A") if i % 2 else
+             (T.render("pairwise", problem=p, reference=r, trace_a=b, trace_b=a), "B")
+             for i, (p, r, a, b) in enumerate(pairs)]  # the better trace shown first in half of them
+
+  def accuracy(seed=0, **knobs):
+    judge = logic(**knobs)
+    verdicts = [verdict(judge.answer(prompt, seed=seed + i)[1]) for i, (prompt, _) in enumerate(prompts)]
+    want = [Verdict.FIRST_WINS if better == "A" else Verdict.SECOND_WINS for _, better in prompts]
+    assert Verdict.TIE not in verdicts  # a reversed verdict is never a tie
+    return float(np.mean([v == w for v, w in zip(verdicts, want)])), verdicts
+
+  assert accuracy()[0] == 1.0
+  for flip in (0.2, 0.35):
+    realised, verdicts = accuracy(flip_rate=flip)
+    assert realised == pytest.approx(1 - flip, abs=0.06)  # binomial std ≈ 0.03 on ~280 pairs
+    assert accuracy(flip_rate=flip)[1] == verdicts  # deterministic per (seed, request seed, content) ...
+    assert accuracy(seed=1000, flip_rate=flip)[1] != verdicts  # ... and drawn anew with the request seed
+  assert pair(ARITH, "32", CLEAN, CLEAN, flip_rate=1.0) == Verdict.TIE  # equal penalties: nothing to reverse
+  assert pair(ARITH, "32", CLEAN, SLIP, flip_rate=1.0) == Verdict.SECOND_WINS
+  with pytest.raises(ValueError, match=r"judge\.server\.flip_rate"):
+    judges.EmbeddedJudgeServer(flip_rate=1.5)
