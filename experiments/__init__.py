@@ -2,6 +2,7 @@
 
   demo      `make demo`: SFT warm start → Reasoning Arena-Live RL → before/after table (`launch/demo.py`)
   study     `make reproduce`: every reward mode from the same SFT base → docs/results/ (`launch/compare.py`)
+  testbed   issue 17's testbed condition of an SFT policy's groups, one JSON line (`launch/testbed.py`)
 
 They sit outside `arena_jax` so that imports keep flowing one way: an orchestrator may import every
 room, no room imports an orchestrator (the evaluator, say, reads what the trainer writes, and the demo
