@@ -23,7 +23,9 @@ Model FLOPs per update: forward + backward = 3 × forward, forward = 2·(matmul 
 token + causal attention (q·k and p·v over each position's prefix) + the output projection at the
 completion positions only (where a log-prob is needed); the output projection's recomputation in our
 backward pass (`chunked_logprobs` is checkpointed) and the plain side's logits at prompt positions are
-not counted. Against this machine's float32 matmul peak (`common.matmul_peak_gflops`, a 2048² `jnp.dot`).
+not counted. Against this machine's float32 matmul peak (`common.matmul_peak_gflops`, a 2048² `jnp.dot`),
+sampled at the start and after each round of timed updates, so that other processes on a shared
+machine weigh on the peak as on the steps: the median of the samples (the best one is printed too).
 Each side is timed alternately in this one process (median of `--repeats`, compile excluded); the
 speed-up is plain time / our time. Before timing, both sides take one update from the same state on the
 same batch and their losses and gradients (Adam's first moment) are compared: the "agrees" column.
@@ -162,16 +164,16 @@ def agreement(ours_state, ours_metrics, plain_state, plain_loss) -> dict:
 # ─────────────────────────────────────── the benchmark ───────────────────────────────────────
 
 
-def measure(name, config, rows, prompt_len, new_tokens, micro_batches, repeats, peak, loss_config, optim_config):
-  """Times ours (M = 1 and `micro_batches`) and plain alternately on one workload; returns the table rows
-  and the figures."""
+def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, peaks, loss_config, optim_config):
+  """Times ours (M = 1 and `micro_batches`) and plain alternately on one workload, with a matmul peak sample
+  in each round (appended to `peaks`); returns the figures per side, fraction of peak aside."""
   params = models.pure_params(models.init_model(config, seed=0))
   batch = make_batch(config, rows, prompt_len, new_tokens)
   plain_update, plain_state = plain(config, params, loss_config, optim_config)
   sides = {}
   for m in sorted({1, micro_batches}):
     update, state, place = ours(config, params, loss_config, optim_config, m)
-    sides[f"ours M={m}"] = [update, state, place(batch)]
+    sides[f"ours_m{m}"] = [update, state, place(batch)]
   sides["plain"] = [plain_update, plain_state, batch]
 
   compile_s, agree, first_plain = {}, {}, None
@@ -190,27 +192,29 @@ def measure(name, config, rows, prompt_len, new_tokens, micro_batches, repeats, 
     jax.block_until_ready(out)
 
   times = {label: [] for label in sides}
-  for _ in range(repeats):  # alternate, so that load on a shared machine hits every side alike
+  for _ in range(repeats):  # alternate, so that load on a shared machine hits every side (and the peak) alike
     for label, side in sides.items():
       times[label].append(common.timed(lambda side=side: step(side), repeats=1, warmup=0))
+    peaks.append(common.matmul_peak_gflops(repeats=3))
   seconds = {label: statistics.median(t) for label, t in times.items()}
 
   flops = train_flops(config, rows, prompt_len, new_tokens)
   tokens = rows * (prompt_len + new_tokens)
   figures = {"params": config.num_params(), "rows": rows, "tokens": tokens, "gflop_per_update": flops / 1e9}
-  table = []
   for label, s in seconds.items():
-    f = {"seconds": s, "tokens_per_s": tokens / s, "gflops": flops / s / 1e9,
-         "fraction_of_peak": flops / s / 1e9 / peak, "speedup_vs_plain": seconds["plain"] / s,
-         "compile_s": compile_s[label]}
-    ok = ""
+    figures[label] = {"seconds": s, "tokens_per_s": tokens / s, "gflops": flops / s / 1e9,
+                      "speedup_vs_plain": seconds["plain"] / s, "compile_s": compile_s[label]}
     if label in agree:
-      f["agreement"] = agree[label]
-      ok = "yes" if agree[label]["grad_rel"] < 1e-3 and agree[label]["loss"] < 1e-5 else "NO"
-    figures[label.replace("ours M=", "ours_m")] = f
-    table.append([f"{name}: {label}", s, f["tokens_per_s"], f["gflops"], f["fraction_of_peak"],
-                  f["speedup_vs_plain"], ok])
-  return table, figures
+      figures[label]["agreement"] = agree[label]
+  return figures
+
+
+def agrees(side: dict) -> str:
+  """The table's "agrees" column: our first update is the plain one up to float rounding."""
+  if "agreement" not in side:
+    return ""
+  a = side["agreement"]
+  return "yes" if a["grad_rel"] < 1e-3 and a["loss"] < 1e-5 else "NO"
 
 
 def main(argv=None) -> dict:
@@ -222,27 +226,36 @@ def main(argv=None) -> dict:
   repeats = 1 if args.smoke else args.repeats
   loss_config, optim_config = run_config()
 
-  peak = common.matmul_peak_gflops()
-  table, figures = [], {}
+  peaks = [common.matmul_peak_gflops()]
+  figures = {}
   for name, config, rows, prompt_len, new_tokens in (SMOKE if args.smoke else WORKLOADS):
-    rows_, figs = measure(name, config, rows, prompt_len, new_tokens, args.micro_batches, repeats, peak,
-                          loss_config, optim_config)
-    table += rows_
-    figures[name] = figs
+    figures[name] = figs = measure(config, rows, prompt_len, new_tokens, args.micro_batches, repeats, peaks,
+                                   loss_config, optim_config)
     c = config
     print(f"{name}: {c.num_layers} layers, d_model {c.d_model}, {c.num_heads} heads × {c.head_dim} "
           f"({c.num_kv_heads} KV), SwiGLU {c.mlp_dim}, vocab {c.vocab_size}, {c.num_params() / 1e6:.2f} M params, "
           f"float32; {rows} rows × ({prompt_len} prompt + {new_tokens} completion) tokens, "
           f"{figs['gflop_per_update']:.1f} GFLOP per update; compile s: "
           + ", ".join(f"{k} {v['compile_s']:.1f}" for k, v in figs.items() if isinstance(v, dict)))
-  print(f"{jax.device_count()} JAX device(s), {os.cpu_count()} CPUs; float32 matmul peak {peak:.1f} GFLOP/s")
+  # The peak sampled between the timed rounds, under the same load as the steps (median), and the best.
+  peak = statistics.median(peaks)
+  print(f"{jax.device_count()} JAX device(s), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+        f"float32 matmul peak {peak:.1f} GFLOP/s (median of {len(peaks)} samples between the timed rounds; "
+        f"best {max(peaks):.1f})")
   print()
+  table = []
+  for name, figs in figures.items():
+    for label, side in figs.items():
+      if isinstance(side, dict):
+        side["fraction_of_peak"] = side["gflops"] / peak
+        table.append([f"{name}: {label.replace('ours_m', 'ours M=')}", side["seconds"], side["tokens_per_s"],
+                      side["gflops"], side["fraction_of_peak"], side["speedup_vs_plain"], agrees(side)])
   common.print_table(["train step", "median s", "tokens/s", "GFLOP/s", "of peak", "vs plain", "agrees"], table)
   wide = figures["wide"]
   out = {"fraction_of_peak": wide["ours_m1"]["fraction_of_peak"],
          "speedup_vs_plain": wide["ours_m1"]["speedup_vs_plain"],
          "plain_fraction_of_peak": wide["plain"]["fraction_of_peak"], "peak_gflops": peak,
-         "micro_batches": args.micro_batches, **figures}
+         "peak_gflops_best": max(peaks), "micro_batches": args.micro_batches, **figures}
   common.emit_json(out)
   return out
 
