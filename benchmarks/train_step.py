@@ -24,8 +24,9 @@ token + causal attention (q·k and p·v over each position's prefix) + the outpu
 completion positions only (where a log-prob is needed); the output projection's recomputation in our
 backward pass (`chunked_logprobs` is checkpointed) and the plain side's logits at prompt positions are
 not counted. Against this machine's float32 matmul peak (`common.matmul_peak_gflops`, a 2048² `jnp.dot`),
-sampled at the start and after each round of timed updates, so that other processes on a shared
-machine weigh on the peak as on the steps: the median of the samples (the best one is printed too).
+sampled before and after each round of a workload's timed updates, so that other processes on a shared
+machine weigh on the peak as on the steps: the median of the workload's samples (the run's best is
+printed too; on a busy machine a fraction may still come out above 1 when the load changes mid-round).
 Each side is timed alternately in this one process (median of `--repeats`, compile excluded); the
 speed-up is plain time / our time. Before timing, both sides take one update from the same state on the
 same batch and their losses and gradients (Adam's first moment) are compared: the "agrees" column.
@@ -126,7 +127,8 @@ def plain(model_config, params, loss_config, optim_config):
     logp = jax.nn.log_softmax(model_from_params(model_config, p)(seq, pos, seen), axis=-1)
     # Token t of the completion is predicted by slot prompt_length − 1 (t = 0) or plen + t − 1.
     at = jnp.where(jnp.arange(n) == 0, batch.prompt_lengths[:, None] - 1, plen + jnp.arange(n) - 1)
-    lp = jnp.take_along_axis(jnp.take_along_axis(logp, at[:, :, None], axis=1), batch.tokens[:, :, None], axis=2)[..., 0]
+    at_slot = jnp.take_along_axis(logp, at[:, :, None], axis=1)
+    lp = jnp.take_along_axis(at_slot, batch.tokens[:, :, None], axis=2)[..., 0]
     # CISPO: a clipped, stopped importance weight on the policy-gradient term (SPEC §2).
     ratio = jnp.exp(jnp.where(batch.mask, jax.lax.stop_gradient(lp) - batch.old_logprobs, 0.0))
     weight = jnp.clip(ratio, 1.0 - loss_config.eps_low, 1.0 + loss_config.eps_high)
@@ -164,9 +166,9 @@ def agreement(ours_state, ours_metrics, plain_state, plain_loss) -> dict:
 # ─────────────────────────────────────── the benchmark ───────────────────────────────────────
 
 
-def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, peaks, loss_config, optim_config):
-  """Times ours (M = 1 and `micro_batches`) and plain alternately on one workload, with a matmul peak sample
-  in each round (appended to `peaks`); returns the figures per side, fraction of peak aside."""
+def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, loss_config, optim_config):
+  """Times ours (M = 1 and `micro_batches`) and plain alternately on one workload, with matmul peak samples
+  before and after each round; returns the figures (per side, and the samples)."""
   params = models.pure_params(models.init_model(config, seed=0))
   batch = make_batch(config, rows, prompt_len, new_tokens)
   plain_update, plain_state = plain(config, params, loss_config, optim_config)
@@ -191,7 +193,7 @@ def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, peaks,
     side[1], out = side[0](side[1], side[2])
     jax.block_until_ready(out)
 
-  times = {label: [] for label in sides}
+  times, peaks = {label: [] for label in sides}, [common.matmul_peak_gflops(repeats=3)]
   for _ in range(repeats):  # alternate, so that load on a shared machine hits every side (and the peak) alike
     for label, side in sides.items():
       times[label].append(common.timed(lambda side=side: step(side), repeats=1, warmup=0))
@@ -200,10 +202,13 @@ def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, peaks,
 
   flops = train_flops(config, rows, prompt_len, new_tokens)
   tokens = rows * (prompt_len + new_tokens)
-  figures = {"params": config.num_params(), "rows": rows, "tokens": tokens, "gflop_per_update": flops / 1e9}
+  peak = statistics.median(peaks)  # under the load the steps of this workload ran under
+  figures = {"params": config.num_params(), "rows": rows, "tokens": tokens, "gflop_per_update": flops / 1e9,
+             "peak_gflops": peak, "peak_samples": peaks}
   for label, s in seconds.items():
     figures[label] = {"seconds": s, "tokens_per_s": tokens / s, "gflops": flops / s / 1e9,
-                      "speedup_vs_plain": seconds["plain"] / s, "compile_s": compile_s[label]}
+                      "fraction_of_peak": flops / s / 1e9 / peak, "speedup_vs_plain": seconds["plain"] / s,
+                      "compile_s": compile_s[label]}
     if label in agree:
       figures[label]["agreement"] = agree[label]
   return figures
@@ -226,36 +231,34 @@ def main(argv=None) -> dict:
   repeats = 1 if args.smoke else args.repeats
   loss_config, optim_config = run_config()
 
-  peaks = [common.matmul_peak_gflops()]
+  best = common.matmul_peak_gflops()
   figures = {}
   for name, config, rows, prompt_len, new_tokens in (SMOKE if args.smoke else WORKLOADS):
-    figures[name] = figs = measure(config, rows, prompt_len, new_tokens, args.micro_batches, repeats, peaks,
+    figures[name] = figs = measure(config, rows, prompt_len, new_tokens, args.micro_batches, repeats,
                                    loss_config, optim_config)
     c = config
     print(f"{name}: {c.num_layers} layers, d_model {c.d_model}, {c.num_heads} heads × {c.head_dim} "
           f"({c.num_kv_heads} KV), SwiGLU {c.mlp_dim}, vocab {c.vocab_size}, {c.num_params() / 1e6:.2f} M params, "
           f"float32; {rows} rows × ({prompt_len} prompt + {new_tokens} completion) tokens, "
-          f"{figs['gflop_per_update']:.1f} GFLOP per update; compile s: "
+          f"{figs['gflop_per_update']:.1f} GFLOP per update; matmul peak {figs['peak_gflops']:.1f} GFLOP/s; compile s: "
           + ", ".join(f"{k} {v['compile_s']:.1f}" for k, v in figs.items() if isinstance(v, dict)))
-  # The peak sampled between the timed rounds, under the same load as the steps (median), and the best.
-  peak = statistics.median(peaks)
+  best = max([best] + [p for figs in figures.values() for p in figs["peak_samples"]])
   print(f"{jax.device_count()} JAX device(s), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-        f"float32 matmul peak {peak:.1f} GFLOP/s (median of {len(peaks)} samples between the timed rounds; "
-        f"best {max(peaks):.1f})")
+        f"float32 matmul peak per workload: the median of samples before and after its timed rounds "
+        f"(best of the run {best:.1f} GFLOP/s)")
   print()
   table = []
   for name, figs in figures.items():
     for label, side in figs.items():
       if isinstance(side, dict):
-        side["fraction_of_peak"] = side["gflops"] / peak
         table.append([f"{name}: {label.replace('ours_m', 'ours M=')}", side["seconds"], side["tokens_per_s"],
                       side["gflops"], side["fraction_of_peak"], side["speedup_vs_plain"], agrees(side)])
   common.print_table(["train step", "median s", "tokens/s", "GFLOP/s", "of peak", "vs plain", "agrees"], table)
   wide = figures["wide"]
   out = {"fraction_of_peak": wide["ours_m1"]["fraction_of_peak"],
          "speedup_vs_plain": wide["ours_m1"]["speedup_vs_plain"],
-         "plain_fraction_of_peak": wide["plain"]["fraction_of_peak"], "peak_gflops": peak,
-         "peak_gflops_best": max(peaks), "micro_batches": args.micro_batches, **figures}
+         "plain_fraction_of_peak": wide["plain"]["fraction_of_peak"], "peak_gflops": wide["peak_gflops"],
+         "peak_gflops_best": best, "micro_batches": args.micro_batches, **figures}
   common.emit_json(out)
   return out
 
