@@ -16,7 +16,7 @@ local device. The demo's loss and optimizer settings (`train.base_config()`: tok
 
 Two policies: the demo's (`models.tiny_config()`: 4 layers, d_model 256, ≈3.3 M params) on the demo's
 batch (16 prompts × G = 8 rows, 32-token prompts, 96-token completions), and a wider one (2 layers,
-d_model 1024, 16 heads × 64 (4 KV), SwiGLU 4096, same vocab, ≈27 M params) on 16 rows of the same
+d_model 1024, 16 heads × 64 (4 KV), SwiGLU 4096, same vocab, ≈31 M params) on 16 rows of the same
 shape. Every row is full length (no padding), so every FLOP counted is computed by both sides.
 
 Model FLOPs per update: forward + backward = 3 × forward, forward = 2·(matmul params of the layers) per
