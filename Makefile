@@ -63,6 +63,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.bt_fit
 	$(PY) -m benchmarks.tournament_fidelity
 	$(PY) -m benchmarks.sampler
+	$(PY) -m benchmarks.train_step
 	$(PY) -m benchmarks.judge_throughput
 	$(PY) -m benchmarks.jury_f1
 	$(PY) -m benchmarks.soak

@@ -21,6 +21,23 @@ def timed(fn, *, repeats: int = 5, warmup: int = 1) -> float:
   return statistics.median(times)
 
 
+def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
+  """Best-of-`repeats` float32 GFLOP/s of an n×n by n×n `jnp.dot` on the default device: the machine's
+  matmul peak that the model benchmarks (sampler, train step) state their FLOP/s as a fraction of."""
+  import jax  # pylint: disable=g-import-not-at-top  (after JAX_PLATFORMS is set above)
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+  b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
+  dot = jax.jit(jnp.dot)
+  dot(a, b).block_until_ready()
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    dot(a, b).block_until_ready()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n ** 3 / best / 1e9
+
+
 def print_table(headers, rows) -> None:
   cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
   widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]

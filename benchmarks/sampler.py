@@ -38,20 +38,6 @@ import numpy as np  # noqa: E402
 from arena_jax import models, sampling  # noqa: E402
 
 
-def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
-  """Best-of-`repeats` float32 GFLOP/s of an n×n by n×n `jnp.dot` on the default device."""
-  a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-  b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
-  dot = jax.jit(jnp.dot)
-  dot(a, b).block_until_ready()
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
-    dot(a, b).block_until_ready()
-    best = min(best, time.perf_counter() - start)
-  return 2 * n ** 3 / best / 1e9
-
-
 def sampling_flops(c: models.ModelConfig, prompts: int, prompt_len: int, new_tokens: int) -> float:
   """Useful forward FLOPs of prefill + decode (see the module docstring)."""
   per_token = 2 * c.num_layers * (c.d_model * c.head_dim * (2 * c.num_heads + 2 * c.num_kv_heads)
@@ -149,7 +135,7 @@ def main(argv=None) -> dict:
                   [f"transformers generate, num_return_sequences={g}", hg_s, group_tokens / hg_s, 1.0]]
 
   generated = args.prompts * args.new_tokens
-  peak = matmul_peak_gflops()
+  peak = common.matmul_peak_gflops()
   model_gflops = sampling_flops(config, args.prompts, args.prompt_len, args.new_tokens) / ours_s / 1e9
   figures = {
       "tokens_per_s": generated / ours_s,

@@ -1,0 +1,71 @@
+"""benchmarks.train_step: its plain reference is the same update as the trainer's (so the speed-up compares
+like with like), and the benchmark runs end to end at its smoke size and ends with its JSON line (no timing
+is checked)."""
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from arena_jax import models
+from benchmarks import train_step
+
+CONFIG = models.tiny_config().replace(num_layers=2, d_model=64, num_heads=2, num_kv_heads=1, head_dim=32,
+                                      mlp_dim=128, vocab_size=128)
+
+
+def first_updates(micro_batches, batch, *, plain_batch=None):
+  """One update of ours (on the tests' 8-device mesh, `micro_batches` micro-batches) and of the plain
+  reference from the same params; returns `train_step.agreement` of the two."""
+  loss_config, optim_config = train_step.run_config()
+  optim_config.weight_decay = 0.01  # the demo has none; the reference must apply it like ours does
+  params = models.pure_params(models.init_model(CONFIG, seed=0))
+  update, state, place = train_step.ours(CONFIG, params, loss_config, optim_config, micro_batches)
+  ours_state, metrics = update(state, place(batch))
+  plain_update, plain_state = train_step.plain(CONFIG, params, loss_config, optim_config)
+  plain_state, loss = plain_update(plain_state, batch if plain_batch is None else plain_batch)
+  return train_step.agreement(ours_state, metrics, plain_state, loss), float(loss)
+
+
+def test_plain_reference_computes_our_update_on_ragged_rows():
+  # Prompts and completions of random lengths: padding, masks and the predicting slots all differ by row.
+  batch = train_step.make_batch(CONFIG, 16, 6, 10, seed=3, ragged=True)
+  assert not bool(jnp.all(batch.mask)) and len(set(np.asarray(batch.prompt_lengths).tolist())) > 1
+  for m in (1, 2):
+    agree, loss = first_updates(m, batch)
+    assert loss != 0.0
+    assert agree["loss"] < 1e-6 * max(1.0, abs(loss)), (m, agree)
+    assert agree["grad_rel"] < 1e-4, (m, agree)
+    assert agree["params_abs"] < 1e-6, (m, agree)  # lr 1e-4: every coordinate moves by ~lr at step 1
+
+
+def test_agreement_sees_a_different_update():
+  batch = train_step.make_batch(CONFIG, 16, 6, 10, seed=3, ragged=True)
+  other = batch._replace(advantages=-batch.advantages)  # the plain side trains on flipped advantages
+  agree, _ = first_updates(1, batch, plain_batch=other)
+  assert agree["loss"] > 1e-3 and agree["grad_rel"] > 0.5 and agree["params_abs"] > 1e-5
+
+
+def test_train_flops_counts_six_per_param_per_token_plus_attention_and_head():
+  c = CONFIG
+  layer = c.d_model * c.head_dim * (2 * c.num_heads + 2 * c.num_kv_heads) + 3 * c.d_model * c.mlp_dim
+  # The layers' matmul params are the model's params but the embedding and the norms.
+  assert c.num_layers * layer == c.num_params() - c.vocab_size * c.d_model - (2 * c.num_layers + 1) * c.d_model
+  rows, p, n = 3, 4, 5
+  attention = 4 * c.num_layers * c.num_heads * c.head_dim * sum(range(1, p + n + 1))
+  want = 6 * c.num_layers * layer * rows * (p + n) + 3 * rows * (attention + 2 * c.d_model * c.vocab_size * n)
+  assert train_step.train_flops(c, rows, p, n) == want
+
+
+def test_benchmark_runs_at_smoke_size_and_ends_with_json(capsys):
+  train_step.main(["--smoke", "--micro-batches", "2"])
+  lines = capsys.readouterr().out.strip().splitlines()
+  figures = json.loads(lines[-1])
+  assert {"fraction_of_peak", "speedup_vs_plain", "peak_gflops", "tiny", "wide"} <= set(figures)
+  for name in ("tiny", "wide"):
+    assert set(figures[name]) >= {"ours_m1", "ours_m2", "plain"}
+    for side in ("ours_m1", "ours_m2"):
+      assert figures[name][side]["agreement"]["grad_rel"] < 1e-3, (name, side)
+  assert figures["fraction_of_peak"] == figures["wide"]["ours_m1"]["fraction_of_peak"] > 0
+  assert figures["speedup_vs_plain"] == figures["wide"]["ours_m1"]["speedup_vs_plain"] > 0
+  assert not any(" NO" in line for line in lines)  # the table's "agrees" column
