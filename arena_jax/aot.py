@@ -443,5 +443,6 @@ def compile_many(runs: Sequence[str], jobs: int, extra_args: Sequence[str] = (),
       log(f"$ launch.aot_compile --config={run}   ({seconds:.0f} s)\n{proc.stdout.rstrip()}")
       if proc.returncode:
         ok = False
-        log(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
+        # The error is near the end of stderr (after libtpu's warnings, before absl's hints).
+        log("\n".join(proc.stderr.strip().splitlines()[-3:]) or f"exit {proc.returncode}")
   return ok

@@ -65,3 +65,12 @@ def test_cost_counts_a_loop_body_once_and_the_cache_skips_the_recompile(tmp_path
   assert first.cost.flops == pytest.approx(8 * 2 * n ** 3, rel=1e-4)
   other = aot.compile_or_cached("one", one, "cpu", 1 << 30, unit="step", tokens=1, cache_dir=str(tmp_path))
   assert not other.cached and len(list(tmp_path.iterdir())) == 2
+
+
+def test_compile_many_reports_each_run_and_a_failure():
+  """One process per run, output in order; a run that fails (here: a topology the config has no line for,
+  refused before libtpu loads) makes the whole call fail and says why."""
+  logged = []
+  ok = aot.compile_many(["configs/real_qwen3_8b.py:v5e:2x2"], jobs=2, log=logged.append)
+  assert not ok and logged[0].startswith("$ launch.aot_compile --config=configs/real_qwen3_8b.py:v5e:2x2")
+  assert "no settings for topology 'v5e:2x2'" in logged[-1]
