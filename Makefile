@@ -69,11 +69,16 @@ bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.soak
 
 clean:
-	rm -rf $(VENV) .pytest_cache .jax_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .jax_cache .aot_cache *.egg-info
 
-# Ahead-of-time compiles of the real-size train and sample steps for TPU topologies, on this CPU host
-# (docs/tpu.md). libtpu (the `tpu` extra) goes into its own venv: the default one never loads it.
+# Ahead-of-time compiles of the real-size train and sample steps for TPU topologies, on this CPU host, with
+# their per-device memory and roofline (docs/tpu.md). libtpu (the `tpu` extra) goes into its own venv: the
+# default one never loads it. One process per (config, topology), AOT_JOBS at a time (each needs a few GB of
+# host memory); reports are cached in .aot_cache by program and compiler, so a rerun recompiles only what changed.
 VENV_TPU := .venv-tpu
+AOT_JOBS ?= 2
+AOT_RUNS := $(foreach f,real_ministral3_8b real_qwen3_8b,$(foreach t,v5e:4x4 v5p:2x2x2 v5e:8x8,configs/$(f).py:$(t)))
+comma := ,
 .PHONY: aot
 
 $(VENV_TPU)/.installed: setup.py
@@ -82,14 +87,4 @@ $(VENV_TPU)/.installed: setup.py
 	touch $@
 
 aot: $(VENV_TPU)/.installed
-	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_ministral3_8b.py:v5p:2x2x2
-	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_ministral3_8b.py:v5e:8x8
-	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5p:2x2x2
-	$(VENV_TPU)/bin/python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5e:8x8
-
-# TensorBoard on every run under runs/ (<workdir>/tensorboard, <workdir>/eval/tensorboard): the viewer comes
-# with the `test` extra (setup.py); the package only writes event files (tensorboardX).
-.PHONY: tensorboard
-TB_LOGDIR ?= runs
-tensorboard: $(VENV)/.installed-test
-	$(VENV)/bin/tensorboard --logdir $(TB_LOGDIR)
+	$(VENV_TPU)/bin/python -m launch.aot_compile --jobs=$(AOT_JOBS) --runs=$(subst $() ,$(comma),$(strip $(AOT_RUNS)))

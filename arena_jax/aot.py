@@ -6,18 +6,27 @@ what this machine cannot run is checked by compiling it for the target and readi
   lower_train_step           the RL update the trainer runs (`arena_jax.train.sharding.train_step_fn`)
   lower_sampler              the sampler's prefill and decode (`Sampler.lower`)
   memory_report              per-device memory of a compiled program
+  program_cost, roofline     per-device flops and bytes of a compiled program (`cost_analysis()`) and the
+                             roofline lower bound on its time from the chip's peak FLOP/s and HBM bandwidth
   aot_compile                all of it for a run config (configs/real_*.py); `launch/aot_compile.py`
+  compile_many               several (config, topology) runs of launch/aot_compile.py in parallel processes
 
 A room above `arena_jax.train` and `arena_jax.sampling`: it lowers their programs on abstract inputs
 and nothing imports it back. docs/tpu.md "Ahead-of-time compiles" shows the reports.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
+import hashlib
+import importlib.metadata
+import json
 import math
 import os
 import re
+import subprocess
+import sys
 import time
 from typing import Any, Sequence
 
@@ -26,11 +35,12 @@ import jax.numpy as jnp
 import ml_collections
 from jax.sharding import Mesh
 
+from arena_jax import fileio
 from arena_jax import parallel
 from arena_jax import rl
 from arena_jax.models.config import ModelConfig, get_model_config
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES
-from arena_jax.sampling import RandomSampling, Sampler
+from arena_jax.sampling import RandomSampling, Sampler, cache_chunking
 from arena_jax.train import sharding as train_sharding
 from arena_jax.train import step as step_lib
 
@@ -42,18 +52,22 @@ GiB = 1 << 30
 
 @dataclasses.dataclass(frozen=True)
 class TpuChip:
-  """One TPU generation: HBM per JAX device and libtpu's chip config (megacore: one device per chip)."""
+  """One TPU generation: HBM per JAX device, libtpu's chip config (megacore: one device per chip), and the
+  chip's published peak dense bf16 FLOP/s and HBM bandwidth (bytes/s) for the roofline (docs/tpu.md cites
+  the Cloud TPU pages they come from)."""
 
   hbm_bytes: int
   chip_config: str | None = None
   accelerator_prefix: str = ""
+  peak_flops: float = 0.0
+  hbm_bandwidth: float = 0.0
 
 
 TPU_CHIPS: dict[str, TpuChip] = {
-    "v4": TpuChip(32 * GiB, "megacore", "v4"),
-    "v5p": TpuChip(95 * GiB, "megacore", "v5p"),
-    "v5e": TpuChip(16 * GiB, None, "v5litepod"),
-    "v6e": TpuChip(32 * GiB, None, "v6e"),
+    "v4": TpuChip(32 * GiB, "megacore", "v4", peak_flops=275e12, hbm_bandwidth=1200e9),
+    "v5p": TpuChip(95 * GiB, "megacore", "v5p", peak_flops=459e12, hbm_bandwidth=2765e9),
+    "v5e": TpuChip(16 * GiB, None, "v5litepod", peak_flops=197e12, hbm_bandwidth=819e9),
+    "v6e": TpuChip(32 * GiB, None, "v6e", peak_flops=918e12, hbm_bandwidth=1640e9),
 }
 
 
@@ -83,6 +97,8 @@ def tpu_devices(topology: str) -> list:
   cores = math.prod(shape) * (2 if spec.chip_config == "megacore" else 1)  # accelerator types count cores
   os.environ.setdefault("TPU_ACCELERATOR_TYPE", f"{spec.accelerator_prefix}-{cores}")
   os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+  # libtpu takes a machine-wide lock file by default; `compile_many` runs several compiling processes.
+  os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
   # Imported here, after the environment above: this is what loads libtpu (only in the `tpu` extra's
   # venv), so `import arena_jax.aot` stays cheap and works without it.
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
@@ -150,6 +166,101 @@ def format_reports(topology: str, reports: Sequence[tuple[str, MemoryReport]]) -
   return "\n".join(lines)
 
 
+# ─────────────────────────────────────── speed of a compiled program: the roofline ───────────────────────────────────────
+
+# The published figure the decode rows are printed beside (issue 18): JetStream serving Llama-3-8B on a v5e-8
+# (bf16, batch 128, 1024 input / 1024 output tokens), total throughput of the 8 chips.
+ANCHOR = dict(text="JetStream, Llama-3-8B on v5e-8 (bf16, batch 128, 1024 in / 1024 out)", tokens_per_s=8249.0,
+              chips=8)
+
+
+@dataclasses.dataclass(frozen=True)
+class Roofline:
+  """Lower bounds on a program's time on one chip: all its flops at the peak FLOP/s (`compute_s`), all its
+  HBM bytes at the peak bandwidth (`memory_s`); it takes at least the larger."""
+
+  compute_s: float
+  memory_s: float
+
+  @property
+  def seconds(self) -> float:
+    return max(self.compute_s, self.memory_s)
+
+  @property
+  def bound(self) -> str:
+    return "compute" if self.compute_s >= self.memory_s else "memory"
+
+
+def roofline(flops: float, bytes_accessed: float, peak_flops: float, hbm_bandwidth: float) -> Roofline:
+  """The roofline of `flops` and `bytes_accessed` on a chip of `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s:
+  time ≥ max(flops / peak, bytes / bandwidth). Pure arithmetic, no compiler."""
+  if peak_flops <= 0 or hbm_bandwidth <= 0:
+    raise ValueError(f"peak_flops and hbm_bandwidth must be positive, got {peak_flops} and {hbm_bandwidth}")
+  if flops < 0 or bytes_accessed < 0:
+    raise ValueError(f"flops and bytes must be ≥ 0, got {flops} and {bytes_accessed}")
+  return Roofline(flops / peak_flops, bytes_accessed / hbm_bandwidth)
+
+
+def tokens_per_chip_second(tokens: float, seconds: float, chips: int) -> float:
+  """Throughput per chip of a slice of `chips` chips that processes `tokens` in `seconds`."""
+  if seconds <= 0 or chips < 1:
+    raise ValueError(f"seconds must be > 0 and chips ≥ 1, got {seconds} and {chips}")
+  return tokens / seconds / chips
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramCost:
+  """Per-device work of one unit of a program (a prefill, one decode step, one train step).
+
+  `flops` and `bytes_accessed` come from `Compiled.cost_analysis()` times `scale`: on a sharded program
+  the analysis is per device, and it counts the body of a while loop once, whatever its trip count
+  (docs/tpu.md), so the caller scales the once-counted body to the unit. `tokens` is what the whole slice
+  processes in the unit; `loops` counts the while loops of the compiled program (what `scale` stands for).
+  """
+
+  unit: str
+  flops: float
+  bytes_accessed: float
+  tokens: int
+  loops: int = 0
+
+  def roofline(self, chip: TpuChip) -> Roofline:
+    return roofline(self.flops, self.bytes_accessed, chip.peak_flops, chip.hbm_bandwidth)
+
+
+def program_cost(compiled, *, unit: str, tokens: int, scale: float = 1.0) -> ProgramCost:
+  """The `ProgramCost` of a `jax.stages.Compiled`: its cost analysis × `scale` (see `ProgramCost`)."""
+  analysis = compiled.cost_analysis()
+  if isinstance(analysis, (list, tuple)):  # older jax: one dict per HLO module
+    analysis = analysis[0]
+  loops = compiled.as_text().count(" while(")
+  return ProgramCost(unit, float(analysis.get("flops", 0.0)) * scale,
+                     float(analysis.get("bytes accessed", 0.0)) * scale, int(tokens), loops)
+
+
+def format_roofline(topology: str, costs: Sequence[tuple[str, ProgramCost | None]]) -> str:
+  """The roofline table `launch/aot_compile.py` prints: per device and unit, the flops and bytes, the two
+  bounds, which one binds, and the tokens/s per chip it allows; then the published anchor."""
+  chip_name, shape = parse_topology(topology)
+  chip, chips = TPU_CHIPS[chip_name], math.prod(shape)
+  lines = [f"roofline lower bound on {topology} (per chip: {chip.peak_flops / 1e12:.0f} TFLOP/s bf16, "
+           f"{chip.hbm_bandwidth / 1e9:.0f} GB/s HBM; per device and unit)",
+           f"{'program':8s} {'unit':12s} {'loops':>5s} {'TFLOP':>9s} {'GB':>9s} {'compute ms':>11s} {'memory ms':>10s} "
+           f"{'bound':>8s} {'roofline ms':>12s} {'tok/s/chip':>11s}"]
+  for name, c in costs:
+    if c is None:
+      lines.append(f"{name:8s} (no executable: does not fit)")
+      continue
+    r = c.roofline(chip)
+    lines.append(f"{name:8s} {c.unit:12s} {c.loops:5d} {c.flops / 1e12:9.3f} {c.bytes_accessed / 1e9:9.3f} "
+                 f"{r.compute_s * 1e3:11.3f} {r.memory_s * 1e3:10.3f} {r.bound:>8s} {r.seconds * 1e3:12.3f} "
+                 f"{tokens_per_chip_second(c.tokens, r.seconds, chips):11,.0f}")
+  per_chip = ANCHOR["tokens_per_s"] / ANCHOR["chips"]
+  lines.append(f"published anchor: {ANCHOR['text']}: {ANCHOR['tokens_per_s']:,.0f} tok/s = {per_chip:,.0f} tok/s "
+               "per chip, measured (a roofline is an upper bound on tokens/s)")
+  return "\n".join(lines)
+
+
 # ─────────────────────────────────────── the programs ───────────────────────────────────────
 
 
@@ -189,14 +300,77 @@ def lower_sampler(sampler: Sampler, num_prompts: int, prompt_len: int):
   return sampler.lower(num_prompts, prompt_len)
 
 
+@dataclasses.dataclass(frozen=True)
+class ProgramReport:
+  """What `aot_compile` reports of one program: its per-device memory and, when it compiled, its cost;
+  `cached`: read from the report cache instead of compiled (`compile_or_cached`)."""
+
+  name: str
+  memory: MemoryReport
+  cost: ProgramCost | None
+  cached: bool = False
+
+
+def _libtpu_version() -> str:
+  try:
+    return importlib.metadata.version("libtpu")
+  except importlib.metadata.PackageNotFoundError:
+    return "none"
+
+
+def report_key(lowered_text: str, topology: str) -> str:
+  """What a compiled program's memory and cost analysis depend on: the lowered program, the target and the
+  compiler (jax and libtpu versions, XLA and libtpu flags)."""
+  parts = [lowered_text, topology, jax.__version__, _libtpu_version(), os.environ.get("XLA_FLAGS", ""),
+           os.environ.get("LIBTPU_INIT_ARGS", "")]
+  return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def compile_or_cached(name: str, lowered, topology: str, hbm: int, *, unit: str, tokens: int, scale: float = 1.0,
+                      cache_dir: str | None = None) -> ProgramReport:
+  """Compiles `lowered` for its memory and cost (`program_cost` with `unit`, `tokens`, `scale`), unless
+  `cache_dir` holds the analyses of the same program for the same target and compiler (`report_key`): a
+  rerun of `make aot` with unchanged code recompiles nothing. XLA's refusal to fit (RESOURCE_EXHAUSTED)
+  is a report too."""
+  path = None
+  if cache_dir:
+    path = os.path.join(cache_dir, report_key(lowered.as_text(), topology) + ".json")
+    if os.path.exists(path):
+      with open(path) as f:
+        d = json.load(f)
+      raw = d["cost"]
+      cost = ProgramCost(unit, raw["flops"] * scale, raw["bytes_accessed"] * scale, tokens, raw["loops"]) if raw else None
+      return ProgramReport(name, MemoryReport(**d["memory"]), cost, cached=True)
+  try:
+    compiled = lowered.compile()
+    report = ProgramReport(name, memory_report(compiled, hbm), program_cost(compiled, unit=unit, tokens=tokens))
+  except jax.errors.JaxRuntimeError as e:  # XLA refuses a program that cannot fit: report how far off
+    if "RESOURCE_EXHAUSTED" not in str(e):
+      raise
+    report = ProgramReport(name, _oom_report(str(e), hbm), None)
+  if path:  # the unscaled analyses: the unit and its scale may change without a recompile
+    os.makedirs(cache_dir, exist_ok=True)
+    data = {"memory": dataclasses.asdict(report.memory),
+            "cost": dataclasses.asdict(report.cost) if report.cost else None}
+    fileio.atomic_write(path, json.dumps(data, indent=1))
+  if report.cost is not None and scale != 1.0:
+    c = report.cost
+    report = dataclasses.replace(report, cost=dataclasses.replace(c, flops=c.flops * scale,
+                                                                  bytes_accessed=c.bytes_accessed * scale))
+  return report
+
+
 def aot_compile(config: ml_collections.ConfigDict, topology: str, programs: Sequence[str] = ("train", "prefill", "decode"),
-                log=print) -> list[tuple[str, MemoryReport]]:
-  """Compiles a real-size run config's programs for a TPU `topology` on this host; per-device memory.
+                log=print, cache_dir: str | None = None) -> list[ProgramReport]:
+  """Compiles a real-size run config's programs for a TPU `topology` on this host: per-device memory and cost.
 
   `config` is a run config (configs/real_*.py) with `aot.model` (a named `ModelConfig`) and
   `aot.prompt_len` (the prompt bucket P). Programs: "train" = the RL update on prompts_per_step ×
-  group_size / minibatches rows of P + max_new_tokens tokens; "prefill" / "decode" = the sampler's
-  programs for prompts_per_step prompts × group_size samples of max_new_tokens tokens.
+  group_size / minibatches rows of P + max_new_tokens tokens, with the config's `model.remat`;
+  "prefill" / "decode" = the sampler's programs for prompts_per_step prompts × group_size samples of
+  max_new_tokens tokens. The costs' units: the train step (its micro-batch loop's body × micro_batches), the
+  prefill, one decode step (the decode program has one while loop per cache chunk, each of one step: its
+  cost ÷ the number of loops); docs/tpu.md states what that leaves out. `cache_dir`: see `compile_or_cached`.
   """
   unknown = set(programs) - {"train", "prefill", "decode"}
   if unknown:
@@ -206,21 +380,23 @@ def aot_compile(config: ml_collections.ConfigDict, topology: str, programs: Sequ
   mesh, sample_mesh = parallel.make_meshes(config.mesh, devices)
   rules = parallel.axis_rules(config.mesh.rules)
   model_config = get_model_config(config.aot.model)
-  r, o = config.rollout, config.optim
+  r, o, p = config.rollout, config.optim, config.aot.prompt_len
   hbm = TPU_CHIPS[chip].hbm_bytes
   log(f"{topology}: {len(devices)} devices on {len({d.process_index for d in devices})} hosts; "
       f"train mesh {dict(mesh.shape)}, sampler mesh {dict(sample_mesh.shape)}; {config.aot.model} "
-      f"({model_config.num_params() / 1e9:.2f} B params, {model_config.param_dtype})")
-  lowered = []
+      f"({model_config.num_params() / 1e9:.2f} B params, {model_config.param_dtype}); remat {config.model.remat}")
+  lowered = []  # (name, lower, unit, tokens, scale)
   if "train" in programs:
     rows = r.prompts_per_step * r.group_size // o.minibatches
     optimizer = step_lib.make_optimizer(o)
-    lowered.append((f"train   {rows}×{config.aot.prompt_len + r.max_new_tokens} tok, {o.micro_batches} micro-batches",
+    lowered.append((f"train   {rows}×{p + r.max_new_tokens} tok, {o.micro_batches} micro-batches",
                     lambda: lower_train_step(
-                        model_config, optimizer, config.loss, mesh, rows=rows, prompt_len=config.aot.prompt_len,
-                        new_tokens=r.max_new_tokens, micro_batches=o.micro_batches, temperature=r.temperature,
-                        use_reference=config.loss.kl_coef > 0, rules=rules, mode=rl.get_mode(config.reward.mode),
-                        group_size=r.group_size, minibatches=o.minibatches, std_ddof=config.reward.std_ddof)))
+                        model_config.replace(remat=config.model.remat), optimizer, config.loss, mesh, rows=rows,
+                        prompt_len=p, new_tokens=r.max_new_tokens, micro_batches=o.micro_batches,
+                        temperature=r.temperature, use_reference=config.loss.kl_coef > 0, rules=rules,
+                        mode=rl.get_mode(config.reward.mode), group_size=r.group_size, minibatches=o.minibatches,
+                        std_ddof=config.reward.std_ddof),
+                    "train step", rows * (p + r.max_new_tokens), float(o.micro_batches)))
   if "prefill" in programs or "decode" in programs:
     sampler = Sampler(config=model_config, max_new_tokens=r.max_new_tokens, num_samples=r.group_size,
                       method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
@@ -229,23 +405,44 @@ def aot_compile(config: ml_collections.ConfigDict, topology: str, programs: Sequ
 
     def sampler_program(name):
       if not both:
-        both["prefill"], both["decode"] = lower_sampler(sampler, r.prompts_per_step, config.aot.prompt_len)
+        both["prefill"], both["decode"] = lower_sampler(sampler, r.prompts_per_step, p)
       return both[name]
 
-    shape = f"{r.prompts_per_step}×{r.group_size} × ({config.aot.prompt_len} + {r.max_new_tokens}) tok"
+    shape = f"{r.prompts_per_step}×{r.group_size} × ({p} + {r.max_new_tokens}) tok"
+    _, loops = cache_chunking(r.max_new_tokens, sampler.cache_chunk)
+    units = {"prefill": ("prefill", r.prompts_per_step * p, 1.0),
+             "decode": ("decode step", r.prompts_per_step * r.group_size, 1.0 / loops)}
     for name in ("prefill", "decode"):
       if name in programs:
-        lowered.append((f"{name:8s}{shape}", functools.partial(sampler_program, name)))
+        lowered.append((f"{name:8s}{shape}", functools.partial(sampler_program, name), *units[name]))
   reports = []
-  for name, lower in lowered:
+  for name, lower, unit, tokens, scale in lowered:
     t0 = time.perf_counter()
-    try:
-      report = memory_report(lower().compile(), hbm)
-    except jax.errors.JaxRuntimeError as e:  # XLA refuses a program that cannot fit: report how far off
-      if "RESOURCE_EXHAUSTED" not in str(e):
-        raise
-      report = _oom_report(str(e), hbm)
-    reports.append((name, report))
-    log(f"  compiled {name.split()[0]} in {time.perf_counter() - t0:.0f} s"
-        + (f": {report.error}" if report.error else ""))
+    report = compile_or_cached(name, lower(), topology, hbm, unit=unit, tokens=tokens, scale=scale,
+                               cache_dir=cache_dir)
+    reports.append(report)
+    how = "found in the cache" if report.cached else "compiled"
+    log(f"  {how} {name.split()[0]} in {time.perf_counter() - t0:.0f} s"
+        + (f": {report.memory.error}" if report.memory.error else ""))
   return reports
+
+
+def compile_many(runs: Sequence[str], jobs: int, extra_args: Sequence[str] = (), log=print) -> bool:
+  """Runs `python -m launch.aot_compile --config=<run>` for each of `runs` (e.g.
+  "configs/real_qwen3_8b.py:v5e:4x4"), `jobs` at a time in separate processes (each compile is mostly one
+  thread of XLA), and prints each one's output whole, in the order of `runs`. True when every run fits."""
+  def one(run):
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "launch.aot_compile", f"--config={run}", *extra_args],
+                          capture_output=True, text=True, check=False)
+    return proc, time.perf_counter() - t0
+
+  ok = True
+  with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+    for run, (proc, seconds) in zip(runs, pool.map(one, runs)):
+      log(f"$ launch.aot_compile --config={run}   ({seconds:.0f} s)\n{proc.stdout.rstrip()}")
+      if proc.returncode:
+        ok = False
+        # The error is near the end of stderr (after libtpu's warnings, before absl's hints).
+        log("\n".join(proc.stderr.strip().splitlines()[-3:]) or f"exit {proc.returncode}")
+  return ok

@@ -35,6 +35,9 @@ def get_config(arg=None):
   # (easier arithmetic than the defaults, so that a two-minute SFT gives a mixed policy; configs/sft.py).
   c.tasks = tasks.demo_config()
 
+  c.model = ml_collections.ConfigDict(dict(
+      remat="none",           # a 0.4 M-parameter policy's activations fit: recomputing them would only cost time
+  ))
   c.rollout = ml_collections.ConfigDict(dict(
       prompts_per_step=16,    # B: enough groups per step for some to be non-diverse every step
       group_size=8,           # G = 8 as in the paper: a group has a reward variance to route on (SPEC §1)

@@ -13,6 +13,7 @@ Importing this room never imports torch or transformers.
 """
 from arena_jax.models.config import (
     MODEL_CONFIGS,
+    REMAT_POLICIES,
     ModelConfig,
     RopeScaling,
     get_model_config,

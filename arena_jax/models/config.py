@@ -23,6 +23,20 @@ import numpy as np
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
+# Activation rematerialisation of each decoder block in the backward pass (`ModelConfig.remat`): the name
+# of a `jax.checkpoint_policies` policy, i.e. which intermediates of a block the forward pass keeps.
+#   none           keep everything (no `jax.checkpoint`): fastest, most memory
+#   dots_saveable  keep every matmul output, attention scores included; recompute the elementwise work
+#   minimal        keep the matmuls without batch dimensions (q/k/v/o projections, MLP): recompute the
+#                  attention (scores, softmax, probabilities), the part that grows with T²
+#   full           keep only each block's input: recompute the whole block (≈ one more forward pass)
+REMAT_POLICIES = {
+    "none": None,
+    "dots_saveable": "dots_saveable",
+    "minimal": "dots_with_no_batch_dims_saveable",
+    "full": "nothing_saveable",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class RopeScaling:
@@ -87,6 +101,10 @@ class ModelConfig:
     query_scale_length: its length scale (the checkpoint's `original_max_position_embeddings`).
     init_std: standard deviation of the embedding at random initialisation (None = 1/√d_model);
       kernels use LeCun-normal (std 1/√fan_in).
+    remat: activation rematerialisation of each decoder block when differentiated, a key of
+      `REMAT_POLICIES` ("none", "dots_saveable", "minimal", "full"). It changes memory and time of the
+      backward pass, never values, and is no part of the architecture: `model_config.json` does not store
+      it (the run config's `model.remat` sets it for the train step).
   """
 
   vocab_size: int
@@ -111,6 +129,7 @@ class ModelConfig:
   init_std: float | None = None
   query_scale_beta: float | None = None
   query_scale_length: int = 16_384
+  remat: str = "none"
 
   def __post_init__(self):
     if self.head_dim is None:
@@ -132,6 +151,8 @@ class ModelConfig:
       problems.append(f"sliding_window must be positive or None (got {self.sliding_window})")
     if self.query_scale_length <= 0:
       problems.append(f"query_scale_length must be positive (got {self.query_scale_length})")
+    if self.remat not in REMAT_POLICIES:
+      problems.append(f"remat must be one of {tuple(REMAT_POLICIES)} (got {self.remat!r})")
     if self.sliding_layers is not None and len(self.sliding_layers) != self.num_layers:
       problems.append(f"sliding_layers has {len(self.sliding_layers)} entries for {self.num_layers} layers")
     if problems:

@@ -23,7 +23,7 @@ from flax import nnx
 from jax import lax
 
 from arena_jax.models import kv_cache
-from arena_jax.models.config import ModelConfig, rope_frequencies
+from arena_jax.models.config import REMAT_POLICIES, ModelConfig, rope_frequencies
 
 KVCache = kv_cache.KVCache
 
@@ -292,8 +292,9 @@ class Transformer(nnx.Module):
     rope = self.rope(positions)
     x = self.embed(tokens)
     kvs = []
+    run = _remat_block(self.config.remat)
     for block in self.layers:
-      x, kv = block(x, positions, mask, rope)
+      x, kv = run(block, x, positions, mask, rope)
       kvs.append(kv)
     h = self.final_norm(x)
     return (h, tuple(kvs)) if return_kv else h
@@ -347,6 +348,20 @@ class Transformer(nnx.Module):
       new_v.append(vs + cache.v[i][read_chunks:])
     cache = cache.replace(k=tuple(new_k), v=tuple(new_v))
     return self.logits(self.final_norm(x)), cache
+
+
+def _call_block(block: Block, x, positions, mask, rope):
+  return block(x, positions, mask, rope)
+
+
+def _remat_block(remat: str):
+  """`_call_block`, under `nnx.remat` with the `jax.checkpoint_policies` policy named by `REMAT_POLICIES[remat]`
+  ("none": as is). Only a differentiated forward pass changes: the backward pass recomputes what the policy
+  does not keep, from the block's saved input."""
+  policy = REMAT_POLICIES[remat]
+  if policy is None:
+    return _call_block
+  return nnx.remat(_call_block, policy=getattr(jax.checkpoint_policies, policy))
 
 
 def init_model(config: ModelConfig, seed: int = 0) -> Transformer:

@@ -22,7 +22,7 @@ from arena_jax import parallel
 from arena_jax.config_schema import field
 from arena_jax.errors import MissingFileError
 from arena_jax.judges import config as judges_config
-from arena_jax.models import MODEL_CONFIGS
+from arena_jax.models import MODEL_CONFIGS, REMAT_POLICIES
 from arena_jax.rl import cispo
 from arena_jax.rl import modes as reward_modes
 from arena_jax.tasks import config as tasks_config
@@ -69,6 +69,17 @@ RUN = cs.Section(dict(
         tokenizer_vocab=field(512, "Vocabulary size (an upper bound) of the tokenizer trained for "
                               "`init.random_model`.", cs.integer(16, why="PAD, EOS, BOS, UNK and the digits"),
                               valid="int ≥ 16 (with random_model)", when=lambda init: bool(init.random_model)),
+    )),
+
+    # How the policy computes, not what it is: its architecture comes with the policy (`init`).
+    model=cs.Section(dict(
+        remat=field("none", "Activation rematerialisation of each decoder block in the train step's backward "
+                    "pass (`models.REMAT_POLICIES`, `jax.checkpoint` policies): `none` keeps every activation; "
+                    "`dots_saveable` keeps the matmul outputs, attention scores included; `minimal` keeps the "
+                    "projections and the MLP and recomputes attention (whose probabilities grow with T²); "
+                    "`full` keeps each block's input and recomputes the block (≈ one more forward pass). "
+                    "Same losses and gradients; less memory for more compute. The sampler never uses it.",
+                    cs.one_of(tuple(REMAT_POLICIES))),
     )),
 
     rollout=cs.Section(dict(
@@ -343,15 +354,22 @@ def mode_config(mode: str, arg: str | None = None, **reward) -> ml_collections.C
 
 
 # TPU slice → train mesh (data, fsdp, tensor; −1 = fill), sampler mesh (() = the same), micro-batches of
-# the 512-row update of `pod_config`. Each line is checked by launch/aot_compile.py (`make aot`; docs/tpu.md).
+# the 512-row update of `pod_config`, and the train step's activation rematerialisation (`model.remat`).
+# Each line is checked by launch/aot_compile.py (`make aot`; docs/tpu.md).
 POD_SLICES = {
     # 8 chips × 95 GiB (v5p-16, 2 hosts): FSDP over 2, heads over the 4 chips of a host; 4 rows per micro-batch.
-    "v5p:2x2x2": dict(mesh=(1, -1, 4), sample=(), micro_batches=128),
+    # The activations fit: no recomputation.
+    "v5p:2x2x2": dict(mesh=(1, -1, 4), sample=(), micro_batches=128, remat="none"),
     # 64 chips × 16 GiB (v5litepod-64, 16 hosts): training splits heads 16 ways (a v5e holds the activations
     # of one 3072-token row only with 2 heads per chip); sampling splits the 8 KV heads 8 ways.
-    "v5e:8x8": dict(mesh=(1, -1, 16), sample=(1, -1, 8), micro_batches=128),
+    "v5e:8x8": dict(mesh=(1, -1, 16), sample=(1, -1, 8), micro_batches=128, remat="none"),
+    # 16 chips × 16 GiB (v5litepod-16, 4 hosts): holds the train step only by recomputing each block in the
+    # backward pass from its input (without remat: 16.75 GiB per chip at best; recomputing only attention,
+    # `minimal`: 16.12 GiB); heads over the 4 chips of a host, FSDP over the 4 hosts, one row per chip and
+    # micro-batch.
+    "v5e:4x4": dict(mesh=(1, -1, 4), sample=(1, -1, 8), micro_batches=128, remat="full"),
     # 8 chips × 32 GiB (v4-16, 2 hosts): heads over all 8 chips, one row per micro-batch.
-    "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512),
+    "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512, remat="none"),
 }
 
 
@@ -405,6 +423,7 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   c.num_steps = 500
   c.checkpoint.every = 25
   c.mesh = parallel.mesh_config(*slice_["mesh"], sample=slice_["sample"], distributed=True)
+  c.model.remat = slice_["remat"]
   # What launch/aot_compile.py compiles: the named model of the checkpoint and the prompt bucket.
   c.aot = RUN.entries["aot"].defaults()
   c.aot.update(dict(model=model, topology=topology))

@@ -74,7 +74,10 @@ class LoadedPolicy(NamedTuple):
 
 
 def config_to_json(config: ModelConfig) -> str:
-  return json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True)
+  """The architecture: every field but `remat` (how a train step computes gradients, not what the weights are)."""
+  d = dataclasses.asdict(config)
+  del d["remat"]
+  return json.dumps(d, indent=2, sort_keys=True)
 
 
 def config_from_json(text: str) -> ModelConfig:

@@ -228,8 +228,9 @@ class Trainer:
     self.ref_params = (jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params)
                        if use_ref else None)
     self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
+    # Only the update rematerialises (`model.remat`): the sampler never differentiates.
     self.update_fn = train_sharding.train_step_fn(
-        self.policy.config, self.optimizer, config.loss, self.mesh, temperature=self.sampler.logprob_temperature,
+        self.policy.config.replace(remat=config.model.remat), self.optimizer, config.loss, self.mesh, temperature=self.sampler.logprob_temperature,
         micro_batches=config.optim.micro_batches, use_reference=use_ref, rules=rules, mode=self.mode,
         std_ddof=config.reward.std_ddof, shardings=self.shardings)
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
