@@ -27,7 +27,9 @@ gathers them — tokens, log-probs, uniforms, every layer's cache — into a sta
 later steps stop paying for finished rows. Finished rows are scattered into a full-size result first.
 The compacted cache keeps one prompt per row (a group's rows no longer share it), so a compaction is
 made only when the compacted cache is no larger than the current one: decoding never needs more memory
-than the call's first program (the gather itself briefly holds both). Rows keep their original index
+than the call's first program (the gather itself briefly holds both). Buckets stay multiples of the
+mesh's batch shards and ≥ 1/16 of the call's rows (fewer programs to compile; a step over so few rows
+costs about its weight reads anyway). Rows keep their original index
 (`DecodeState.rows`), which picks their uniforms and their greedy flag: a row's tokens do not depend on
 compaction.
 
@@ -150,6 +152,7 @@ class Results:
 
 
 _NO_ROW = np.iinfo(np.int32).max  # a compacted state's filler rows: dropped when scattered back
+COMPACT_FLOOR = 16  # compaction keeps at least 1/COMPACT_FLOOR of a call's rows (`Sampler._compact`)
 
 
 # ─────────────────────────────────────── pure helpers ───────────────────────────────────────
@@ -296,8 +299,8 @@ class Sampler:
       prompts: token lists, or (tokens [B, L] right-padded, lengths [B]). Every prompt needs ≥ 1 token.
       rng: a `jax.random.key`.
     """
-    if self.compact_every:
-      *_, last = self.stream(params, prompts, rng)
+    if self.compact_every and len(self._segments(self.compact_every)) > 1:
+      *_, last = self.stream(params, prompts, rng)  # host-driven: a compaction check after each segment
       return last.output
     state, tokens, _, num_prompts = self._start(params, prompts, rng)
     # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
@@ -312,7 +315,7 @@ class Sampler:
     into more jitted loops).
 
     A chunk ends at each cache chunk's end (`cache_chunking`) and, with `every` > 0, every `every`
-    decode steps. Each chunk costs one host round trip (its finished rows are read back): the plain
+    decode steps (with compaction, also every `compact_every` steps). Each chunk costs one host round trip (its finished rows are read back): the plain
     call has none. Multi-host: every host runs the same chunks and receives every row.
     """
     state, tokens, lengths, num_prompts = self._start(params, prompts, rng)
@@ -358,14 +361,16 @@ class Sampler:
     yield last
 
   def _compact(self, state: DecodeState, held: np.ndarray, finish: np.ndarray) -> tuple[DecodeState, np.ndarray]:
-    """The state with only its live rows when they fit a smaller row bucket (and the compacted cache
-    is no larger than the current one), else `state` itself; and the new `held`."""
+    """(the state with only its live rows, the new `held`) when they fit a smaller row bucket, else
+    (`state`, `held`). Never below 1/16 of the call's rows (`COMPACT_FLOOR`: a step over that few rows
+    costs about its weight reads, and each bucket is one more program to compile), nor into a cache
+    larger than the current one (so that decoding never needs more memory than its first program)."""
     live = np.flatnonzero((held >= 0) & (finish[np.maximum(held, 0)] == self.max_new_tokens))
-    rows = self._row_bucket(len(live))
+    rows = max(self._row_bucket(len(live)), self._row_bucket(-(-len(finish) // COMPACT_FLOOR)))
     cache = state.cache
-    chunk_slots = cache.num_chunks * cache.chunk
-    if not live.size or rows >= len(held) or rows * (cache.prompt_bucket + chunk_slots) > (
-        cache.num_prompts * cache.prompt_bucket + len(held) * chunk_slots):
+    slots = cache.num_chunks * cache.chunk
+    if not live.size or rows >= len(held) or (
+        rows * (cache.prompt_bucket + slots) > cache.num_prompts * cache.prompt_bucket + len(held) * slots):
       return state, held
     index = np.full(rows, -1, np.int32)
     index[:len(live)] = live
