@@ -315,8 +315,9 @@ class Sampler:
     into more jitted loops).
 
     A chunk ends at each cache chunk's end (`cache_chunking`) and, with `every` > 0, every `every`
-    decode steps (with compaction, also every `compact_every` steps). Each chunk costs one host round trip (its finished rows are read back): the plain
-    call has none. Multi-host: every host runs the same chunks and receives every row.
+    decode steps (with compaction, also every `compact_every` steps). Each chunk costs one host round
+    trip (its finished rows are read back): the plain call without compaction has none. Multi-host:
+    every host runs the same chunks and receives every row.
     """
     state, tokens, lengths, num_prompts = self._start(params, prompts, rng)
     params = pure_params(params)

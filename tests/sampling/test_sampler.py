@@ -229,6 +229,7 @@ def test_compaction_gives_the_same_rows_as_one_batch(model, prompts):
 
 def test_row_buckets_and_invalid_compaction():
   sampler = sampling.Sampler(config=CONFIG, max_new_tokens=8, compact_every=2)
-  assert [sampler._row_bucket(n) for n in (1, 2, 3, 5, 7, 9, 13, 100)] == [1, 2, 3, 6, 8, 12, 16, 128]  # pylint: disable=protected-access
+  buckets = [sampler._row_bucket(n) for n in (1, 2, 3, 5, 7, 9, 13, 100)]  # pylint: disable=protected-access
+  assert buckets == [1, 2, 3, 6, 8, 12, 16, 128]
   with pytest.raises(ValueError, match="compact_every"):
     sampling.Sampler(config=CONFIG, max_new_tokens=8, compact_every=-1)
