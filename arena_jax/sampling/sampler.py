@@ -348,12 +348,15 @@ class Sampler:
       return view, np.asarray(parallel.gather(view.finish))  # the segment's one host round trip
 
     segments = self._segments(every, self.compact_every)
+    # Compactions happen at the ends of `__call__`'s segments only, whatever `every`: the same rows are
+    # gathered at the same steps, so the output is `__call__`'s to the bit.
+    checks = {end for end, _ in self._segments(self.compact_every)} if self.compact_every else set()
     for index, (end, read_chunks) in enumerate(segments[:-1]):
       view, finish = run(index, end, read_chunks)
       yield chunk(index, view, finish)
       if (finish != n).all():
         break  # the remaining loops would not run a step (every row is done)
-      if self.compact_every:
+      if end in checks:
         state, held = self._compact(state, held, finish)
     end, read_chunks = segments[-1]
     view, finish = run(len(segments) - 1, end, read_chunks)
