@@ -1,6 +1,7 @@
 """Sampler throughput: arena_jax's KV-cache sampler vs transformers' PyTorch `generate`.
 
     python -m benchmarks.sampler [--prompts 256] [--prompt-len 32] [--new-tokens 64] [--repeats 3] [--group 8]
+                                 [--compact-every 8]
 
 Workload: the default tiny policy (`arena_jax.models.tiny_config()`: 4 layers, d_model 256, 4 heads of
 64 with 2 KV heads, SwiGLU 768, vocab 512, tied embeddings, float32, ≈3.3 M parameters), random
@@ -17,6 +18,17 @@ Both are timed alternately in this one process (median of `--repeats`); speed-up
 A second, RL-shaped workload (`--group` G > 0) samples G completions for each of `--prompts`/G prompts
 of 4·`--prompt-len` tokens (same number of rows), ours with one shared prefill and prompt cache per
 group, transformers with `num_return_sequences=G`; its figures are the JSON's `group_*` keys.
+
+Skewed lengths (`--group` > 0): the RL shape again, but every completion stops where RL completions
+do — at lengths spread over 10–100 % of the budget, most of them short (stop step ⌈N·(0.1 + 0.9·x)⌉ − 1,
+x ~ Beta(1, 2) drawn with seed 1: identical for both sides). A random policy does not stop by itself, so
+each side forces its stop token at the drawn step (and masks it before) with its own generic
+logits-processor hook: ours `Sampler(logits_processor=ForcedStops(...))`, transformers a
+`LogitsProcessor` passed to `generate(eos_token_id=stop)`. Each side then stops paying for a finished
+row only through its own machinery: ours gathers the live rows into smaller batches every
+`--compact-every` steps (`Sampler.compact_every`; also shown without), transformers pads finished rows
+until the longest ends. Both outputs are checked to stop exactly at the drawn steps. Useful tokens are
+the tokens before each stop; their rate is the JSON's `skewed_*` keys.
 Model FLOP/s counts the useful FLOPs of our run (2·matmul params per token, the output projection
 only where a token is sampled, attention over the real context) against this machine's float32
 matmul peak, measured here with a 2048² `jnp.dot`. The last line is JSON.
@@ -49,13 +61,84 @@ def sampling_flops(c: models.ModelConfig, prompts: int, prompt_len: int, new_tok
   return prompts * (prefill + decode)
 
 
+def stop_steps(rows: int, budget: int, seed: int = 1) -> np.ndarray:
+  """The skewed workload's stop step of each row (see the module docstring): in [⌈0.1·N⌉ − 1, N − 1]."""
+  x = np.random.default_rng(seed).beta(1.0, 2.0, rows)
+  return np.clip(np.ceil(budget * (0.1 + 0.9 * x)).astype(np.int32) - 1, int(np.ceil(0.1 * budget)) - 1, budget - 1)
+
+
+def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, keys) -> tuple[list, float]:
+  """The skewed-lengths workload: (table rows: ours compacting, ours not, transformers; useful / budget)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+
+  b, p = prompts.shape
+  n, stop = args.new_tokens, 3
+  steps = stop_steps(b * g, n)
+  useful = int(steps.sum())  # tokens before each stop
+  forced = sampling.ForcedStops(tuple(int(t) for t in steps), stop)
+  kw = dict(config=config, max_new_tokens=n, num_samples=g, method=sampling.RandomSampling(temperature=1.0),
+            stop_tokens=(stop,), logits_processor=forced)
+  lengths = np.full(b, p, np.int32)
+
+  def ours(sampler):
+    def run():
+      out = sampler(model, (prompts, lengths), next(keys))
+      out.tokens.block_until_ready()
+      return out
+    return run
+
+  class ForceStop(transformers.LogitsProcessor):
+    """The same stops for `generate`: row r (rows b·G + i, as ours) emits `stop` at step steps[r] only."""
+
+    def __init__(self):
+      self.at = torch.from_numpy(steps.astype(np.int64))
+
+    def __call__(self, input_ids, scores):
+      step = input_ids.shape[1] - p
+      is_stop = torch.arange(scores.shape[-1]) == stop
+      now = (self.at == step)[:, None]
+      forced = torch.where(is_stop, 0.0, -float("inf")).expand_as(scores)
+      return torch.where(now, forced, scores.masked_fill(is_stop, -float("inf")))
+
+  torch_prompts = torch.from_numpy(prompts.astype(np.int64))
+
+  def hf():
+    with torch.no_grad():
+      return hf_model.generate(
+          torch_prompts, attention_mask=torch.ones_like(torch_prompts), do_sample=True, temperature=1.0, top_k=None,
+          top_p=None, max_new_tokens=n, eos_token_id=stop, pad_token_id=0, num_return_sequences=g,
+          logits_processor=transformers.LogitsProcessorList([ForceStop()]))
+
+  runs = {"compact": ours(sampling.Sampler(**kw, compact_every=args.compact_every)),
+          "plain": ours(sampling.Sampler(**kw)), "hf": hf}
+  # Both sides stop exactly at the drawn steps (and compile before timing).
+  for name in ("compact", "plain"):
+    np.testing.assert_array_equal(np.asarray(runs[name]().lengths), steps + 1, err_msg=name)
+  completions = hf()[:, p:].numpy()
+  first_stop = np.where((completions == stop).any(1), (completions == stop).argmax(1), n)
+  np.testing.assert_array_equal(first_stop, steps)
+  times = {name: [] for name in runs}
+  for _ in range(args.repeats):  # alternate, so that load on a shared machine hits all alike
+    for name, fn in runs.items():
+      times[name].append(common.timed(fn, repeats=1, warmup=0))
+  med = {name: statistics.median(t) for name, t in times.items()}
+  rows = [[f"arena_jax Sampler, compact_every={args.compact_every}", med["compact"], useful / med["compact"],
+           med["hf"] / med["compact"]],
+          ["arena_jax Sampler, no compaction", med["plain"], useful / med["plain"], med["hf"] / med["plain"]],
+          [f"transformers generate, eos + LogitsProcessor", med["hf"], useful / med["hf"], 1.0]]
+  return rows, useful / (b * g * n)
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--prompts", type=int, default=256)
   parser.add_argument("--prompt-len", type=int, default=32)
   parser.add_argument("--new-tokens", type=int, default=64)
   parser.add_argument("--repeats", type=int, default=3)
-  parser.add_argument("--group", type=int, default=8, help="G of the RL-shaped workload (0: skip it)")
+  parser.add_argument("--group", type=int, default=8, help="G of the RL-shaped workloads (0: skip them)")
+  parser.add_argument("--compact-every", type=int, default=8,
+                      help="Sampler.compact_every of the skewed-lengths workload (decode steps between compactions)")
   parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                       help="override a field of the tiny config, e.g. --set d_model=128 (for exploration)")
   args = parser.parse_args(argv)
@@ -133,6 +216,7 @@ def main(argv=None) -> dict:
     group_tokens = b * g * args.new_tokens
     group_rows = [[f"arena_jax Sampler, {b} prompts × G={g}, {p}-token prompts", og_s, group_tokens / og_s, hg_s / og_s],
                   [f"transformers generate, num_return_sequences={g}", hg_s, group_tokens / hg_s, 1.0]]
+    skewed_rows, useful_fraction = skewed_lengths(args, config, model, hf_model, group_prompts, g, keys)
 
   generated = args.prompts * args.new_tokens
   peak = common.matmul_peak_gflops()
@@ -160,6 +244,13 @@ def main(argv=None) -> dict:
     figures["group_tokens_per_s"] = group_rows[0][2]
     figures["group_hf_tokens_per_s"] = group_rows[1][2]
     figures["group_speedup_vs_hf"] = group_rows[0][3]
+    print()
+    common.print_table(["skewed lengths (useful tokens)", "median s", "useful tokens/s", "speed-up"], skewed_rows)
+    figures["skewed_tokens_per_s"] = skewed_rows[0][2]
+    figures["skewed_no_compaction_tokens_per_s"] = skewed_rows[1][2]
+    figures["skewed_hf_tokens_per_s"] = skewed_rows[2][2]
+    figures["skewed_speedup_vs_hf"] = skewed_rows[0][3]
+    figures["skewed_useful_fraction"] = useful_fraction
   print()
   common.print_table(
       ["f32 matmul peak GFLOP/s", "model GFLOP/s", "fraction of peak"],

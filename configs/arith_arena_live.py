@@ -46,6 +46,7 @@ def get_config(arg=None):
       top_k=0,                # no truncation of the sampling distribution ...
       top_p=1.0,              # ... so the log-probs are the policy's
       stream_every=0,         # with live_start ≠ step_done: look for finished rows at each cache chunk's end
+      compact_every=16,       # finished rows stop costing compute: the live ones move to a smaller batch
   ))
 
   c.reward = ml_collections.ConfigDict(dict(

@@ -20,6 +20,19 @@ Static shapes: P is the smallest bucket ≥ the longest prompt, N = `max_new_tok
 number of prompts is padded to a multiple of the mesh's batch shards, so an RL run compiles one
 prefill and one decode program per prompt bucket, whatever the params.
 
+Compaction (`compact_every` > 0, SPEC §1's groups finish at very different lengths): decoding runs in
+segments of at most `compact_every` steps (and at each cache chunk's end); after each, the host reads
+which rows are done and, when the live rows fit a smaller bucket of rows (shards × 2^i or shards × 3·2^i),
+gathers them — tokens, log-probs, uniforms, every layer's cache — into a state of that many rows, so the
+later steps stop paying for finished rows. Finished rows are scattered into a full-size result first.
+The compacted cache keeps one prompt per row (a group's rows no longer share it), so a compaction is
+made only when the compacted cache is no larger than the current one: decoding never needs more memory
+than the call's first program (the gather itself briefly holds both). Buckets stay multiples of the
+mesh's batch shards and ≥ 1/16 of the call's rows (fewer programs to compile; a step over so few rows
+costs about its weight reads anyway). Rows keep their original index
+(`DecodeState.rows`), which picks their uniforms and their greedy flag: a row's tokens do not depend on
+compaction.
+
 Randomness: one uniform per row and step, drawn before the loop (the loop body holds no RNG): row r's
 N numbers come from fold_in(rng, r), so they depend on the key and the row index only — not on the
 batch padding a mesh needs, nor on the device count (jax's threefry is partitionable): the same key
@@ -29,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import flax.struct
 import jax
@@ -114,7 +127,9 @@ class StreamChunk:
 @flax.struct.dataclass
 class DecodeState:
   """The while_loops' carry. `step` t = tokens sampled so far; the next step feeds the last one,
-  completion token t − 1, into completion slot t − 1 of the cache."""
+  completion token t − 1, into completion slot t − 1 of the cache. `rows` int32 [R]: each row's index
+  b·G + i in the call (the identity until a compaction; `_NO_ROW` for a compacted state's filler rows).
+  `finish`: the step of the row's last token, −1 for a filler row, N while it decodes."""
 
   step: jax.Array
   tokens: jax.Array
@@ -124,6 +139,20 @@ class DecodeState:
   last_token: jax.Array
   cache: KVCache
   uniforms: jax.Array
+  rows: jax.Array
+
+
+@flax.struct.dataclass
+class Results:
+  """Per row of the call (padded batch) [R₀, …]: what a compacted decode has written so far."""
+
+  tokens: jax.Array
+  logprobs: jax.Array
+  finish: jax.Array
+
+
+_NO_ROW = np.iinfo(np.int32).max  # a compacted state's filler rows: dropped when scattered back
+COMPACT_FLOOR = 16  # compaction keeps at least 1/COMPACT_FLOOR of a call's rows (`Sampler._compact`)
 
 
 # ─────────────────────────────────────── pure helpers ───────────────────────────────────────
@@ -158,6 +187,25 @@ def mask_after_stop(tokens: jax.Array, stop_tokens: Sequence[int], pad_id: int) 
   is_stop = jnp.isin(tokens, jnp.asarray(stop_tokens))
   after = (jnp.cumsum(is_stop, axis=-1) - is_stop) > 0
   return jnp.where(after, pad_id, tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForcedStops:
+  """A `Sampler.logits_processor` that makes row r stop at decode step `positions[r]` (its completion
+  then has positions[r] + 1 tokens, the stop token included) and never earlier: every logit but
+  `token`'s is masked at that step, `token`'s before it. Completion lengths fixed in advance, for
+  benchmarks and tests of what a sampler does with rows that finish at different times (a random
+  policy does not stop by itself). Rows past the table (filler rows) use its last entry.
+  """
+
+  positions: tuple[int, ...]
+  token: int
+
+  def __call__(self, logits: jax.Array, step, rows: jax.Array) -> jax.Array:
+    at = jnp.asarray(self.positions, jnp.int32)[jnp.minimum(rows, len(self.positions) - 1)]
+    is_stop = jnp.arange(logits.shape[-1]) == self.token
+    forced = jnp.where(is_stop, 0.0, -1e30)
+    return jnp.where((step == at)[:, None], forced, jnp.where(is_stop, -1e30, logits))
 
 
 def model_from_params(config: ModelConfig, params: Any) -> Transformer:
@@ -199,6 +247,14 @@ class Sampler:
     rules: logical axis rules.
     cache_dtype: KV cache dtype (default: the model's compute dtype).
     cache_chunk: completion slots per cache chunk (default: `cache_chunking`'s choice).
+    compact_every: > 0: every this many decode steps (and at each cache chunk's end) gather the live
+      rows into a smaller batch when they fit one (see the module docstring; one host round trip per
+      check, one more decode program per row bucket); 0: never, one jitted call decodes every row to
+      the end of the longest.
+    logits_processor: `f(logits [R, V], step, rows [R]) → logits`, applied before choosing each token
+      (step 0 = the prefill's token; rows = the rows' indices b·G + i in the call); the behaviour
+      log-probs are those of the processed logits. For constraints (e.g. forcing a stop token) that
+      must not depend on batch composition; must be jax-traceable and hashable.
   """
 
   config: ModelConfig
@@ -213,6 +269,8 @@ class Sampler:
   rules: tuple[tuple[str, Any], ...] = LOGICAL_AXIS_RULES
   cache_dtype: str | None = None
   cache_chunk: int | None = None
+  compact_every: int = 0
+  logits_processor: Callable[[jax.Array, jax.Array, jax.Array], jax.Array] | None = None
 
   def __post_init__(self):
     object.__setattr__(self, "stop_tokens", tuple(int(t) for t in self.stop_tokens))
@@ -222,6 +280,8 @@ class Sampler:
       raise ValueError(f"max_new_tokens must be ≥ 1 (got {self.max_new_tokens})")
     if self.num_samples < 1:
       raise ValueError(f"num_samples must be ≥ 1 (got {self.num_samples})")
+    if self.compact_every < 0:
+      raise ValueError(f"compact_every must be ≥ 0 (got {self.compact_every})")
 
   @property
   def logprob_temperature(self) -> float:
@@ -239,7 +299,10 @@ class Sampler:
       prompts: token lists, or (tokens [B, L] right-padded, lengths [B]). Every prompt needs ≥ 1 token.
       rng: a `jax.random.key`.
     """
-    state, tokens, num_prompts = self._start(params, prompts, rng)
+    if self.compact_every and len(self._segments(self.compact_every)) > 1:
+      *_, last = self.stream(params, prompts, rng)  # host-driven: a compaction check after each segment
+      return last.output
+    state, tokens, _, num_prompts = self._start(params, prompts, rng)
     # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
     out, _ = self._decode_fn(pure_params(params), state, jnp.asarray(tokens))
     return self._trim(out, num_prompts)
@@ -252,40 +315,84 @@ class Sampler:
     into more jitted loops).
 
     A chunk ends at each cache chunk's end (`cache_chunking`) and, with `every` > 0, every `every`
-    decode steps. Each chunk costs one host round trip (its finished rows are read back): the plain
-    call has none. Multi-host: every host runs the same chunks and receives every row.
+    decode steps (with compaction, also every `compact_every` steps). Each chunk costs one host round
+    trip (its finished rows are read back): the plain call without compaction has none. Multi-host:
+    every host runs the same chunks and receives every row.
     """
-    state, tokens, num_prompts = self._start(params, prompts, rng)
+    state, tokens, lengths, num_prompts = self._start(params, prompts, rng)
     params = pure_params(params)
     real, n = num_prompts * self.num_samples, self.max_new_tokens
     reported = np.zeros(real, bool)
+    # With compaction: every row's results so far, scattered from the state after each segment, and
+    # the host's copy of `state.rows` (which of the call's rows the state holds; −1: filler).
+    results, held = None, np.arange(state.tokens.shape[0])
 
-    def chunk(index, s, last=False):
-      finish = np.asarray(parallel.gather(s.finish))[:real]
+    def chunk(index, view, finish, last=False):
+      finish = finish[:real]
       new = ~reported & ((finish < n) | last)
       rows = np.flatnonzero(new)
       rows = rows[np.lexsort((rows, np.where(finish[rows] < n, finish[rows], n - 1)))]  # arrival order
       reported[rows] = True
-      toks, lps = (np.asarray(a) for a in parallel.gather((s.tokens, s.logprobs))) if len(rows) else (None, None)
+      toks, lps = (np.asarray(a) for a in parallel.gather((view.tokens, view.logprobs))) if len(rows) else (None, None)
       lengths = np.where(finish[rows] < n, finish[rows] + 1, n).astype(np.int32)
       return StreamChunk(index, rows, toks[rows] if len(rows) else np.zeros((0, n), np.int32),
                          lps[rows] if len(rows) else np.zeros((0, n), np.float32), lengths, lengths - 1,
                          finish[rows] >= n)
 
-    segments = self._segments(every)
-    for index, (end, read_chunks) in enumerate(segments[:-1]):
+    def run(index, end, read_chunks):
+      nonlocal state, results
       state = self._segment_fn(read_chunks)(params, state, np.int32(end))
-      yield chunk(index, state)
-      if reported.all():
+      if self.compact_every:
+        results = self._merge_fn(results, state)
+      view = results if self.compact_every else state
+      return view, np.asarray(parallel.gather(view.finish))  # the segment's one host round trip
+
+    segments = self._segments(every, self.compact_every)
+    # Compactions happen at the ends of `__call__`'s segments only, whatever `every`: the same rows are
+    # gathered at the same steps, so the output is `__call__`'s to the bit.
+    checks = {end for end, _ in self._segments(self.compact_every)} if self.compact_every else set()
+    for index, (end, read_chunks) in enumerate(segments[:-1]):
+      view, finish = run(index, end, read_chunks)
+      yield chunk(index, view, finish)
+      if (finish != n).all():
         break  # the remaining loops would not run a step (every row is done)
+      if end in checks:
+        state, held = self._compact(state, held, finish)
     end, read_chunks = segments[-1]
-    state = self._segment_fn(read_chunks)(params, state, np.int32(end))
-    last = chunk(len(segments) - 1, state, last=True)
-    last.output = self._trim(self._finish_fn(state, jnp.asarray(tokens)), num_prompts)
+    view, finish = run(len(segments) - 1, end, read_chunks)
+    last = chunk(len(segments) - 1, view, finish, last=True)
+    last.output = self._trim(self._finish_fn(view, tokens, lengths), num_prompts)
     yield last
 
-  def _start(self, params, prompts, rng) -> tuple[DecodeState, np.ndarray, int]:
-    """Pads and places the prompts and prefills: (the decode state, the padded prompts, their number)."""
+  def _compact(self, state: DecodeState, held: np.ndarray, finish: np.ndarray) -> tuple[DecodeState, np.ndarray]:
+    """(the state with only its live rows, the new `held`) when they fit a smaller row bucket, else
+    (`state`, `held`). Never below 1/16 of the call's rows (`COMPACT_FLOOR`: a step over that few rows
+    costs about its weight reads, and each bucket is one more program to compile), nor into a cache
+    larger than the current one (so that decoding never needs more memory than its first program)."""
+    live = np.flatnonzero((held >= 0) & (finish[np.maximum(held, 0)] == self.max_new_tokens))
+    rows = max(self._row_bucket(len(live)), self._row_bucket(-(-len(finish) // COMPACT_FLOOR)))
+    cache = state.cache
+    slots = cache.num_chunks * cache.chunk
+    if not live.size or rows >= len(held) or (
+        rows * (cache.prompt_bucket + slots) > cache.num_prompts * cache.prompt_bucket + len(held) * slots):
+      return state, held
+    index = np.full(rows, -1, np.int32)
+    index[:len(live)] = live
+    new_held = np.full(rows, -1, held.dtype)
+    new_held[:len(live)] = held[live]
+    if self.mesh is not None:
+      index = jax.device_put(index, NamedSharding(self.mesh, PartitionSpec()))
+    return self._compact_fn(state, index), new_held
+
+  def _row_bucket(self, live: int) -> int:
+    """The smallest row count shards × 2^i or shards × 3·2^i holding `live` ≥ 1 rows."""
+    shards = num_batch_shards(self.mesh, self.rules)
+    sizes = sorted({shards << i for i in range(32)} | {(3 * shards) << i for i in range(31)})
+    return next(size for size in sizes if size >= live)
+
+  def _start(self, params, prompts, rng) -> tuple[DecodeState, np.ndarray, np.ndarray, int]:
+    """Pads and places the prompts and prefills: (the decode state, the padded prompts, their lengths,
+    the number of real prompts)."""
     tokens, lengths = self.pad_prompts(prompts)
     num_prompts = tokens.shape[0]
     shards = num_batch_shards(self.mesh, self.rules)
@@ -303,7 +410,7 @@ class Sampler:
           (tokens, lengths, active, np.asarray(jax.random.key_data(rng))),
           (self._batch_sharding(2), b1, b1, NamedSharding(self.mesh, PartitionSpec())))
       rng = jax.random.wrap_key_data(key)
-    return self._prefill_fn(params, tokens, lengths, active, rng), tokens, num_prompts
+    return self._prefill_fn(params, tokens, lengths, active, rng), tokens, lengths, num_prompts
 
   def _trim(self, out: SampleOutput, num_prompts: int) -> SampleOutput:
     """Drops the filler prompts' rows."""
@@ -316,15 +423,16 @@ class Sampler:
         is_greedy=out.is_greedy[:rows], prompt_tokens=out.prompt_tokens[:num_prompts],
         prompt_lengths=out.prompt_lengths[:num_prompts], num_samples=self.num_samples)
 
-  def _segments(self, every: int = 0) -> list[tuple[int, int]]:
-    """(end step, cache chunks read) of each decode loop: one per cache chunk, split every `every` steps."""
+  def _segments(self, *everys: int) -> list[tuple[int, int]]:
+    """(end step, cache chunks read) of each decode loop: one per cache chunk, split every `e` steps of
+    it for each `e` > 0 of `everys`."""
     n = self.max_new_tokens
     chunk, num_chunks = cache_chunking(n, self.cache_chunk)
     out = []
     for j in range(num_chunks):
       start, end = j * chunk + 1, min((j + 1) * chunk + 1, n)
-      cuts = list(range(start + every, end, every)) if every > 0 else []
-      out.extend((e, j + 1) for e in cuts + [end])
+      cuts = {c for e in everys if e > 0 for c in range(start + e, end, e)}
+      out.extend((e, j + 1) for e in sorted(cuts) + [end])
     return out
 
   def pad_prompts(self, prompts) -> tuple[np.ndarray, np.ndarray]:
@@ -418,8 +526,24 @@ class Sampler:
   def _finish_fn(self):
     if self.mesh is None:
       return jax.jit(self._output)
-    return jax.jit(self._output, in_shardings=(self._state_shardings, self._batch_sharding(2)),
-                   out_shardings=self._output_shardings)
+    return jax.jit(self._output, out_shardings=self._output_shardings)
+
+  @functools.cached_property
+  def _merge_fn(self):
+    """(results or None, state) → the results with the state's rows written in (results donated)."""
+    if self.mesh is None:
+      return jax.jit(self._merge, donate_argnums=0)
+    batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
+    return jax.jit(self._merge, donate_argnums=0,
+                   out_shardings=Results(tokens=batch2, logprobs=batch2, finish=batch1))
+
+  @functools.cached_property
+  def _compact_fn(self):
+    """(state, index int32 [R']) → the state's rows `index` (−1: a filler row, born done)."""
+    # Not donated: no output has an input's shape; the old state is freed when the caller drops it.
+    if self.mesh is None:
+      return jax.jit(self._gather_rows)
+    return jax.jit(self._gather_rows, out_shardings=self._state_shardings)
 
   @functools.cached_property
   def _output_shardings(self) -> SampleOutput:
@@ -455,12 +579,15 @@ class Sampler:
                  k=tuple((kt,) * num_chunks for _ in layers), v=tuple((v,) * num_chunks for _ in layers),
                  prompt_lengths=batch1)
     return DecodeState(step=rep, tokens=batch2, logprobs=batch2, done=batch1, finish=batch1, last_token=batch1,
-                       cache=kv, uniforms=columns)
+                       cache=kv, uniforms=columns, rows=batch1)
 
   # ── traced bodies ──
 
-  def _choose(self, logits: jax.Array, u: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Next tokens [R] and their behaviour log-probs [R] (see `SampleOutput.logprobs`)."""
+  def _choose(self, logits: jax.Array, u: jax.Array, step, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Next tokens [R] of the rows `rows` (indices b·G + i) at decode step `step`, and their behaviour
+    log-probs [R] (see `SampleOutput.logprobs`)."""
+    if self.logits_processor is not None:
+      logits = self.logits_processor(logits, step, rows)
     tokens = self.method(logits, u)
     scaled = logits / self.method.logprob_temperature
     picked = jnp.take_along_axis(scaled, tokens[:, None], axis=-1)[:, 0]
@@ -469,7 +596,7 @@ class Sampler:
       # The anchor row was decoded greedily: its behaviour policy chose the argmax with probability 1,
       # so its behaviour log-prob is log 1 = 0, not the tempered policy's (CISPO's ratio for it is then
       # π_θ(o_t) itself, SPEC §2).
-      greedy = (jnp.arange(logits.shape[0]) % self.num_samples) == 0
+      greedy = (rows % self.num_samples) == 0
       tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), tokens)
       logprobs = jnp.where(greedy, 0.0, logprobs)
     return tokens, logprobs
@@ -490,7 +617,8 @@ class Sampler:
     logits, active = jnp.repeat(logits, g, axis=0), jnp.repeat(active, g, axis=0)
     rows = logits.shape[0]
     u = jax.vmap(lambda r: uniforms(jax.random.fold_in(rng, r), (n,)), out_axes=1)(jnp.arange(rows))
-    first, first_lp = self._choose(logits, u[0])
+    row_ids = jnp.arange(rows, dtype=jnp.int32)
+    first, first_lp = self._choose(logits, u[0], jnp.asarray(0, jnp.int32), row_ids)
     done0 = ~active
     first = jnp.where(done0, self.pad_id, first)
     first_lp = jnp.where(done0, 0.0, first_lp)
@@ -501,14 +629,14 @@ class Sampler:
         logprobs=jnp.zeros((rows, n), jnp.float32).at[:, 0].set(first_lp),
         done=done0 | stopped,
         finish=jnp.where(stopped, 0, jnp.where(done0, -1, n)).astype(jnp.int32),
-        last_token=first, cache=cache, uniforms=u)
+        last_token=first, cache=cache, uniforms=u, rows=row_ids)
 
   def _decode(self, params, state: DecodeState, prompt_tokens) -> tuple[SampleOutput, DecodeState]:
     model = model_from_params(self.config, params)
     s = state
     for end, read_chunks in self._segments():
       s = self._loop(model, s, end, read_chunks)
-    return self._output(s, prompt_tokens), s
+    return self._output(s, prompt_tokens, s.cache.prompt_lengths), s
 
   def _segment(self, params, state: DecodeState, end, *, read_chunks: int) -> DecodeState:
     return self._loop(model_from_params(self.config, params), state, end, read_chunks)
@@ -520,7 +648,7 @@ class Sampler:
     def body(s: DecodeState) -> DecodeState:
       t = s.step
       logits, cache = model.decode(s.last_token, t - 1, s.cache, read_chunks)
-      tok, lp = self._choose(logits, lax.dynamic_index_in_dim(s.uniforms, t, keepdims=False))
+      tok, lp = self._choose(logits, lax.dynamic_index_in_dim(s.uniforms, t, keepdims=False), t, s.rows)
       tok = jnp.where(s.done, self.pad_id, tok)
       lp = jnp.where(s.done, 0.0, lp)
       stopped = self._stopped(tok) & ~s.done
@@ -529,11 +657,11 @@ class Sampler:
           tokens=lax.dynamic_update_slice(s.tokens, tok[:, None], (0, t)),
           logprobs=lax.dynamic_update_slice(s.logprobs, lp[:, None], (0, t)),
           done=s.done | stopped, finish=jnp.where(stopped, t, s.finish), last_token=tok,
-          cache=cache, uniforms=s.uniforms)
+          cache=cache, uniforms=s.uniforms, rows=s.rows)
 
     return lax.while_loop(lambda s: (s.step < end) & ~jnp.all(s.done), body, state)
 
-  def _output(self, s: DecodeState, prompt_tokens) -> SampleOutput:
+  def _output(self, s: DecodeState | Results, prompt_tokens, prompt_lengths) -> SampleOutput:
     n = self.max_new_tokens
     finished = s.finish < n  # includes filler rows (finish −1), dropped by the caller
     lengths = jnp.where(finished, s.finish + 1, n).astype(jnp.int32)
@@ -542,4 +670,25 @@ class Sampler:
     return SampleOutput(
         tokens=s.tokens, logprobs=s.logprobs, lengths=lengths, truncated=~finished,
         completion_step=lengths - 1, is_greedy=is_greedy, prompt_tokens=prompt_tokens,
-        prompt_lengths=s.cache.prompt_lengths, num_samples=self.num_samples)
+        prompt_lengths=jnp.asarray(prompt_lengths, jnp.int32), num_samples=self.num_samples)
+
+  def _merge(self, results: Results | None, s: DecodeState) -> Results:
+    if results is None:  # the first segment: the state holds every row (copied: the state is donated next)
+      return Results(tokens=jnp.copy(s.tokens), logprobs=jnp.copy(s.logprobs), finish=jnp.copy(s.finish))
+    put = lambda full, part: full.at[s.rows].set(part, mode="drop")  # drops the filler rows (_NO_ROW)
+    return Results(tokens=put(results.tokens, s.tokens), logprobs=put(results.logprobs, s.logprobs),
+                   finish=put(results.finish, s.finish))
+
+  def _gather_rows(self, s: DecodeState, index: jax.Array) -> DecodeState:
+    real = index >= 0
+    i = jnp.maximum(index, 0)
+    c = s.cache
+    p = i // c.group  # each row keeps its own copy of its prompt's keys and values (group 1)
+    take = lambda x: jnp.take(x, i, axis=0)
+    cache = KVCache(prompt_k=tuple(x[p] for x in c.prompt_k), prompt_v=tuple(x[p] for x in c.prompt_v),
+                    k=tuple(tuple(take(x) for x in layer) for layer in c.k),
+                    v=tuple(tuple(take(x) for x in layer) for layer in c.v), prompt_lengths=c.prompt_lengths[p])
+    return DecodeState(
+        step=s.step, tokens=take(s.tokens), logprobs=take(s.logprobs), done=jnp.where(real, take(s.done), True),
+        finish=jnp.where(real, take(s.finish), -1), last_token=take(s.last_token), cache=cache,
+        uniforms=s.uniforms[:, i], rows=jnp.where(real, take(s.rows), _NO_ROW))

@@ -94,6 +94,11 @@ RUN = cs.Section(dict(
         stream_every=field(0, "With `reward.live_start` ≠ step_done: decode steps between two reads of the rows "
                            "that finished (each read is one host round trip); 0 = at the end of each of the "
                            "sampler's cache chunks (≤ 4 per call).", cs.integer(0)),
+        compact_every=field(16, "Decode steps between two compactions of the sampler's batch: the rows still "
+                            "decoding are gathered into a smaller batch (row buckets 2^i, 3·2^i) so that finished "
+                            "rows stop costing compute; the samples are the same. Each check is one host round "
+                            "trip, each row bucket one more decode program to compile; 0 = off (one program "
+                            "decodes every row until the longest ends). `Sampler.compact_every`.", cs.integer(0)),
     )),
 
     reward=cs.Section(dict(
@@ -418,7 +423,9 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   c.judge.max_tokens = 8192
   c.judge.client.concurrency = 128
 
-  c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=2048, temperature=1.0))
+  # compact_every = 0: `make aot` proves the memory of the uncompacted decode program only (a compaction
+  # briefly holds the old and the new cache).
+  c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=2048, temperature=1.0, compact_every=0))
   c.optim.update(dict(lr=4e-7, warmup_steps=10, micro_batches=slice_["micro_batches"], minibatches=1))  # SPEC §9
   c.num_steps = 500
   c.checkpoint.every = 25

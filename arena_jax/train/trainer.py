@@ -219,7 +219,8 @@ class Trainer:
     self.sampler = Sampler(
         config=self.policy.config, max_new_tokens=r.max_new_tokens, num_samples=self.g,
         method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
-        stop_tokens=(tok.eos_id,), pad_id=tok.pad_id, mesh=sample_mesh, rules=rules, greedy_first=anchored)
+        stop_tokens=(tok.eos_id,), pad_id=tok.pad_id, mesh=sample_mesh, rules=rules, greedy_first=anchored,
+        compact_every=r.compact_every)
     self.optimizer = step_lib.make_optimizer(config.optim)
     self.schedule = step_lib.make_schedule(config.optim)
     self.shardings = train_sharding.train_shardings(self.policy.config, self.optimizer, self.mesh, rules)

@@ -14,6 +14,8 @@ from arena_jax.train import step as step_lib
 CONFIG = models.ModelConfig(vocab_size=128, d_model=64, num_layers=2, num_heads=16, num_kv_heads=8, head_dim=4,
                             mlp_dim=128, init_std=1.0)
 MESHES = [(8, 1, 1), (2, 2, 2), (1, 1, 8)]
+# Stop steps (`sampling.ForcedStops`) of the multi-host compacting sampler's 8 rows: 8 rows → 4 at step 5.
+FORCED_STOPS = (0, 11, 3, 7, 1, 5, 2, 9)
 NEEDS_8 = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices (tests/conftest.py)")
 
 

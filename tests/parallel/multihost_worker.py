@@ -3,6 +3,7 @@
 Run as `python -m tests.parallel.multihost_worker OUT_JSON CKPT_DIR` with JAX_COORDINATOR_ADDRESS,
 JAX_NUM_PROCESSES and JAX_PROCESS_ID set; writes what it saw as JSON.
 """
+import dataclasses
 import json
 import os
 import sys
@@ -24,7 +25,7 @@ from arena_jax.train.checkpoint import Checkpointer  # noqa: E402
 def main(out_path: str, ckpt_dir: str):
   assert parallel.initialize(True)  # before anything starts a JAX backend
   from tests.parallel.conftest import (  # pylint: disable=g-import-not-at-top
-      CONFIG, global_array, local_groups, local_rows, loss_config, optim_config, process_rows, rollout)
+      CONFIG, FORCED_STOPS, global_array, local_groups, local_rows, loss_config, optim_config, process_rows, rollout)
   out = {"process": jax.process_index(), "processes": jax.process_count(), "devices": jax.device_count(),
          "local_devices": jax.local_device_count()}
   mesh = parallel.make_mesh(parallel.mesh_config(2, 2, 2))
@@ -76,6 +77,12 @@ def main(out_path: str, ckpt_dir: str):
   samples = sampler(params, prompts, jax.random.key(7))
   out["tokens"] = parallel.gather(samples.tokens).tolist()
   out["sample_groups"] = local_groups(samples.tokens.sharding, samples.tokens.shape, 2).tolist()
+  # Compaction across hosts: every host reads the same finished rows and gathers the same live ones.
+  compacting = dataclasses.replace(sampler, compact_every=2, logits_processor=sampling.ForcedStops(FORCED_STOPS, 3))
+  compact = compacting(params, prompts, jax.random.key(7))
+  out["compact_tokens"] = parallel.gather(compact.tokens).tolist()
+  out["compact_lengths"] = parallel.gather(compact.lengths).tolist()
+  out["compactions"] = compacting._compact_fn._cache_size()  # pylint: disable=protected-access
   with open(out_path, "w", encoding="utf-8") as f:
     json.dump(out, f)
   jax.distributed.shutdown()

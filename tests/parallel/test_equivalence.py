@@ -98,3 +98,20 @@ def test_uneven_micro_batches_fail_with_a_clear_message():
   with pytest.raises(ValueError, match="micro_batches"):
     train_sharding.check_train_batch(rows=16, micro_batches=4, mesh=mesh)  # 4 rows per micro-batch, 8 shards
   train_sharding.check_train_batch(rows=16, micro_batches=2, mesh=mesh)
+
+
+@pytest.mark.parametrize("shape", [(8, 1, 1), (2, 2, 2)], ids=lambda s: "x".join(map(str, s)))
+def test_compacting_sampler_matches_one_device(shape):
+  """Compaction on a mesh: the row buckets stay multiples of the batch shards, and the rows are those of an
+  uncompacted call on one device (stops forced at steps spread over the budget)."""
+  model, prompts, _ = single_device_samples()
+  kw = dict(sampler_kwargs(), logits_processor=sampling.ForcedStops((0, 11, 3, 7, 1, 5), 3))
+  want = jax.device_get(sampling.Sampler(**kw)(model, prompts, jax.random.key(7)))
+  mesh = parallel.make_mesh(parallel.mesh_config(*shape))
+  sampler = sampling.Sampler(**kw, mesh=mesh, compact_every=2)
+  got = sampler(sampler.shard_params(model), prompts, jax.random.key(7))
+  assert sampler._compact_fn._cache_size() >= 1  # pylint: disable=protected-access  (it compacted)
+  got = jax.device_get(got)
+  np.testing.assert_array_equal(got.lengths, [1, 12, 4, 8, 2, 6])
+  np.testing.assert_array_equal(got.tokens, want.tokens)
+  np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from arena_jax import models, sampling
-from tests.parallel.conftest import CONFIG, NEEDS_8
+from tests.parallel.conftest import CONFIG, FORCED_STOPS, NEEDS_8
 from tests.parallel.test_equivalence import single_device_update
 
 pytestmark = NEEDS_8
@@ -68,3 +68,12 @@ def test_two_processes_one_mesh(tmp_path):
                               models.init_model(CONFIG, seed=1), prompts, jax.random.key(7))
   for o in outs:
     np.testing.assert_array_equal(np.asarray(o["tokens"]), np.asarray(want.tokens))
+  # ... and with compaction (8 rows → 4 on 4 batch shards), the uncompacted single-device ones.
+  want = sampling.Sampler(config=CONFIG, max_new_tokens=12, num_samples=2, stop_tokens=(3,), greedy_first=True,
+                          method=sampling.RandomSampling(temperature=1.0, top_p=0.95),
+                          logits_processor=sampling.ForcedStops(FORCED_STOPS, 3))(
+                              models.init_model(CONFIG, seed=1), prompts, jax.random.key(7))
+  for o in outs:
+    assert o["compactions"] >= 1
+    np.testing.assert_array_equal(o["compact_lengths"], np.asarray(FORCED_STOPS) + 1)
+    np.testing.assert_array_equal(np.asarray(o["compact_tokens"]), np.asarray(want.tokens))

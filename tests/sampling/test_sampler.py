@@ -200,3 +200,37 @@ def test_streaming_gives_the_plain_output_and_each_row_once_when_it_finishes(mod
     last_step = step[c.rows][-1] if len(c.rows) else last_step
     assert (c.output is None) == (c is not chunks[-1])
   assert chunks[0].rows.size and chunks[0].rows.size < len(rows)  # rows arrive before decoding ends (seeded)
+
+
+# Stop steps spread over the whole budget (rows of one group finish at very different times).
+FORCED = (0, 39, 3, 17, 25, 1, 39, 8, 30, 2, 12, 39, 5, 21, 34, 9)
+
+
+def test_compaction_gives_the_same_rows_as_one_batch(model, prompts):
+  """Gathering the live rows into smaller batches between decode segments changes no row: tokens, log-probs,
+  lengths (greedy anchors included), in one call or streamed."""
+  kw = dict(config=CONFIG, max_new_tokens=40, num_samples=4, stop_tokens=STOP[:1], greedy_first=True, cache_chunk=16,
+            method=sampling.RandomSampling(temperature=1.0), logits_processor=sampling.ForcedStops(FORCED, STOP[0]))
+  plain = sampling.Sampler(**kw)(model, prompts, jax.random.key(4))
+  np.testing.assert_array_equal(plain.lengths, np.asarray(FORCED) + 1)  # the processor fixed every length
+  compacting = sampling.Sampler(**kw, compact_every=4)
+  compact = compacting(model, prompts, jax.random.key(4))
+  assert compacting._compact_fn._cache_size() >= 2  # pylint: disable=protected-access  (16 → 12 → 8 → … rows)
+  for name in ("tokens", "lengths", "truncated", "completion_step", "is_greedy", "prompt_tokens", "prompt_lengths"):
+    np.testing.assert_array_equal(np.asarray(getattr(compact, name)), np.asarray(getattr(plain, name)), err_msg=name)
+  np.testing.assert_allclose(compact.logprobs, plain.logprobs, atol=1e-5)
+  chunks, out = _stream(compacting, model, prompts, jax.random.key(4), every=5)
+  for name in ("tokens", "logprobs", "lengths"):  # streaming compacts at the same steps: the call's output to the bit
+    np.testing.assert_array_equal(np.asarray(getattr(out, name)), np.asarray(getattr(compact, name)), err_msg=name)
+  assert sorted(np.concatenate([c.rows for c in chunks]).tolist()) == list(range(16))  # every row once
+  for c in chunks:
+    np.testing.assert_array_equal(c.tokens, np.asarray(plain.tokens)[c.rows])
+    np.testing.assert_array_equal(c.lengths, np.asarray(FORCED)[c.rows] + 1)
+
+
+def test_row_buckets_and_invalid_compaction():
+  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=8, compact_every=2)
+  buckets = [sampler._row_bucket(n) for n in (1, 2, 3, 5, 7, 9, 13, 100)]  # pylint: disable=protected-access
+  assert buckets == [1, 2, 3, 6, 8, 12, 16, 128]
+  with pytest.raises(ValueError, match="compact_every"):
+    sampling.Sampler(config=CONFIG, max_new_tokens=8, compact_every=-1)
