@@ -77,11 +77,15 @@ def test_watch_without_a_stop_condition_polls_until_interrupted(run_dir, tmp_pat
 
   # Checkpoint 9 appears after several empty polls; the safety timer only ends a watch that missed it.
   writer, safety = threading.Timer(0.5, os.makedirs, (late,)), threading.Timer(20.0, interrupt)
+  # Ctrl-C as a user's shell delivers it: Python's own SIGINT handler, whatever disposition the test
+  # runner's worker process was started with (a fresh-clone CI run once sat here until pytest's timeout).
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
   writer.start(), safety.start()
   try:
     rows = watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, poll_s=0.05, follow=True,
                            tensorboard=False)
   finally:
+    signal.signal(signal.SIGINT, previous)
     writer.cancel(), safety.cancel()
     writer.join()
     if os.path.isdir(late):
