@@ -48,6 +48,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from arena_jax import models, sampling  # noqa: E402
+from arena_jax.train.config import base_config  # noqa: E402
 
 
 def sampling_flops(c: models.ModelConfig, prompts: int, prompt_len: int, new_tokens: int) -> float:
@@ -137,8 +138,9 @@ def main(argv=None) -> dict:
   parser.add_argument("--new-tokens", type=int, default=64)
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--group", type=int, default=8, help="G of the RL-shaped workloads (0: skip them)")
-  parser.add_argument("--compact-every", type=int, default=8,
-                      help="Sampler.compact_every of the skewed-lengths workload (decode steps between compactions)")
+  parser.add_argument("--compact-every", type=int, default=base_config().rollout.compact_every,
+                      help="Sampler.compact_every of the skewed-lengths workload (decode steps between "
+                           "compactions); default: the trainer's `rollout.compact_every`")
   parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                       help="override a field of the tiny config, e.g. --set d_model=128 (for exploration)")
   args = parser.parse_args(argv)
