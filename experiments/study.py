@@ -74,7 +74,7 @@ def study_config() -> ml_collections.ConfigDict:
   c.seeds = (0, 1, 2, 3, 4)
   # Long enough that all-correct groups should dominate the routed groups late in training (the regime where
   # the judge has something to do); the results' routing table shows whether they did.
-  c.num_steps = 150
+  c.num_steps = 120
   c.judge_accuracies = (1.0, 0.8, 0.65)  # the ablation: verdict accuracy on pairs that differ in process
   c.ablation_mode = "arena_live"
   c.final_fraction = 0.1           # the end-of-training routing figures average the last 10% of steps (≥ 5)
@@ -332,9 +332,18 @@ routes exactly these non-diverse groups to the judge, which ranks their members 
 RLAIF (the judge on every group) and RLVR with dynamic sampling (DAPO: non-diverse groups are replaced,
 not judged) separate "a judge's signal" from "routing" and from "more useful groups per step"."""
 
-_NARRATIVE = ("> **[Narrative to be written from the full study's numbers: which predictions held, where the "
-              "intervals exclude 0 and where they do not, and what the testbed would need if the effect is "
-              "not visible.]**")
+# The reading of the numbers is prose written by hand after a run (docs/results/reading.md), not generated: the
+# page links it when it exists, and says that it describes the run recorded in study.json, not a later one.
+READING_FILE = "reading.md"
+
+
+def _reading(out_dir: str) -> str:
+  if os.path.exists(os.path.join(out_dir, READING_FILE)):
+    return (f"What these numbers say, which predictions held and which did not, is in [{READING_FILE}]({READING_FILE}), "
+            "written by hand from the run recorded in `study.json`. Regenerating this page does not rewrite it: "
+            "after a new run, read the tables again.")
+  return (f"(No `{READING_FILE}` beside this page: the reading of these numbers, which predictions held and where "
+          "the intervals exclude 0, is written by hand after a run.)")
 
 
 def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
@@ -611,7 +620,7 @@ def write_results(study, runs: dict) -> str:
       "",
       "## Reading",
       "",
-      _NARRATIVE,
+      _reading(study.out_dir),
       "",
   ])
   with open(os.path.join(study.out_dir, "README.md"), "w", encoding="utf-8") as f:

@@ -254,7 +254,7 @@ def generate_configuration() -> str:
           + _changes(_diff(sft_demo, sft_smoke)).replace("<br>", ", ") + ".", ""]
   out += ["## Evaluation (`launch/eval.py`)", ""]
   out += render(eval_ch, "Its `tasks` is `arena_jax.tasks.default_config()`: set it to the run's own (for the "
-                "demo policy, `tasks.demo_config()`: `--config.tasks.arithmetic.max_operand=10 "
+                "demo policy, `tasks.demo_config()`: `--config.tasks.arithmetic.max_operand=15 "
                 "--config.tasks.arithmetic.max_value=100`).")
   return "\n".join(out).rstrip() + "\n"
 

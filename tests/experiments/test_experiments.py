@@ -146,7 +146,11 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert "| rlvr | 0.700 ± 0.000 | 0.571 ± 0.000 | 0.500 ± 0.000 | yes |" in md
   assert "majority of non-diverse groups by the end in every mode" in md
   assert md.count("| 3.0 | 0.50 | 128 | 1.00 |") == 2  # the judged modes, relative to the baseline
-  assert "What the mechanism predicts" in md and "[Narrative to be written" in md
+  assert "What the mechanism predicts" in md and "(No `reading.md` beside this page" in md
+  # A hand-written reading beside the page is linked, not rewritten.
+  (tmp_path / "results" / "reading.md").write_text("by hand")
+  md = study.write_results(c, runs)
+  assert "[reading.md](reading.md)" in md and (tmp_path / "results" / "reading.md").read_text() == "by hand"
   # The names the text cites exist.
   assert "`experiments.study.study_config()`" in md and "`arena_jax.train.config.mode_config(mode)`" in md
   assert "`experiments.stats.paired_bootstrap`" in md and stats.paired_bootstrap

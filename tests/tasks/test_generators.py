@@ -126,8 +126,8 @@ def test_make_example_is_what_generate_yields():
 
 def test_the_shifted_split_holds_only_problems_no_training_problem_could_be():
   """arithmetic_shift (issue 17 item 2): the out-of-distribution benchmark is arithmetic outside the
-  training ranges — by default every problem uses exact division, which `tasks.arithmetic` never has."""
-  config = _config(max_operand=10, max_value=100)
+  training ranges — by default every problem has an operand up to 5 above the largest training operand."""
+  config = _config(max_operand=15, max_value=100)
   config.arithmetic_shift.num_test = 40
   task = tasks.get_task("arithmetic_shift", config)
   shifted = list(task.generate("test"))
@@ -135,17 +135,19 @@ def test_the_shifted_split_holds_only_problems_no_training_problem_could_be():
   assert [e.uid for e in task.generate("test")] == [e.uid for e in shifted]  # deterministic
   for e in shifted:
     tree = ex.parse(e.expression)
-    assert any(n.op == "/" for n in ex.operations(tree)) and tree.value.denominator == 1
+    assert any(16 <= leaf.value <= 20 for leaf in ex.leaves(tree)) and all(leaf.value <= 20 for leaf in ex.leaves(tree))
+    assert all(n.op in "+-*" and 0 <= n.value <= 100 for n in ex.operations(tree))
     assert task.verify(e, e.solution) == 1.0 and task.check_process(e, e.solution).is_clean
   assert task.prompt(shifted[0]) == config.arithmetic.prompt_template.format(question=shifted[0].question)
   training = {e.uid.split("-")[1] for e in tasks.get_task("arithmetic", config).generate("train")}
   assert not training & {e.uid.split("-")[1] for e in shifted}
-  # Other shifts: larger operands only. Every problem has an operand beyond the training range.
-  config.arithmetic_shift.update(operators="+-*", extra_operand=5, extra_value=50)
+  # Another shift: exact division, which the training problems never have, within the training ranges.
+  config.arithmetic_shift.update(operators="+-*/", extra_operand=0)
   for e in tasks.get_task("arithmetic_shift", config).generate("test"):
     tree = ex.parse(e.expression)
-    assert any(leaf.value > 10 for leaf in ex.leaves(tree)) or any(n.value > 100 for n in ex.operations(tree))
+    assert any(n.op == "/" for n in ex.operations(tree)) and tree.value.denominator == 1
+    assert all(leaf.value <= 15 for leaf in ex.leaves(tree))
   # A "shift" that cannot leave the training ranges is an error naming the section.
-  config.arithmetic_shift.update(extra_operand=0, extra_value=0)
+  config.arithmetic_shift.update(operators="+-*", extra_operand=0, extra_value=0)
   with pytest.raises(tasks.DataError, match="tasks.arithmetic_shift: found only 0 of num_test=40"):
     list(tasks.get_task("arithmetic_shift", config).generate("test"))
