@@ -160,17 +160,17 @@ def test_evaluation_scores_the_runs_own_problems(run_dir):
   c.update(dict(num_examples=4, num_samples=2, max_new_tokens=8, benchmarks=("arithmetic",)))
   assert c.tasks.arithmetic.max_operand == 20  # the library default …
   resolved = watch_lib.run_config(workdir, c)
-  assert resolved.tasks.arithmetic.max_operand == 10 and resolved.tasks.arithmetic.num_test == 32  # … the run's
+  assert resolved.tasks.arithmetic.max_operand == 15 and resolved.tasks.arithmetic.num_test == 32  # … the run's
   assert c.tasks.arithmetic.max_operand == 20  # the caller's config is left alone
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
   want = watch_lib.evaluate_params(watch_lib.load_params(workdir, 3), model_config, tokenizer, resolved,
                                    add_bos=add_bos)
   assert watch_lib.evaluate_step(workdir, 3, c) == want
   # A flag that agrees with the run is fine; one that contradicts it names both values.
-  c.tasks.arithmetic.max_operand = 10
-  assert watch_lib.run_config(workdir, c).tasks.arithmetic.max_operand == 10
   c.tasks.arithmetic.max_operand = 15
-  with pytest.raises(ValueError, match=r"config.tasks.arithmetic.max_operand=15 but the run trained with 10"):
+  assert watch_lib.run_config(workdir, c).tasks.arithmetic.max_operand == 15
+  c.tasks.arithmetic.max_operand = 12
+  with pytest.raises(ValueError, match=r"config.tasks.arithmetic.max_operand=12 but the run trained with 15"):
     watch_lib.run_config(workdir, c)
   # Settings of a task the run did not train on (the out-of-distribution benchmark) are the caller's.
   c.tasks.arithmetic.max_operand = 20
@@ -191,7 +191,7 @@ def test_a_run_recorded_before_a_task_existed_gets_its_defaults(run_dir, tmp_pat
   c = watch_lib.default_config()
   resolved = watch_lib.run_config(str(old), c)
   assert resolved.tasks.arithmetic_shift.to_dict() == c.tasks.arithmetic_shift.to_dict()
-  assert resolved.tasks.arithmetic.max_operand == 10  # the run's own
+  assert resolved.tasks.arithmetic.max_operand == 15  # the run's own
 
 
 def test_a_run_that_set_a_section_where_the_config_holds_none(run_dir, tmp_path):
