@@ -32,7 +32,8 @@ def get_config(arg=None):
       tokenizer_vocab=512,         # unused with a policy_dir (the policy brings its tokenizer)
   ))
   # The RL run must see the tasks the policy was trained on: their difficulty and their held-out split
-  # (easier arithmetic than the defaults, so that a two-minute SFT gives a mixed policy; configs/sft.py).
+  # (easier arithmetic than the defaults, so that a few minutes of SFT give a mixed policy whose non-diverse
+  # groups differ in process; configs/sft.py).
   c.tasks = tasks.demo_config()
 
   c.model = ml_collections.ConfigDict(dict(
