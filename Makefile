@@ -49,8 +49,8 @@ chromium:
 	fi
 
 # The reproduction study: rlvr, rlvr_dapo, rlaif, arena, arena_live and arena_live with judges of
-# verdict accuracy 0.8 and 0.65, × 5 seeds × 150 steps, from the same SFT base → docs/results/. ≈ 1.5 h on an
-# idle 2-core machine (extrapolated from the quick variant and the earlier study; longer when cores are shared).
+# verdict accuracy 0.8 and 0.65, × 5 seeds × 120 steps, from the same SFT base → docs/results/. 80 min on an
+# idle 2-core machine (the run recorded there); longer when cores are shared.
 # reproduce-quick: the same machinery in minutes (2 seeds, 8 steps, small evaluation) → runs/study_quick/results/.
 .PHONY: reproduce-quick
 reproduce: venv
