@@ -101,8 +101,8 @@ ARITHMETIC_SHIFT = cs.Section(dict(
          "be them (an operator, an operand, a value or an operation count the training problems never have). "
          "The default, operands up to 5 above the training's largest (16–20 for the demo's 1–15), leaves the demo's SFT "
          "policy partly able (issue 17 item 2: between 10% and 60%, checked by tests/experiments/test_testbed_policy.py). "
-         "Exact division (operators `+-*/`) or more operations are further out: the demo policy scores under 10% on "
-         "them. The prompt is `tasks.arithmetic.prompt_template`")
+         "Exact division (operators `+-*/`) or more operations are further out: the earlier demo policy (operands "
+         "1–10) scored under 10% on them. The prompt is `tasks.arithmetic.prompt_template`")
 
 JSONL = cs.Section(dict(
     # The two paths are checked by `jsonl_files` below, and only when a jsonl task is selected.
