@@ -30,6 +30,9 @@ INSTALL_REQUIRES = [
     # also requires; MarkupSafe is its dependency.
     "jinja2==3.1.6",
     "markupsafe==3.0.4",
+    # FP8 training (`model.quantization = "fp8"`, `arena_jax.models.quantization`): Qwix's quantized training,
+    # pure Python on jax and flax; imported only by FP8 runs.
+    "qwix==0.1.8",
 ]
 
 EXTRAS_REQUIRE = {

@@ -38,7 +38,7 @@ from jax.sharding import Mesh
 from arena_jax import fileio
 from arena_jax import parallel
 from arena_jax import rl
-from arena_jax.models.config import ModelConfig, get_model_config
+from arena_jax.models.config import ModelConfig, get_model_config, sampling_config, with_precision
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES
 from arena_jax.sampling import RandomSampling, Sampler, cache_chunking
 from arena_jax.train import sharding as train_sharding
@@ -379,26 +379,32 @@ def aot_compile(config: ml_collections.ConfigDict, topology: str, programs: Sequ
   devices = tpu_devices(topology)
   mesh, sample_mesh = parallel.make_meshes(config.mesh, devices)
   rules = parallel.axis_rules(config.mesh.rules)
-  model_config = get_model_config(config.aot.model)
+  # The run's precision: float32 masters (`model.weight_dtype`) under the compute dtype (`model.dtype`), the
+  # sampler decoding a compute-dtype copy (`models.sampling_config`), as `train.Trainer` builds them.
+  model_config = with_precision(get_model_config(config.aot.model), weight_dtype=config.model.weight_dtype,
+                                dtype=config.model.dtype)
   r, o, p = config.rollout, config.optim, config.aot.prompt_len
   hbm = TPU_CHIPS[chip].hbm_bytes
   log(f"{topology}: {len(devices)} devices on {len({d.process_index for d in devices})} hosts; "
       f"train mesh {dict(mesh.shape)}, sampler mesh {dict(sample_mesh.shape)}; {config.aot.model} "
-      f"({model_config.num_params() / 1e9:.2f} B params, {model_config.param_dtype}); remat {config.model.remat}")
+      f"({model_config.num_params() / 1e9:.2f} B params, {model_config.param_dtype} masters, {model_config.dtype} "
+      f"compute{', ' + config.model.quantization + ' matmuls' if config.model.quantization else ''}); "
+      f"remat {config.model.remat}")
   lowered = []  # (name, lower, unit, tokens, scale)
   if "train" in programs:
     rows = r.prompts_per_step * r.group_size // o.minibatches
     optimizer = step_lib.make_optimizer(o)
     lowered.append((f"train   {rows}×{p + r.max_new_tokens} tok, {o.micro_batches} micro-batches",
                     lambda: lower_train_step(
-                        model_config.replace(remat=config.model.remat), optimizer, config.loss, mesh, rows=rows,
+                        model_config.replace(remat=config.model.remat, quantization=config.model.quantization),
+                        optimizer, config.loss, mesh, rows=rows,
                         prompt_len=p, new_tokens=r.max_new_tokens, micro_batches=o.micro_batches,
                         temperature=r.temperature, use_reference=config.loss.kl_coef > 0, rules=rules,
                         mode=rl.get_mode(config.reward.mode), group_size=r.group_size, minibatches=o.minibatches,
                         std_ddof=config.reward.std_ddof),
                     "train step", rows * (p + r.max_new_tokens), float(o.micro_batches)))
   if "prefill" in programs or "decode" in programs:
-    sampler = Sampler(config=model_config, max_new_tokens=r.max_new_tokens, num_samples=r.group_size,
+    sampler = Sampler(config=sampling_config(model_config), max_new_tokens=r.max_new_tokens, num_samples=r.group_size,
                       method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
                       stop_tokens=(2,), pad_id=0, mesh=sample_mesh, rules=rules)
     both = {}

@@ -27,6 +27,10 @@ not counted. Against this machine's float32 matmul peak (`common.matmul_peak_gfl
 sampled before and after each round of a workload's timed updates, so that other processes on a shared
 machine weigh on the peak as on the steps: the median of the workload's samples (the run's best is
 printed too; on a busy machine a fraction may still come out above 1 when the load changes mid-round).
+Two more rows run our update at the real configs' precision: float32 masters under bfloat16 compute
+(`ours bf16`) and with FP8 matmuls in the projections and MLP (`ours fp8`, Qwix); the CPU emulates both,
+so `fp8_speedup_vs_bf16` in the JSON says what the emulation costs here, not what an FP8 chip gains (the
+TPU roofline is `make aot`'s, docs/tpu.md).
 Each side is timed alternately in this one process (median of `--repeats`, compile excluded); the
 speed-up is plain time / our time. Before timing, both sides take one update from the same state on the
 same batch and their losses and gradients (Adam's first moment) are compared: the "agrees" column.
@@ -176,6 +180,12 @@ def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, loss_c
   for m in sorted({1, micro_batches}):
     update, state, place = ours(config, params, loss_config, optim_config, m)
     sides[f"ours_m{m}"] = [update, state, place(batch)]
+  # The real configs' precision: float32 masters under bfloat16 compute, and with FP8 matmuls (Qwix; on a
+  # CPU both bf16 and FP8 are emulated: the figures say what emulation costs here, not what a TPU gains).
+  for label, quantization in (("bf16", ""), ("fp8", "fp8")):
+    low = models.with_precision(config, dtype="bfloat16").replace(quantization=quantization)
+    update, state, place = ours(low, params, loss_config, optim_config, 1)
+    sides[f"ours_{label}"] = [update, state, place(batch)]
   sides["plain"] = [plain_update, plain_state, batch]
 
   compile_s, agree, first_plain = {}, {}, None
@@ -214,10 +224,13 @@ def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, loss_c
   return figures
 
 
-def agrees(side: dict) -> str:
-  """The table's "agrees" column: our first update is the plain one up to float rounding."""
+def agrees(label: str, side: dict) -> str:
+  """The table's "agrees" column: our float32 update is the plain one up to float rounding (bf16 and FP8
+  compute differ from it by their own rounding: their figures are in the JSON line)."""
   if "agreement" not in side:
     return ""
+  if label in ("ours_bf16", "ours_fp8"):
+    return "(rounding)"
   a = side["agreement"]
   return "yes" if a["grad_rel"] < 1e-3 and a["loss"] < 1e-5 else "NO"
 
@@ -251,14 +264,17 @@ def main(argv=None) -> dict:
   for name, figs in figures.items():
     for label, side in figs.items():
       if isinstance(side, dict):
-        table.append([f"{name}: {label.replace('ours_m', 'ours M=')}", side["seconds"], side["tokens_per_s"],
-                      side["gflops"], side["fraction_of_peak"], side["speedup_vs_plain"], agrees(side)])
+        shown = label.replace("ours_m", "ours M=").replace("ours_bf16", "ours bf16").replace("ours_fp8", "ours fp8")
+        table.append([f"{name}: {shown}", side["seconds"], side["tokens_per_s"], side["gflops"],
+                      side["fraction_of_peak"], side["speedup_vs_plain"], agrees(label, side)])
   common.print_table(["train step", "median s", "tokens/s", "GFLOP/s", "of peak", "vs plain", "agrees"], table)
   wide = figures["wide"]
   out = {"fraction_of_peak": wide["ours_m1"]["fraction_of_peak"],
          "speedup_vs_plain": wide["ours_m1"]["speedup_vs_plain"],
          "plain_fraction_of_peak": wide["plain"]["fraction_of_peak"], "peak_gflops": wide["peak_gflops"],
-         "peak_gflops_best": best, "micro_batches": args.micro_batches, **figures}
+         "peak_gflops_best": best, "micro_batches": args.micro_batches,
+         # FP8 against bf16 compute (both float32 masters), emulated on a CPU: no target (module docstring).
+         "fp8_speedup_vs_bf16": wide["ours_bf16"]["seconds"] / wide["ours_fp8"]["seconds"], **figures}
   common.emit_json(out)
   return out
 

@@ -38,6 +38,9 @@ def get_config(arg=None):
 
   c.model = ml_collections.ConfigDict(dict(
       remat="none",           # a 0.4 M-parameter policy's activations fit: recomputing them would only cost time
+      weight_dtype="float32",  # float32 masters and AdamW moments: no update rounds away
+      dtype="",               # compute in the policy's own dtype (float32 for the embedded policy)
+      quantization="",        # no FP8 matmuls: a CPU only emulates them
   ))
   c.rollout = ml_collections.ConfigDict(dict(
       prompts_per_step=16,    # B: enough groups per step for some to be non-diverse every step
@@ -96,6 +99,7 @@ def get_config(arg=None):
       max_grad_norm=1.0,      # one bad batch cannot undo the SFT policy
       micro_batches=1,        # the 16 × 8 rows of a step fit in memory at once
       minibatches=1,          # one on-policy update per step
+      min_changed_share=0.5,  # stop if the first update at the peak lr leaves most weights it moves unchanged
   ))
   # FSDP over every local device; one device on the demo's CPU.
   c.mesh = parallel.mesh_config(data=1, fsdp=-1, tensor=1)

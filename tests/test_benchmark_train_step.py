@@ -63,9 +63,17 @@ def test_benchmark_runs_at_smoke_size_and_ends_with_json(capsys):
   figures = json.loads(lines[-1])
   assert {"fraction_of_peak", "speedup_vs_plain", "peak_gflops", "tiny", "wide"} <= set(figures)
   for name in ("tiny", "wide"):
-    assert set(figures[name]) >= {"ours_m1", "ours_m2", "plain"}
+    assert set(figures[name]) >= {"ours_m1", "ours_m2", "ours_bf16", "ours_fp8", "plain"}
     for side in ("ours_m1", "ours_m2"):
       assert figures[name][side]["agreement"]["grad_rel"] < 1e-3, (name, side)
+    # bf16 compute rounds every matmul operand to 8 significant bits (≤ 2⁻⁹ relative each): its first moments
+    # differ from float32's by more than float32 round-off and by less than 2⁻⁴ of the largest entry (a few
+    # roundings per matmul, through the layers' chain). FP8 rounds to 4 bits forward (e4m3) and 3 backward (e5m2,
+    # ≤ 2⁻³ relative): coarser than bf16, and still no entry off by the largest one.
+    bf16, fp8 = (figures[name][side]["agreement"]["grad_rel"] for side in ("ours_bf16", "ours_fp8"))
+    assert 1e-5 < bf16 < 2.0 ** -4, name
+    assert bf16 < fp8 < 1.0, name
+  assert figures["fp8_speedup_vs_bf16"] > 0
   assert figures["fraction_of_peak"] == figures["wide"]["ours_m1"]["fraction_of_peak"] > 0
   assert figures["speedup_vs_plain"] == figures["wide"]["ours_m1"]["speedup_vs_plain"] > 0
   assert not any(" NO" in line for line in lines)  # the table's "agrees" column

@@ -7,19 +7,24 @@
   token_logprobs(...)  teacher-forced log π(completion token | prompt, prefix), memory-aware
   KVCache              the sampler's cache: the prompt once per group, completions in chunks
   pure_params(m)       a Module / nnx.State → the pure parameter dict (what jit, orbax and the sampler take)
+  quantize_for_training(m)  the model as a train step with `config.quantization` (FP8, Qwix) runs it
   LOGICAL_AXIS_RULES   logical axis names → mesh axes (`make_mesh`, `param_shardings`, `logical_to_spec`)
 
 Importing this room never imports torch or transformers.
 """
 from arena_jax.models.config import (
     MODEL_CONFIGS,
+    MODEL_DTYPES,
+    QUANTIZATIONS,
     REMAT_POLICIES,
     ModelConfig,
     RopeScaling,
     get_model_config,
     register_model_config,
     rope_frequencies,
+    sampling_config,
     tiny_config,
+    with_precision,
 )
 from arena_jax.models.hf import (
     SUPPORTED_ARCHITECTURES,
@@ -33,6 +38,7 @@ from arena_jax.models.hf import (
 from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.logprobs import chunked_logprobs, token_logprobs
 from arena_jax.models.params import pure_params
+from arena_jax.models.quantization import quantize_for_training
 from arena_jax.models.sharding import (
     LOGICAL_AXIS_RULES,
     MESH_AXES,

@@ -21,7 +21,13 @@ from typing import Callable
 
 import numpy as np
 
-_DTYPES = ("float32", "bfloat16", "float16")
+MODEL_DTYPES = ("float32", "bfloat16", "float16")
+
+# Low-precision matmuls of the train step (`ModelConfig.quantization`; `models.quantization`):
+#   ""    none: the projections and the MLP compute in `dtype`
+#   fp8   FP8 in the decoder blocks' projections and MLP: e4m3 operands forward, e5m2 gradients backward
+#         (Qwix's quantized training, the recipe maxtext calls `fp8_full`); the weights stay as stored
+QUANTIZATIONS = ("", "fp8")
 
 # Activation rematerialisation of each decoder block in the backward pass (`ModelConfig.remat`): the name
 # of a `jax.checkpoint_policies` policy, i.e. which intermediates of a block the forward pass keeps.
@@ -92,8 +98,10 @@ class ModelConfig:
     tie_embeddings: the output projection is the transposed input embedding.
     attention_bias: biases on the q/k/v/o projections (HF `attention_bias`).
     mlp_bias: biases on the SwiGLU projections (HF Llama `mlp_bias`).
-    param_dtype: storage dtype of the parameters.
-    dtype: compute dtype of activations (softmax, norms and logits are always float32).
+    param_dtype: storage dtype of the parameters: the trained weights' (the run config's
+      `model.weight_dtype`, float32 by default whatever the checkpoint stores) or a sampler's copy.
+    dtype: compute dtype of activations; each weight is cast to it where it is used (softmax, norms and
+      logits are always float32).
     max_position_embeddings: informational (the context the checkpoint was trained for).
     query_scale_beta: Llama-4 attention scaling (Ministral-3's `llama_4_scaling_beta`): the rotated
       queries at position p are multiplied by 1 + β·log(1 + ⌊p / query_scale_length⌋), so positions
@@ -105,6 +113,9 @@ class ModelConfig:
       `REMAT_POLICIES` ("none", "dots_saveable", "minimal", "full"). It changes memory and time of the
       backward pass, never values, and is no part of the architecture: `model_config.json` does not store
       it (the run config's `model.remat` sets it for the train step).
+    quantization: low-precision matmuls of the differentiated forward pass, a name in `QUANTIZATIONS`
+      ("" = none; "fp8": `models.quantization`). Like `remat`, how the train step computes, not what the
+      weights are: `model_config.json` does not store it, and the sampler never uses it.
   """
 
   vocab_size: int
@@ -130,6 +141,7 @@ class ModelConfig:
   query_scale_beta: float | None = None
   query_scale_length: int = 16_384
   remat: str = "none"
+  quantization: str = ""
 
   def __post_init__(self):
     if self.head_dim is None:
@@ -145,14 +157,16 @@ class ModelConfig:
     if self.head_dim and self.head_dim % 2:
       problems.append(f"head_dim must be even for RoPE (got {self.head_dim})")
     for name in ("param_dtype", "dtype"):
-      if getattr(self, name) not in _DTYPES:
-        problems.append(f"{name} must be one of {_DTYPES} (got {getattr(self, name)!r})")
+      if getattr(self, name) not in MODEL_DTYPES:
+        problems.append(f"{name} must be one of {MODEL_DTYPES} (got {getattr(self, name)!r})")
     if self.sliding_window is not None and self.sliding_window <= 0:
       problems.append(f"sliding_window must be positive or None (got {self.sliding_window})")
     if self.query_scale_length <= 0:
       problems.append(f"query_scale_length must be positive (got {self.query_scale_length})")
     if self.remat not in REMAT_POLICIES:
       problems.append(f"remat must be one of {tuple(REMAT_POLICIES)} (got {self.remat!r})")
+    if self.quantization not in QUANTIZATIONS:
+      problems.append(f"quantization must be one of {QUANTIZATIONS} (got {self.quantization!r})")
     if self.sliding_layers is not None and len(self.sliding_layers) != self.num_layers:
       problems.append(f"sliding_layers has {len(self.sliding_layers)} entries for {self.num_layers} layers")
     if problems:
@@ -182,6 +196,20 @@ class ModelConfig:
     norms = 2 * d + (2 * h if self.qk_norm else 0)
     emb = self.vocab_size * d * (1 if self.tie_embeddings else 2)
     return self.num_layers * (attn + mlp + norms) + emb + d
+
+
+def with_precision(config: ModelConfig, *, weight_dtype: str = "float32", dtype: str = "") -> ModelConfig:
+  """The config of a policy's trained weights: stored in `weight_dtype` (the masters and, through them, the
+  optimizer state), computing in `dtype` ("" = the policy's own compute dtype). maxtext's `weight_dtype` /
+  `dtype` pair: float32 masters under bfloat16 compute keep every small AdamW step that bfloat16 storage
+  would round away (SPEC §9's lr 4e-7)."""
+  return config.replace(param_dtype=weight_dtype, dtype=dtype or config.dtype)
+
+
+def sampling_config(config: ModelConfig) -> ModelConfig:
+  """The config of the sampler's copy of a policy: weights stored in the compute dtype (cast once per step
+  from the masters, `Sampler.shard_params`), no rematerialisation, no quantization."""
+  return config.replace(param_dtype=config.dtype, remat="none", quantization="")
 
 
 # ─────────────────────────────────────── RoPE frequencies ───────────────────────────────────────

@@ -314,8 +314,8 @@ def config_from_hf(hf: dict[str, Any], *, param_dtype: str | None = None, dtype:
   elif hf.get("layer_types") and any(t != "full_attention" for t in hf["layer_types"]):
     raise UnsupportedCheckpointError(f"layer_types {hf['layer_types']} are not supported for {arch}")
 
-  stored = hf.get("torch_dtype") or hf.get("dtype") or "float32"
-  param_dtype = param_dtype or _HF_DTYPES.get(stored, "float32")
+  stored = _HF_DTYPES.get(hf.get("torch_dtype") or hf.get("dtype") or "float32", "float32")
+  param_dtype = param_dtype or stored
   return ModelConfig(
       vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], num_layers=num_layers, num_heads=n_heads,
       num_kv_heads=hf.get("num_key_value_heads") or n_heads, head_dim=head_dim,
@@ -324,7 +324,7 @@ def config_from_hf(hf: dict[str, Any], *, param_dtype: str | None = None, dtype:
       sliding_window=window, sliding_layers=sliding_layers,
       tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
       attention_bias=bool(hf.get("attention_bias", False)), mlp_bias=bool(hf.get("mlp_bias", False)),
-      param_dtype=param_dtype, dtype=dtype or param_dtype, max_position_embeddings=max_pos,
+      param_dtype=param_dtype, dtype=dtype or stored, max_position_embeddings=max_pos,
       query_scale_beta=None if query_beta is None else float(query_beta),
       query_scale_length=query_length if query_beta is not None else 16_384)
 
@@ -602,8 +602,9 @@ def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: s
   Args:
     path: a directory with config.json and model.safetensors (or a sharded
       model.safetensors.index.json).
-    param_dtype: parameter dtype (default: the checkpoint's `torch_dtype`).
-    dtype: compute dtype (default: `param_dtype`).
+    param_dtype: parameter dtype (default: the checkpoint's `torch_dtype`); a wider one upcasts each tensor
+      on the host before it is placed (the RL trainer's float32 masters, `models.with_precision`).
+    dtype: compute dtype (default: the checkpoint's `torch_dtype`).
     mesh: place each parameter directly with its logical sharding on this mesh.
     rules: logical axis rules for `mesh`.
 

@@ -37,6 +37,13 @@ def _param(rngs: nnx.Rngs, init, shape, names, dtype) -> nnx.Param:
   return nnx.Param(init(rngs.params(), shape, dtype), out_sharding=tuple(names), eager_sharding=False)
 
 
+def matmul(x: jax.Array, w: jax.Array) -> jax.Array:
+  """x [M, K] · w [K, N], in x's dtype. Called as `jax.lax.dot_general` by its public name: a train step
+  with `ModelConfig.quantization` (`models.quantization`) intercepts exactly these calls, the projections
+  and the MLP, and leaves attention's einsums and the output projection alone."""
+  return jax.lax.dot_general(x, w, (((1,), (0,)), ((), ())))
+
+
 def _lecun(fan_in: int):
   return jax.nn.initializers.normal(stddev=fan_in ** -0.5)
 
@@ -118,7 +125,7 @@ class Attention(nnx.Module):
     wq = self.q_proj[...].astype(dt).reshape(-1, n * h)
     wk = self.k_proj[...].astype(dt).reshape(-1, k * h)
     wv = self.v_proj[...].astype(dt).reshape(-1, k * h)
-    q, kk, v = x2 @ wq, x2 @ wk, x2 @ wv
+    q, kk, v = matmul(x2, wq), matmul(x2, wk), matmul(x2, wv)
     q, kk, v = q.reshape(lead + (n, h)), kk.reshape(lead + (k, h)), v.reshape(lead + (k, h))
     if self.q_bias is not None:
       q = q + self.q_bias[...].astype(dt)
@@ -140,7 +147,7 @@ class Attention(nnx.Module):
   def out(self, o: jax.Array) -> jax.Array:
     """o [..., N, H] → [..., D]."""
     w = self.o_proj[...].astype(o.dtype)
-    y = o.reshape(-1, w.shape[0] * w.shape[1]) @ w.reshape(-1, w.shape[-1])  # 2-D, as in `project`
+    y = matmul(o.reshape(-1, w.shape[0] * w.shape[1]), w.reshape(-1, w.shape[-1]))  # 2-D, as in `project`
     if self.o_bias is not None:
       y = y + self.o_bias[...].astype(o.dtype)
     return y.reshape(o.shape[:-2] + (y.shape[-1],))
@@ -176,10 +183,10 @@ class MLP(nnx.Module):
     # transposes the SwiGLU gradient for the weight gradients in a slow fused copy, which made this
     # block's forward + backward 1.5× slower (benchmarks/train_step.py's wider model).
     x2 = x.reshape(-1, x.shape[-1])
-    gate, up = x2 @ self.gate_proj[...].astype(dt), x2 @ self.up_proj[...].astype(dt)
+    gate, up = matmul(x2, self.gate_proj[...].astype(dt)), matmul(x2, self.up_proj[...].astype(dt))
     if self.gate_bias is not None:
       gate, up = gate + self.gate_bias[...].astype(dt), up + self.up_bias[...].astype(dt)
-    y = (jax.nn.silu(gate) * up) @ self.down_proj[...].astype(dt)
+    y = matmul(jax.nn.silu(gate) * up, self.down_proj[...].astype(dt))
     if self.down_bias is not None:
       y = y + self.down_bias[...].astype(dt)
     return y.reshape(x.shape[:-1] + (y.shape[-1],))

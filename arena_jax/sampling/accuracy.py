@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from tqdm import auto as tqdm
 
-from arena_jax.models import ModelConfig, Transformer
+from arena_jax.models import ModelConfig, Transformer, sampling_config
 from arena_jax.sampling.methods import Greedy, RandomSampling
 from arena_jax.sampling.sampler import Sampler
 
@@ -79,7 +79,8 @@ def generate(model: Transformer | Any, tokenizer, prompts: Sequence[Sequence[int
   Returns (texts [P·n] decoded up to EOS, lengths int [P·n] in tokens, truncated bool [P·n]); rows
   p·n … p·n + n − 1 are prompt p's samples.
   """
-  config = config or model.config
+  # Decodes a compute-dtype copy of the weights (float32 masters under bfloat16 compute: cast once here).
+  config = sampling_config(config or model.config)
   sampler = _sampler(config, int(max_new_tokens), int(num_samples), method, tokenizer.eos_id, tokenizer.pad_id)
   params = sampler.shard_params(model)
   texts, lengths, truncated = [], [], []

@@ -218,6 +218,12 @@ def model_from_params(config: ModelConfig, params: Any) -> Transformer:
   return nnx.merge(graphdef, params)
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def _cast_tree(params, dtype):
+  """`params` in `dtype` (elementwise, so each output keeps its input's sharding)."""
+  return jax.tree.map(lambda x: x.astype(dtype), params)
+
+
 @functools.lru_cache(maxsize=64)
 def _graphdef(config: ModelConfig):
   return nnx.graphdef(abstract_model(config))
@@ -454,8 +460,15 @@ class Sampler:
     return out, lengths
 
   def shard_params(self, params: Any) -> dict:
-    """The parameters as a pure dict, placed on `mesh` by their logical axes (as-is without a mesh)."""
+    """The parameters as a pure dict in `config.param_dtype`, placed on `mesh` by their logical axes.
+
+    Float32 masters under bfloat16 compute (`models.sampling_config`) become a bfloat16 copy here: cast
+    where they lie (one jitted elementwise pass, each device its own shards), then moved to the sampler's
+    layout at half the bytes. Parameters already in that dtype are only placed (as-is without a mesh)."""
     params = pure_params(params)
+    dtype = jnp.dtype(self.config.param_dtype)
+    if any(jnp.result_type(x) != dtype for x in jax.tree.leaves(params)):
+      params = _cast_tree(params, dtype)
     if self.mesh is None:
       return params
     return jax.device_put(params, self._param_shardings)

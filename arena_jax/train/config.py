@@ -22,7 +22,7 @@ from arena_jax import parallel
 from arena_jax.config_schema import field
 from arena_jax.errors import MissingFileError
 from arena_jax.judges import config as judges_config
-from arena_jax.models import MODEL_CONFIGS, REMAT_POLICIES
+from arena_jax.models import MODEL_CONFIGS, MODEL_DTYPES, QUANTIZATIONS, REMAT_POLICIES
 from arena_jax.rl import cispo
 from arena_jax.rl import modes as reward_modes
 from arena_jax.tasks import config as tasks_config
@@ -80,6 +80,20 @@ RUN = cs.Section(dict(
                     "`full` keeps each block's input and recomputes the block (≈ one more forward pass). "
                     "Same losses and gradients; less memory for more compute. The sampler never uses it.",
                     cs.one_of(tuple(REMAT_POLICIES))),
+        weight_dtype=field("float32", "Storage dtype of the trained weights (the masters) and of the optimizer "
+                           "state, whatever the checkpoint stores: a bfloat16 or FP8 checkpoint is upcast on load, "
+                           "and checkpoints hold the masters. bfloat16 masters lose every AdamW step smaller than "
+                           "half their spacing (≈ 2⁻⁹ of |w|): at lr 4e-7 almost no weight moves, and the first "
+                           "update stops the run (`optim.min_changed_share`).", cs.one_of(MODEL_DTYPES)),
+        dtype=field("", "Compute dtype of the forward and backward passes and of the sampler's copy of the weights "
+                    "(cast from the masters once per step, after the update, on the sampler's layout). \"\" = the "
+                    "policy's own (its checkpoint's dtype; float32 for the embedded policies); the real configs "
+                    "set bfloat16. Softmax, norms, logits and log-probs are float32 whatever it is.",
+                    cs.one_of(("",) + MODEL_DTYPES, valid='"" or ' + ", ".join(MODEL_DTYPES))),
+        quantization=field("", "Low-precision matmuls in the train step: `fp8` runs the decoder blocks' projections "
+                           "and MLP as FP8 matmuls (e4m3 forward, e5m2 gradients; Qwix, `models.quantization`); "
+                           "the masters, the optimizer state and the sampler stay as `weight_dtype` / `dtype` say. "
+                           "\"\" = none.", cs.one_of(QUANTIZATIONS, valid='"" or fp8')),
     )),
 
     rollout=cs.Section(dict(
@@ -182,6 +196,11 @@ RUN = cs.Section(dict(
                             "minibatches × micro_batches equal parts.", cs.integer(1)),
         minibatches=field(1, "Optimizer updates per RL step, each on its own slice of the rollout (the later ones "
                           "are off-policy: CISPO's IS weights).", cs.integer(1)),
+        min_changed_share=field(0.5, "The first update at the peak learning rate (after `warmup_steps`) with a "
+                                "non-zero gradient must change at least this share of the weight elements it moves "
+                                "(`update/changed` / `update/moved`); below it the run stops with a line naming "
+                                "`optim.lr` and `model.weight_dtype`: the steps round away in the masters' dtype. "
+                                "0 = never checked.", cs.number(0, 1)),
     )),
 
     # Checked against the devices by `parallel.make_meshes` (in `validate_config`, unless check_devices=False).
@@ -431,6 +450,8 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   c.checkpoint.every = 25
   c.mesh = parallel.mesh_config(*slice_["mesh"], sample=slice_["sample"], distributed=True)
   c.model.remat = slice_["remat"]
+  # float32 masters and AdamW moments under bfloat16 compute: at lr 4e-7 a bfloat16 weight would not move.
+  c.model.update(dict(weight_dtype="float32", dtype="bfloat16"))
   # What launch/aot_compile.py compiles: the named model of the checkpoint and the prompt bucket.
   c.aot = RUN.entries["aot"].defaults()
   c.aot.update(dict(model=model, topology=topology))

@@ -38,7 +38,7 @@ from arena_jax import fileio
 from arena_jax.errors import MissingFileError
 from arena_jax import tokenizer as tokenizer_lib
 from arena_jax.models import (LOGICAL_AXIS_RULES, ModelConfig, RopeScaling, Transformer, abstract_model, load_hf,
-                              param_shardings, pure_params)
+                              param_shardings, pure_params, with_precision)
 
 FORMAT_VERSION = 1
 TOKENIZER_FILE = "tokenizer.model"
@@ -73,10 +73,15 @@ class LoadedPolicy(NamedTuple):
 # ─────────────────────────────────────── model config ⇄ JSON ───────────────────────────────────────
 
 
+# ModelConfig fields that say how a train step computes, not what the weights are: never stored.
+_TRAIN_STEP_FIELDS = ("remat", "quantization")
+
+
 def config_to_json(config: ModelConfig) -> str:
-  """The architecture: every field but `remat` (how a train step computes gradients, not what the weights are)."""
+  """The architecture and its dtypes: every field but `_TRAIN_STEP_FIELDS`."""
   d = dataclasses.asdict(config)
-  del d["remat"]
+  for name in _TRAIN_STEP_FIELDS:
+    del d[name]
   return json.dumps(d, indent=2, sort_keys=True)
 
 
@@ -159,13 +164,17 @@ def check_vocab(tokenizer, model_config: ModelConfig, tokenizer_file, config_fil
 
 
 def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = None,
-                rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> LoadedPolicy:
+                rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES, weight_dtype: str | None = None,
+                dtype: str | None = None) -> LoadedPolicy:
   """Reads a policy directory written by `save_policy`, or a HF checkpoint directory.
 
   Args:
     path: the directory.
     mesh: place each parameter with its logical sharding on this mesh (default: the default device).
     rules: logical axis rules for `mesh`.
+    weight_dtype: store the parameters in this dtype (a bfloat16 or FP8 checkpoint is upcast tensor by
+      tensor on the host, then placed); None = as stored.
+    dtype: compute dtype; None or "" = the stored policy's own (`models.with_precision`).
 
   Raises:
     FileNotFoundError: `path` is neither a complete policy directory nor a HF checkpoint.
@@ -174,7 +183,7 @@ def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = Non
   path = pathlib.Path(path).expanduser().absolute()
   if not is_policy_dir(path):
     if (path / "config.json").exists():
-      return _load_hf_policy(path, mesh, rules)
+      return _load_hf_policy(path, mesh, rules, weight_dtype, dtype)
     missing = [f for f in (META_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, PARAMS_DIR) if not (path / f).exists()]
     hint = (" — run `make demo` (or `python -m launch.sft`) first: it writes the SFT policy there"
             if not path.exists() and path.name == "sft_demo" else "")
@@ -185,6 +194,8 @@ def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = Non
     raise ValueError(f"{path / META_FILE}: format_version {meta['format_version']} is newer than this code "
                      f"reads ({FORMAT_VERSION})")
   config = config_from_json((path / MODEL_CONFIG_FILE).read_text())
+  if weight_dtype or dtype:  # orbax casts each array to the target's dtype as it reads it
+    config = with_precision(config, weight_dtype=weight_dtype or config.param_dtype, dtype=dtype or "")
   tokenizer = tokenizer_lib.SentencePieceTokenizer.load(path / TOKENIZER_FILE)
   check_vocab(tokenizer, config, path / TOKENIZER_FILE, path / MODEL_CONFIG_FILE)
 
@@ -202,9 +213,9 @@ def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = Non
   return LoadedPolicy(config=config, model=nnx.merge(graphdef, abstract), tokenizer=tokenizer, meta=meta)
 
 
-def _load_hf_policy(path: pathlib.Path, mesh, rules) -> LoadedPolicy:
+def _load_hf_policy(path: pathlib.Path, mesh, rules, weight_dtype, dtype) -> LoadedPolicy:
   """A HF checkpoint directory: `models.load_hf` + its tokenizer (tokenizer.json or tokenizer.model)."""
-  model = load_hf(path, mesh=mesh, rules=rules)
+  model = load_hf(path, mesh=mesh, rules=rules, param_dtype=weight_dtype or None, dtype=dtype or None)
   tokenizer = tokenizer_lib.load_tokenizer(path)
   tokenizer_file = path / ("tokenizer.json" if (path / "tokenizer.json").exists() else "tokenizer.model")
   check_vocab(tokenizer, model.config, tokenizer_file, path / "config.json")

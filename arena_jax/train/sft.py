@@ -39,7 +39,8 @@ from tqdm import auto as tqdm
 from arena_jax import config_schema as cs
 from arena_jax import tasks
 from arena_jax.config_schema import field
-from arena_jax.models import MODEL_CONFIGS, ModelConfig, chunked_logprobs, get_model_config, init_model
+from arena_jax.models import (MODEL_CONFIGS, MODEL_DTYPES, QUANTIZATIONS, ModelConfig, chunked_logprobs,
+                              get_model_config, init_model, quantize_for_training, with_precision)
 from arena_jax.sampling import accuracy, bucket_length
 from arena_jax.tasks import config as tasks_config
 from arena_jax.tokenizer import SentencePieceTokenizer
@@ -97,7 +98,13 @@ SFT = cs.Section(dict(
         num_kv_heads=_model_override("the number of KV heads (grouped-query attention)"),
         head_dim=_model_override("the head dimension"),
         mlp_dim=_model_override("the SwiGLU hidden width"),
-    ), title="a named `ModelConfig` with overrides"),
+        weight_dtype=field("float32", "Storage dtype of the trained weights and the AdamW moments (as the RL "
+                           "run's `model.weight_dtype`): the saved policy holds them.", cs.one_of(MODEL_DTYPES)),
+        dtype=field("", "Compute dtype of the forward and backward passes; \"\" = the named config's.",
+                    cs.one_of(("",) + MODEL_DTYPES, valid='"" or ' + ", ".join(MODEL_DTYPES))),
+        quantization=field("", "`fp8`: FP8 matmuls in the decoder's projections and MLP (as the RL run's "
+                           "`model.quantization`); \"\" = none.", cs.one_of(QUANTIZATIONS, valid='"" or fp8')),
+    ), title="a named `ModelConfig` with overrides and its precision"),
     # SentencePiece keeps newlines: step splitting needs "\n\n". The task corpus supports ~175 pieces, and a
     # few thousand documents per task cover every one of them.
     tokenizer=cs.Section(dict(
@@ -182,8 +189,11 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
 
 def model_config(config: ml_collections.ConfigDict) -> ModelConfig:
   """The named model config with the non-None overrides of `config.model`; vocab = the tokenizer's."""
-  overrides = {k: v for k, v in config.model.items() if k != "name" and v is not None}
-  return get_model_config(config.model.name, vocab_size=config.tokenizer.vocab_size, **overrides)
+  m = config.model
+  precision = ("name", "weight_dtype", "dtype", "quantization")
+  overrides = {k: v for k, v in m.items() if k not in precision and v is not None}
+  named = get_model_config(m.name, vocab_size=config.tokenizer.vocab_size, **overrides)
+  return with_precision(named, weight_dtype=m.weight_dtype, dtype=m.dtype).replace(quantization=m.quantization)
 
 
 def config_fingerprint(config: ml_collections.ConfigDict) -> dict:
@@ -296,7 +306,7 @@ def make_train_step(graphdef, optimizer: optax.GradientTransformation):
 
   def step(params, opt_state, inputs, targets, mask):
     def loss_fn(p):
-      total, count = sft_loss(nnx.merge(graphdef, p), inputs, targets, mask)
+      total, count = sft_loss(quantize_for_training(nnx.merge(graphdef, p)), inputs, targets, mask)
       return total / jnp.maximum(count, 1.0), count
 
     (loss, count), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)

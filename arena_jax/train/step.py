@@ -9,6 +9,11 @@ With a reward mode, the update also routes and computes the advantages in the sa
 it takes the step's verifier rewards [B, G], judge rewards [B, G] and judged mask [B] (`StepRewards`),
 runs the mode's masked per-group combine (SPEC §3: `rl.route_rewards` for routed modes) and group
 advantages (SPEC §1, §5), and trains minibatch k on rows k·R … (k+1)·R − 1 of them.
+
+Precision (maxtext's weight_dtype / dtype): the state holds the master weights and the AdamW moments in
+the params' storage dtype (float32 by default, `model.weight_dtype`); the forward and backward passes cast
+each weight to the compute dtype where it is used (`ModelConfig.dtype`, bfloat16 in the real configs), and
+gradients accumulate in float32. `update_effect`'s metrics say whether the update moved the stored weights.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from arena_jax.models import token_logprobs
+from arena_jax.models import quantize_for_training, token_logprobs
 from arena_jax.rl import cispo_loss, metric_values
 from arena_jax.sampling import model_from_params
 
@@ -97,12 +102,13 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
   """
 
   def loss_fn(params, ref_params, mb: Rollout):
-    model = model_from_params(model_config, params)
+    # With `model_config.quantization`, the projections and the MLP run as FP8 matmuls (the masters as they are).
+    model = quantize_for_training(model_from_params(model_config, params))
     lp, entropy = token_logprobs(model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask,
                                  temperature=temperature, return_entropy=True)
     ref_lp = None
     if use_reference:
-      ref_model = model_from_params(model_config, ref_params)
+      ref_model = quantize_for_training(model_from_params(model_config, ref_params))
       ref_lp = jax.lax.stop_gradient(token_logprobs(ref_model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens,
                                                     mb.mask, temperature=temperature))
     out = cispo_loss(lp, mb.old_logprobs, mb.advantages, mb.mask, eps_low=loss_config.eps_low,
@@ -151,8 +157,8 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
     metrics0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), out0.metrics)
     (grads, loss_sum, denom, metrics), _ = jax.lax.scan(body, (zeros, 0.0, 0.0, metrics0), split)
     denom = jnp.maximum(denom, 1.0)
-    # Back to the parameter dtype, so that the optimizer state keeps its dtype from step to step (a
-    # float32 gradient would turn bf16 moments into float32 ones after the first update).
+    # In the masters' dtype (float32 by default, `model.weight_dtype`), so that the optimizer state keeps
+    # its dtype from step to step (a float32 gradient would turn bf16 moments into float32 ones).
     grads = jax.tree.map(lambda g, p: (g / denom).astype(p.dtype), grads, state.params)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -160,10 +166,31 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
     values["loss"] = loss_sum / denom
     values["grad_norm"] = optax.tree.norm(grads)
     values["update_norm"] = optax.tree.norm(updates)
+    values.update(update_effect(state.params, params, updates))
     values.update(routed)
     return TrainState(state.step + 1, params, opt_state), values
 
   return jax.jit(update, donate_argnums=0) if jit else update
+
+
+def update_effect(old, new, updates) -> dict:
+  """What an update did to the stored weights (issue: no silent no-op updates):
+
+    update/rel_rms   RMS(update) / RMS(weight), over every element: the relative size of the step
+    update/moved     share of weight elements whose proposed update is non-zero
+    update/changed   share of weight elements whose stored value changed
+
+  changed < moved means steps rounded away in the weights' dtype: bfloat16 keeps 8 significant bits, so a
+  step below half the spacing (2⁻⁹ … 2⁻⁸ of |w|) leaves w as it was. float32 masters keep 24.
+  """
+  def total(fn, *trees):
+    return sum(jnp.sum(fn(*leaves).astype(jnp.float32)) for leaves in zip(*(jax.tree.leaves(t) for t in trees)))
+
+  count = float(sum(np.prod(x.shape) for x in jax.tree.leaves(old)))
+  sq = lambda x: jnp.square(x.astype(jnp.float32))
+  return {"update/rel_rms": jnp.sqrt(total(sq, updates) / jnp.maximum(total(sq, old), 1e-30)),
+          "update/moved": total(lambda u: u != 0, updates) / count,
+          "update/changed": total(lambda a, b: a != b, old, new) / count}
 
 
 def rows_to_rollout(prompt_tokens, prompt_lengths, tokens, lengths, old_logprobs, advantages, truncated) -> Rollout:

@@ -66,6 +66,32 @@ class NonFiniteLossError(UserError, FloatingPointError):
   """The loss went NaN or infinite; the message names the last good checkpoint and what to change."""
 
 
+class NoOpUpdateError(UserError, FloatingPointError):
+  """The first update at the peak learning rate left (almost) every weight it moved unchanged: its steps
+  round away in `model.weight_dtype` (`optim.min_changed_share`)."""
+
+
+def check_update_moves(values: dict, *, lr: float, optim, weight_dtype: str, step: int) -> bool:
+  """Raises `NoOpUpdateError` when an update with a non-zero gradient changed less than
+  `optim.min_changed_share` of the weight elements it moved (`step.update_effect`'s metrics). Returns
+  whether the update could be judged: False for one that moved nothing (a zero gradient)."""
+  moved, changed = values["update/moved"], values["update/changed"]
+  if values["grad_norm"] <= 0 or moved <= 0:
+    return False
+  if optim.min_changed_share <= 0 or changed >= optim.min_changed_share * moved:
+    return True
+  # Half the spacing of the dtype's numbers, relative to |w|: 2⁻ᵖ at a power of two, 2⁻⁽ᵖ⁺¹⁾ just below the next.
+  resolution = float(np.finfo(jnp.dtype(weight_dtype)).eps) / 2
+  rel = values["update/rel_rms"]
+  raise NoOpUpdateError(
+      f"step {step}: the first update at the peak learning rate changed {changed / moved:.2%} of the weight "
+      f"elements it moved (optim.min_changed_share={optim.min_changed_share}): its relative size RMS(update) / "
+      f"RMS(weight) = {rel:.2e} at optim.lr={lr:g} is {resolution / max(rel, 1e-30):.0f}× below "
+      f"model.weight_dtype={weight_dtype}'s resolution ({resolution:.1e} of |w|), so the steps round away and the "
+      "policy never leaves its checkpoint. Train float32 masters (--config.model.weight_dtype=float32, the "
+      "default) or raise optim.lr; optim.min_changed_share=0 turns this check off")
+
+
 # ─────────────────────────────────────────── the data of a step ───────────────────────────────────────────
 
 
@@ -165,12 +191,15 @@ class InitialPolicy:
   add_bos: bool = True
 
 
-def init_policy(config, workdir: str) -> InitialPolicy:
+def init_policy(config, workdir: str, mesh=None, rules=models.LOGICAL_AXIS_RULES) -> InitialPolicy:
   """The starting policy of `config.init`: a saved policy (SFT) or HF checkpoint, or (tests) a random
-  named model with a tokenizer trained on the task corpus and kept in the workdir."""
-  init = config.init
+  named model with a tokenizer trained on the task corpus and kept in the workdir.
+
+  Its parameters are the masters: stored in `model.weight_dtype` (a bfloat16 or FP8 checkpoint is upcast
+  on load), computing in `model.dtype` (`models.with_precision`), placed on `mesh` when given."""
+  init, precision = config.init, dict(weight_dtype=config.model.weight_dtype, dtype=config.model.dtype)
   if init.policy_dir or init.hf_path:
-    p = load_policy(init.policy_dir or init.hf_path)
+    p = load_policy(init.policy_dir or init.hf_path, mesh=mesh, rules=rules, **precision)
     return InitialPolicy(p.config, models.pure_params(p.model), p.tokenizer, p.add_bos)
   path = os.path.join(workdir, "tokenizer.model")
   if not os.path.exists(path) and parallel.is_main_process():  # the workdir is shared by every host
@@ -180,7 +209,8 @@ def init_policy(config, workdir: str) -> InitialPolicy:
     tokenizer.save(path)
   parallel.barrier("tokenizer")
   tokenizer = SentencePieceTokenizer.load(path)
-  model_config = models.get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size)
+  model_config = models.with_precision(
+      models.get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size), **precision)
   tokenizer.check_vocab(model_config.vocab_size)
   return InitialPolicy(model_config, models.pure_params(models.init_model(model_config, seed=config.seed)), tokenizer)
 
@@ -207,17 +237,18 @@ class Trainer:
     self.iterator = tasks.PromptIterator(tasks.load_split(config.tasks, config.tasks.train_task, "train"),
                                          self.block.stop - self.block.start, seed=config.data_seed)
 
-    # ── policy, sampler, optimizer, sharded over config.mesh ──
-    self.policy = init_policy(config, workdir)
+    # ── policy (float32 masters by default, placed on the train mesh), sampler, optimizer ──
+    self.mesh, sample_mesh = parallel.make_meshes(config.mesh)
+    rules = parallel.axis_rules(config.mesh.rules)
+    self.policy = init_policy(config, workdir, self.mesh, rules)
     tok = self.policy.tokenizer
     if parallel.is_main_process():  # what checkpoint-driven evaluation needs besides the params
       write_policy_spec(workdir, self.policy.config, tok, add_bos=self.policy.add_bos, tasks_config=config.tasks)
-    self.mesh, sample_mesh = parallel.make_meshes(config.mesh)
-    rules = parallel.axis_rules(config.mesh.rules)
     # Topologies that compare against an anchor need one member of each group decoded greedily (SPEC §5).
     anchored = self.mode.judge_form == "pairwise" and arena.SCHEDULERS[self.topology].needs_anchor
+    # The sampler decodes a copy of the masters in the compute dtype, cast once per step (`shard_params`).
     self.sampler = Sampler(
-        config=self.policy.config, max_new_tokens=r.max_new_tokens, num_samples=self.g,
+        config=models.sampling_config(self.policy.config), max_new_tokens=r.max_new_tokens, num_samples=self.g,
         method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
         stop_tokens=(tok.eos_id,), pad_id=tok.pad_id, mesh=sample_mesh, rules=rules, greedy_first=anchored,
         compact_every=r.compact_every)
@@ -229,9 +260,10 @@ class Trainer:
     self.ref_params = (jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params)
                        if use_ref else None)
     self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
-    # Only the update rematerialises (`model.remat`): the sampler never differentiates.
+    # Only the update rematerialises (`model.remat`) and quantizes (`model.quantization`).
     self.update_fn = train_sharding.train_step_fn(
-        self.policy.config.replace(remat=config.model.remat), self.optimizer, config.loss, self.mesh, temperature=self.sampler.logprob_temperature,
+        self.policy.config.replace(remat=config.model.remat, quantization=config.model.quantization),
+        self.optimizer, config.loss, self.mesh, temperature=self.sampler.logprob_temperature,
         micro_batches=config.optim.micro_batches, use_reference=use_ref, rules=rules, mode=self.mode,
         std_ddof=config.reward.std_ddof, shardings=self.shardings)
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
@@ -240,6 +272,7 @@ class Trainer:
     self.judge_runner: judging.JudgeRunner | None = None
     self.transcripts: transcripts_lib.TranscriptWriter | None = None  # train() opens it (judge.transcripts > 0)
     self.outage_steps = 0  # consecutive steps in which every judge call failed
+    self.update_checked = False  # `check_update_moves` ran (at the first update at the peak lr)
     self.history: list[dict] = []
 
   # ── restore and save ──
@@ -339,6 +372,7 @@ class Trainer:
     kept: list[Batch] = []
     gen = Generation()
     judgment = self.judge_runner.open(step, self.g) if self.streams else None
+    params = self.sampler.shard_params(self.state.params)  # the compute-dtype copy of this step's policy
     while True:
       if gen.batches >= rs.max_gen_batches:
         found = int(parallel.host_sum(np.asarray(min(sum(k.num_groups for k in kept), n_local))))
@@ -349,10 +383,10 @@ class Trainer:
       examples = next(self.iterator)
       rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen.batches)
       if judgment is not None:  # no dynamic sampling (a judged mode): one generation batch
-        part = self._sample_streaming(examples, rng, gen, judgment)
+        part = self._sample_streaming(params, examples, rng, gen, judgment)
       else:
         t0 = time.perf_counter()
-        part = self._sample(examples, rng, gen)
+        part = self._sample(params, examples, rng, gen)
         t1 = time.perf_counter()
         part = self.verify(part, gen)
         gen.sample_s, gen.verify_s = gen.sample_s + t1 - t0, gen.verify_s + time.perf_counter() - t1
@@ -382,12 +416,12 @@ class Trainer:
     return Batch(list(examples), [], out.prompt_tokens[groups], out.prompt_lengths[groups], out.tokens[rows],
                  out.logprobs[rows], out.lengths[rows], out.truncated[rows], out.completion_step[rows], None, None)
 
-  def _sample(self, examples, rng, gen: Generation) -> Batch:
+  def _sample(self, params, examples, rng, gen: Generation) -> Batch:
     """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
-    out = parallel.gather(self.sampler(self.sampler.shard_params(self.state.params), self._prompts(examples), rng))
+    out = parallel.gather(self.sampler(params, self._prompts(examples), rng))
     return self._local(examples, out, gen)
 
-  def _sample_streaming(self, examples, rng, gen: Generation, judgment: judging.StepJudgment) -> Batch:
+  def _sample_streaming(self, params, examples, rng, gen: Generation, judgment: judging.StepJudgment) -> Batch:
     """`_sample` + `verify`, judging while decoding goes on (issue 14): each finished row of this host's
     groups is decoded and verified when its chunk ends; a group whose last member arrived goes to the
     judge if the mode selects it (`group_done`), or, `speculative`, each arrival joins its group's live
@@ -404,7 +438,6 @@ class Trainer:
     sent: set[int] = set()                # group_done: groups whose routing was decided
     shared: dict[int, float | None] = {}  # speculative: the reward a group's arrivals share (None: abandoned)
     t0, verify_s, out = time.perf_counter(), 0.0, None
-    params = self.sampler.shard_params(self.state.params)
     for chunk in self.sampler.stream(params, self._prompts(examples), rng, every=self.config.rollout.stream_every):
       out = chunk.output if chunk.output is not None else out
       early = chunk.output is None
@@ -574,6 +607,11 @@ class Trainer:
       raise NonFiniteLossError(
           f"non-finite loss {out['loss']} at step {pending.step + 1} (metrics.jsonl holds every step before it). "
           + self.good_checkpoint_hint())
+    o = self.config.optim
+    lr = float(self.schedule(pending.step * parts))  # the first update of the step
+    if not self.update_checked and lr >= o.lr * (1 - 1e-6):  # warm-up steps are small by design
+      self.update_checked = check_update_moves(values[0], lr=lr, optim=o, weight_dtype=self.policy.config.param_dtype,
+                                               step=pending.step + 1)
     return out
 
   def apply(self, pending: Pending) -> tuple[dict, list[dict]]:
