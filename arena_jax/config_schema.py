@@ -133,6 +133,17 @@ def one_of(choices: Sequence | Callable[[], Iterable], *, noun: str = "", messag
   return Check(valid or (lambda: "one of " + ", ".join(map(str, _names(choices)))), test)
 
 
+def registered(registry, *, where: Callable[[Any], bool] | None = None, optional: bool = False) -> Check:
+  """A name of `registry` (an `arena_jax.registry.Registry`, read when the check runs, so an entry registered
+  later is valid at once): "unknown <kind> 'x'; choose one of [...]". `where(entry)` keeps only some entries
+  (e.g. tasks with a train split); `optional` also accepts "" (= none, or the default)."""
+  def names():
+    return sorted(n for n, e in registry.items() if where is None or where(e))
+
+  valid = (lambda: ('"" or one of ' if optional else "one of ") + ", ".join(names()))
+  return one_of(lambda: ([""] if optional else []) + names(), noun=registry.kind, valid=valid)
+
+
 def entries_of(choices: Sequence | Callable[[], Iterable]) -> Check:
   """A tuple whose every entry is among `choices`."""
   def test(v):

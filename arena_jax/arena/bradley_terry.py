@@ -39,6 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from arena_jax.registry import Registry
+
 DEFAULT_L2 = 0.1
 DEFAULT_SOLVER = "newton"
 # Shapes are bucketed to powers of two (at least these) so a run compiles a handful of programs.
@@ -121,19 +123,12 @@ class SolverOptions:
 
 
 SolverFn = Callable[[jax.Array, float, SolverOptions], jax.Array]
-SOLVERS: dict[str, SolverFn] = {}
+SOLVERS: Registry[SolverFn] = Registry("Bradley–Terry solver")
 
 
 def register_solver(name: str):
   """Registers `fn(w [B, G, G], l2, options) -> θ [B, G]` as a Bradley–Terry solver named `name`."""
-
-  def deco(fn):
-    if name in SOLVERS:
-      raise ValueError(f"Bradley–Terry solver {name!r} registered twice")
-    SOLVERS[name] = fn
-    return fn
-
-  return deco
+  return SOLVERS.register(name)
 
 
 # Step sizes tried in parallel by the Newton line search: the whole batch evaluates all of them at
@@ -311,7 +306,7 @@ def standard_errors(theta, w, l2, first, second, outcome, weight, kind: str = "l
 @functools.partial(jax.jit, static_argnames=("num_players", "l2", "solver", "options", "rewards", "errors"))
 def _fit_jit(first, second, outcome, weight, *, num_players, l2, solver, options, rewards, errors=None):
   w = win_matrix(first, second, outcome, weight, num_players)
-  theta = SOLVERS[solver](w, l2, options)
+  theta = SOLVERS[solver](w, l2, options)  # a known name: `_prepare` checked it
   out = min_max_normalise(theta) if rewards else theta
   if errors is None:
     return out
@@ -325,8 +320,7 @@ def _prepare(first, second, outcome, weight, num_players, l2, solver):
   device once. Device arrays (or tracers) stay on the device and skip the value checks, which would
   force a transfer; there an out-of-range index simply matches no player.
   """
-  if solver not in SOLVERS:
-    raise ValueError(f"unknown Bradley–Terry solver {solver!r}; registered: {sorted(SOLVERS)}")
+  SOLVERS.get_or_raise(solver)
   if not isinstance(num_players, (int, np.integer)) or num_players < 1:
     raise ValueError(f"num_players must be a positive int, got {num_players!r}")
   if not l2 > 0:

@@ -47,6 +47,7 @@ from typing import Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 
+from arena_jax.registry import Registry
 from arena_jax.arena.bradley_terry import DEFAULT_L2, fit_bradley_terry_host, laplace_covariance_host
 from arena_jax.arena.outcomes import Verdict, outcome_to_verdict
 
@@ -54,20 +55,12 @@ Pair = tuple[int, int]
 # A judgment for one pair: the soft score of `first`, or None when the judge failed.
 Judge = Callable[[list[Pair]], Sequence["float | None"]]
 
-SCHEDULERS: dict[str, type["Scheduler"]] = {}
+SCHEDULERS: Registry[type["Scheduler"]] = Registry("topology")
 
 
 def register_scheduler(name: str):
   """Class decorator: registers a `Scheduler` subclass under `name` (STYLE §4)."""
-
-  def deco(cls):
-    if name in SCHEDULERS:
-      raise ValueError(f"a scheduler named {name!r} is already registered ({SCHEDULERS[name].__name__})")
-    cls.name = name
-    SCHEDULERS[name] = cls
-    return cls
-
-  return deco
+  return SCHEDULERS.register(name)
 
 
 # ──────────────────────────────────────────── validation helpers ────────────────────────────────────────────
@@ -1048,9 +1041,7 @@ class Swiss(Scheduler):
 
 
 def _lookup(name: str) -> type[Scheduler]:
-  if name not in SCHEDULERS:
-    raise ValueError(f"unknown tournament scheduler name={name!r}; registered: {sorted(SCHEDULERS)}")
-  return SCHEDULERS[name]
+  return SCHEDULERS.get_or_raise(name)
 
 
 def make_scheduler(name: str, num_players: int, *, arrival_order=None, anchor=None, seed: int = 0,

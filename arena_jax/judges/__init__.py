@@ -46,7 +46,6 @@ from arena_jax.judges.client import (
     split_urls,
 )
 from arena_jax.judges.config import (
-    BACKEND_NAMES,
     DEBIAS_MODES,
     JURY_MODES,
     cli_config,

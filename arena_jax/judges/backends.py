@@ -10,7 +10,7 @@
   jury       `JuryJudge`: score(...) → ScoreResult from the Reasoning Jury's consensus flaws (SPEC §8)
 
 Adding a backend touches one file: a factory `(config, urls) -> judge` decorated with
-`@register_backend("name")` (and the name in `config.BACKEND_NAMES`).
+`@register_backend("name")`; the config check reads the registry (`BACKENDS`).
 """
 from __future__ import annotations
 
@@ -25,19 +25,12 @@ from arena_jax.judges.pairwise import PairwiseJudge
 from arena_jax.judges.pointwise import PointwiseJudge
 from arena_jax.judges.embedded import EmbeddedJudgeServer
 
-BACKENDS: dict[str, Callable] = {}
+BACKENDS = config_lib.BACKENDS  # where the config check (`judge.backend`) reads the names
 
 
 def register_backend(name: str):
   """Decorator: registers a judge factory `(config, urls) -> judge` under `name`."""
-
-  def deco(factory):
-    if name in BACKENDS:
-      raise ValueError(f"a judge backend named {name!r} is already registered")
-    BACKENDS[name] = factory
-    return factory
-
-  return deco
+  return BACKENDS.register(name)
 
 
 def _urls(config, urls) -> tuple[str, ...]:

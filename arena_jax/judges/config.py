@@ -12,16 +12,20 @@ every field once, before anything starts, and names the field to change.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import ml_collections
 
 from arena_jax import config_schema as cs
+from arena_jax.registry import Registry
 from arena_jax.config_schema import field
 from arena_jax.judges.client import EXTRA_BODY_CHECK
 from arena_jax.judges.client import split_urls
 from arena_jax.judges.hostile import HOSTILE_KINDS
 from arena_jax.tasks import IMPACTS, TRACE_VIEWS
 
-BACKEND_NAMES = ("pairwise", "pointwise", "jury")
+# Judge factories `(config, urls) -> judge` by name; `judges.backends` registers them (`@register_backend`).
+BACKENDS: Registry[Callable] = Registry("judge backend")
 DEBIAS_MODES = ("none", "random", "both")
 JURY_MODES = ("consolidation", "deliberation", "vote")
 LATENCY_DISTS = ("fixed", "exponential", "lognormal")
@@ -182,7 +186,7 @@ JURY = cs.Section(dict(
 JUDGE = cs.Section(dict(
     backend=field("pairwise", "Judge backend (`judges.BACKENDS`). The trainer uses pairwise for the tournament "
                   "modes and the rubric judge (pointwise, or jury when set) for rlaif / adaptive_pointwise.",
-                  cs.one_of(BACKEND_NAMES)),
+                  cs.registered(BACKENDS)),
     urls=field((), "OpenAI-compatible base URLs (`http://h:8000`, `…/v1` or `…/v1/chat/completions`); load is "
                "spread over them. () = the embedded judge server on a free loopback port, started and stopped by "
                "the run.", cs.urls()),

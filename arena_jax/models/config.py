@@ -21,6 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from arena_jax.registry import Registry
+
 MODEL_DTYPES = ("float32", "bfloat16", "float16")
 
 # Low-precision matmuls of the train step (`ModelConfig.quantization`; `models.quantization`):
@@ -276,26 +278,18 @@ def _yarn(dim: int, base: float, s: RopeScaling) -> tuple[np.ndarray, float]:
 
 # ─────────────────────────────────────── registry ───────────────────────────────────────
 
-MODEL_CONFIGS: dict[str, Callable[[], ModelConfig]] = {}
+# Named configs: zero-argument functions returning a `ModelConfig`.
+MODEL_CONFIGS: Registry[Callable[[], ModelConfig]] = Registry("model config")
 
 
 def register_model_config(name: str):
   """Decorator: registers a zero-argument function returning a `ModelConfig` under `name`."""
-
-  def wrap(fn):
-    if name in MODEL_CONFIGS:
-      raise ValueError(f"model config {name!r} is already registered")
-    MODEL_CONFIGS[name] = fn
-    return fn
-
-  return wrap
+  return MODEL_CONFIGS.register(name)
 
 
 def get_model_config(name: str, **overrides) -> ModelConfig:
   """The named config, with optional field overrides (e.g. `param_dtype="bfloat16"`)."""
-  if name not in MODEL_CONFIGS:
-    raise KeyError(f"unknown model config {name!r}; registered: {sorted(MODEL_CONFIGS)}")
-  return MODEL_CONFIGS[name]().replace(**overrides)
+  return MODEL_CONFIGS.get_or_raise(name)().replace(**overrides)
 
 
 @register_model_config("tiny")

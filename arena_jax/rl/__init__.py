@@ -17,7 +17,6 @@ from arena_jax.rl.cispo import (
     metric_values,
 )
 from arena_jax.rl.aggregation import (
-    AGGREGATOR_FORMS,
     AGGREGATORS,
     Verdicts,
     bt_shrinkage,

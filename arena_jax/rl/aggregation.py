@@ -3,7 +3,7 @@
 An aggregation takes the verdicts of the judged groups that got at least one successful judgment and
 returns one row of judge rewards per group; NaN marks a member left out of its group's statistics. Groups with no successful judgment never reach it: the
 reward mode fills them with a constant row (zero advantage; SPEC §4: a failure is dropped, never a tie).
-Each aggregation reads one judge form's verdicts (`AGGREGATOR_FORMS`: tournament matches or rubric
+Each aggregation reads one judge form's verdicts (its `form`: tournament matches or rubric
 scores); `reward.aggregation` may replace a mode's own by any of the same form, independently of the
 topology (docs/reward_modes.md). Register a new one with `@register_aggregator("name", form=...)` (STYLE §4).
 """
@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arena_jax import arena
+from arena_jax.registry import Registry
 
 
 @dataclasses.dataclass
@@ -55,21 +56,20 @@ def expand_rows(verdicts: Sequence[Verdicts], rows: np.ndarray) -> np.ndarray:
 
 
 Aggregation = Callable[..., np.ndarray]  # (verdicts, group_size, *, l2, solver) -> float [n, G]
-AGGREGATORS: dict[str, Aggregation] = {}
-AGGREGATOR_FORMS: dict[str, str] = {}  # name -> the judge form whose verdicts it reads
+# Each entry carries `form`: the judge form whose verdicts it reads.
+AGGREGATORS: Registry[Aggregation] = Registry("aggregation")
 
 
 def register_aggregator(name: str, *, form: str = "pairwise"):
   """Function decorator: registers `fn(verdicts, group_size, *, l2, solver) -> [n, G]` under `name`; `form`
-  is the judge form it reads ("pairwise": `Verdicts.matches` / `native_ranking`, "pointwise": `scores`)."""
+  is the judge form it reads ("pairwise": `Verdicts.matches` / `native_ranking`, "pointwise": `scores`),
+  kept as `fn.form`."""
 
   def deco(fn: Aggregation) -> Aggregation:
-    if name in AGGREGATORS:
-      raise ValueError(f"aggregation {name!r} registered twice")
     if form not in ("pairwise", "pointwise"):
       raise ValueError(f"aggregation {name!r}: form must be 'pairwise' or 'pointwise', got {form!r}")
-    AGGREGATORS[name], AGGREGATOR_FORMS[name] = fn, form
-    return fn
+    fn.form = form
+    return AGGREGATORS.register(name)(fn)
 
   return deco
 

@@ -38,7 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from arena_jax.rl.advantages import EPS_STD, group_advantages, route_rewards
-from arena_jax.rl.aggregation import AGGREGATOR_FORMS, AGGREGATORS, Verdicts
+from arena_jax.registry import Registry
+from arena_jax.rl.aggregation import AGGREGATORS, Verdicts
 
 JUDGE_FORMS = (None, "pairwise", "pointwise")
 
@@ -137,14 +138,8 @@ class JudgeAll(RewardMode):
     return jnp.where(judged[..., None], judge, verifier)
 
 
-REWARD_MODES: dict[str, RewardMode] = {}
-
-
-def register_mode(cls: type[RewardMode]) -> type[RewardMode]:
-  """Class decorator: checks the declarations and registers one instance under `cls.name`."""
-  name = cls.name
-  if not name or name in REWARD_MODES:
-    raise ValueError(f"reward mode {name!r}: a mode needs a unique non-empty name")
+def _check_mode(name: str, cls: type[RewardMode]) -> RewardMode:
+  """A mode's declarations, checked when it registers; the registry holds one instance of it."""
   if cls.judge_form not in JUDGE_FORMS:
     raise ValueError(f"mode {name!r}: judge_form must be one of {JUDGE_FORMS}, got {cls.judge_form!r}")
   if (cls.judge_groups == "none") != (cls.judge_form is None):
@@ -152,21 +147,26 @@ def register_mode(cls: type[RewardMode]) -> type[RewardMode]:
   if cls.judge_form is not None and cls.aggregation not in AGGREGATORS and cls.aggregate is RewardMode.aggregate:
     raise ValueError(f"mode {name!r}: aggregation must be one of {sorted(AGGREGATORS)} (or define aggregate), "
                      f"got {cls.aggregation!r}")
-  if cls.aggregation in AGGREGATORS and AGGREGATOR_FORMS[cls.aggregation] != cls.judge_form:
-    raise ValueError(f"mode {name!r}: aggregation {cls.aggregation!r} reads {AGGREGATOR_FORMS[cls.aggregation]} "
+  if cls.aggregation in AGGREGATORS and AGGREGATORS[cls.aggregation].form != cls.judge_form:
+    raise ValueError(f"mode {name!r}: aggregation {cls.aggregation!r} reads {AGGREGATORS[cls.aggregation].form} "
                      f"verdicts, the mode's judge form is {cls.judge_form!r}")
   if cls.judge_form == "pairwise" and not cls.topology:
     raise ValueError(f"mode {name!r}: a pairwise mode names its default topology")
-  REWARD_MODES[name] = cls()
-  return cls
+  return cls()
+
+
+REWARD_MODES: Registry[RewardMode] = Registry("reward mode", check=_check_mode)
+
+
+def register_mode(cls: type[RewardMode]) -> type[RewardMode]:
+  """Class decorator: checks the declarations and registers one instance under `cls.name`."""
+  return REWARD_MODES.register()(cls)
 
 
 def get_mode(name: str, *, aggregation: str = "") -> RewardMode:
   """The registered mode `name`; with `aggregation` (`reward.aggregation`), a copy of it whose judge rewards
   come from that aggregation instead of its own (which must read the mode's judge form)."""
-  if name not in REWARD_MODES:
-    raise ValueError(f"unknown reward.mode {name!r}; choose one of {sorted(REWARD_MODES)}")
-  mode = REWARD_MODES[name]
+  mode = REWARD_MODES.get_or_raise(name, field="reward.mode")
   if not aggregation or aggregation == mode.aggregation:
     return mode
   problem = aggregation_problem(mode, aggregation)
@@ -185,9 +185,9 @@ def aggregation_problem(mode: RewardMode, aggregation: str) -> str | None:
     return f"mode {mode.name!r} calls no judge; leave aggregation empty"
   if type(mode).aggregate is not RewardMode.aggregate:
     return f"mode {mode.name!r} defines its own aggregate(); leave aggregation empty"
-  if AGGREGATOR_FORMS[aggregation] != mode.judge_form:
-    usable = sorted(a for a, f in AGGREGATOR_FORMS.items() if f == mode.judge_form)
-    return (f"{aggregation!r} reads {AGGREGATOR_FORMS[aggregation]} verdicts but mode {mode.name!r} is "
+  if AGGREGATORS[aggregation].form != mode.judge_form:
+    usable = sorted(a for a, fn in AGGREGATORS.items() if fn.form == mode.judge_form)
+    return (f"{aggregation!r} reads {AGGREGATORS[aggregation].form} verdicts but mode {mode.name!r} is "
             f"{mode.judge_form}; use one of {usable}")
   return None
 

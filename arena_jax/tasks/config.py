@@ -22,13 +22,14 @@ import ml_collections
 
 from arena_jax import config_schema as cs
 from arena_jax.config_schema import field
+from arena_jax.registry import Registry
 
 DEFAULT_DATA_DIR = "~/.cache/arena_jax/datasets"
 PROMPT_TEMPLATE = "Question: {question}\nSolution:\n"
 BUILTIN_TASKS = ("arithmetic", "countdown")
 SHIFT_TASK = "arithmetic_shift"  # arithmetic outside the training distribution (evaluation only)
-TASK_NAMES = BUILTIN_TASKS + (SHIFT_TASK, "jsonl")
-TRAIN_TASK_NAMES = BUILTIN_TASKS + ("jsonl",)  # the shifted split has no train split
+# `Task` classes by name (`tasks.register_task` adds them): the checks below read it when they check.
+TASK_CLASSES: Registry[type] = Registry("task")
 PROMPT_FORMATS = ("plain", "chat")
 DEMO_KINDS = ("clean", "slip", "compensating", "skipped", "bare_answer", "redundant")
 
@@ -150,12 +151,12 @@ TASKS = cs.Section(dict(
     seed=field(0, "Seed of the synthetic problem generators (a different seed is a different dataset).",
                cs.integer(0)),
     train_task=field("arithmetic", "The task trained on: RL prompts and verifier; the task SFT is evaluated on.",
-                     cs.one_of(TRAIN_TASK_NAMES)),
+                     cs.registered(TASK_CLASSES, where=lambda cls: cls.has_train_split)),
     eval_tasks=field(("arithmetic", SHIFT_TASK, "countdown"), "The tasks the run is meant to be evaluated on (checked; listing "
                      "jsonl requires a jsonl file). The evaluator reads its own `benchmarks`.",
-                     cs.entries_of(TASK_NAMES)),
+                     cs.entries_of(lambda: sorted(TASK_CLASSES))),
     corpus_tasks=field(("arithmetic", "countdown"), "Tasks whose prompts and demonstrations make up the tokenizer "
-                       "corpus (`tasks.corpus`).", cs.entries_of(TASK_NAMES)),
+                       "corpus (`tasks.corpus`).", cs.entries_of(lambda: sorted(TASK_CLASSES))),
     prompt_format=field("plain", "`plain`: the policy sees the task's `prompt_template` text (the tiny policy); "
                         "`chat`: that text as the user message of the checkpoint's own chat template "
                         "(`tokenizer.apply_chat_template`, with `system_prompt`), as instruct models expect.",

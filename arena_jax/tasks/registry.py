@@ -23,31 +23,22 @@ from arena_jax.tasks import process
 from arena_jax.tasks import verifiers
 from arena_jax.tasks.base import Example
 
-_REGISTRY: dict[str, type["Task"]] = {}
+TASK_CLASSES = config_lib.TASK_CLASSES
 
 
 def register_task(name: str) -> Callable[[type["Task"]], type["Task"]]:
   """Class decorator: makes a `Task` subclass available as `get_task(name)`."""
-
-  def wrap(cls):
-    if name in _REGISTRY:
-      raise ValueError(f"task {name!r} is already registered")
-    cls.name = name
-    _REGISTRY[name] = cls
-    return cls
-
-  return wrap
+  return TASK_CLASSES.register(name)
 
 
 def task_names() -> tuple[str, ...]:
-  return tuple(_REGISTRY)
+  return tuple(TASK_CLASSES)
 
 
 def get_task(name: str, config: ml_collections.ConfigDict | None = None) -> "Task":
   """The task `name`, configured by the tasks config (`default_config()` when None)."""
-  if name not in _REGISTRY:
-    raise ValueError(f"unknown task {name!r}; registered tasks: {task_names()}")
-  return _REGISTRY[name](config if config is not None else config_lib.default_config())
+  cls = TASK_CLASSES.get_or_raise(name)
+  return cls(config if config is not None else config_lib.default_config())
 
 
 class Task(abc.ABC):
@@ -61,6 +52,7 @@ class Task(abc.ABC):
 
   name: ClassVar[str] = ""
   has_process_checker: ClassVar[bool] = False
+  has_train_split: ClassVar[bool] = True  # a task for evaluation only sets False (`tasks.train_task` refuses it)
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
@@ -155,6 +147,8 @@ class ArithmeticTask(Task):
 class ArithmeticShiftTask(ArithmeticTask):
   """Arithmetic outside the training distribution (`arithmetic.generate_shift`): the same prompt, verifier
   and process checker as `arithmetic`, problems no training problem could be; a test split only."""
+
+  has_train_split = False
 
   def prompt(self, example):
     return self.config.arithmetic.prompt_template.format(question=example.question)  # the policy's own convention

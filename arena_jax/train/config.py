@@ -63,8 +63,7 @@ RUN = cs.Section(dict(
                       valid='path or ""'),
         random_model=field("", "Tests and smoke runs: a randomly initialised named model (e.g. \"tiny\") with a "
                            "SentencePiece tokenizer trained on the task corpus.",
-                           cs.one_of(lambda: sorted(MODEL_CONFIGS), noun="model",
-                                     valid='"" or a name in `models.MODEL_CONFIGS`'),
+                           cs.registered(MODEL_CONFIGS, optional=True),
                            when=lambda init: bool(init.random_model)),
         tokenizer_vocab=field(512, "Vocabulary size (an upper bound) of the tokenizer trained for "
                               "`init.random_model`.", cs.integer(16, why="PAD, EOS, BOS, UNK and the digits"),
@@ -117,25 +116,23 @@ RUN = cs.Section(dict(
 
     reward=cs.Section(dict(
         mode=field("arena_live", "The reward mode (SPEC §7; docs/reward_modes.md).",
-                   cs.one_of(lambda: sorted(reward_modes.REWARD_MODES), noun="mode")),
+                   cs.registered(reward_modes.REWARD_MODES)),
         topology=field("", "Tournament topology replacing the mode's own (arena, arenarl_baseline: round_robin, arena_live: live, "
                        "arenarl: seeded_single_elimination). Pairwise modes only.",
-                       cs.one_of(lambda: sorted(arena.SCHEDULERS), noun="topology",
-                                 valid=lambda: '"" or one of ' + ", ".join(sorted(arena.SCHEDULERS))),
+                       cs.registered(arena.SCHEDULERS, optional=True),
                        when=lambda reward: bool(reward.topology)),
         aggregation=field("", "Aggregation of the judge's verdicts replacing the mode's own, independently of "
                           "the topology (`rl.AGGREGATORS`: win_rate, bt, rank_quantile for pairwise modes; "
                           "pointwise for pointwise ones). E.g. arenarl with topology round_robin and "
                           "aggregation win_rate is the paper's ArenaRL baseline (`arenarl_baseline`).",
-                          cs.one_of(lambda: sorted(reward_modes.AGGREGATORS), noun="aggregation",
-                                    valid=lambda: '"" or one of ' + ", ".join(sorted(reward_modes.AGGREGATORS))),
+                          cs.registered(reward_modes.AGGREGATORS, optional=True),
                           when=lambda reward: bool(reward.aggregation)),
         max_gen_batches=field(8, "Modes with dynamic sampling (`rlvr_dapo`, DAPO): generation batches per step "
                               "before the run stops with an error saying so.", cs.integer(1)),
         bt_l2=field(arena.DEFAULT_L2, "λ, the L2 penalty of the Bradley–Terry fit (SPEC §6).",
                     cs.number(0, lo_open=True, why="SPEC §6")),
         bt_solver=field(arena.DEFAULT_SOLVER, "Bradley–Terry solver (`arena.SOLVERS`, `arena.register_solver`).",
-                        cs.one_of(lambda: sorted(arena.SOLVERS), noun="solver")),
+                        cs.registered(arena.SOLVERS)),
         dedupe_traces=field(True, "Judged members of a group whose traces are identical up to whitespace share one "
                             "tournament node (or one rubric score): no judge call between them, one call on behalf "
                             "of all copies, equal rewards; counted in `judge/calls_saved_duplicates`. False = "

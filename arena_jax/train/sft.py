@@ -61,8 +61,7 @@ def demo_config() -> ModelConfig:
       rope_theta=10_000.0, rms_norm_eps=1e-6, tie_embeddings=True, max_position_embeddings=512)
 
 
-if "demo" not in MODEL_CONFIGS:  # (re-imports, e.g. importlib.reload, must not re-register)
-  MODEL_CONFIGS["demo"] = demo_config
+MODEL_CONFIGS.register("demo", replace=True)(demo_config)  # (replace: a re-import, e.g. importlib.reload)
 
 
 # ─────────────────────────────────────── config ───────────────────────────────────────
@@ -89,8 +88,7 @@ SFT = cs.Section(dict(
     seed=field(0, "Tokenizer, initialisation and batch order.", cs.integer(0)),
     model=cs.Section(dict(
         name=field("demo", "The named model config (\"demo\": 2 layers, d_model 128, ≈0.43 M parameters).",
-                   cs.one_of(lambda: sorted(MODEL_CONFIGS), noun="model config",
-                             valid="a name in `models.MODEL_CONFIGS`")),
+                   cs.registered(MODEL_CONFIGS)),
         d_model=field(None, "Override of the named config's width; None keeps it. The vocabulary is always the "
                       "tokenizer's.", placeholder=int, valid="None or int"),
         num_layers=_model_override("the number of layers"),

@@ -6,7 +6,7 @@ from arena_jax import judges
 
 def test_default_config_is_valid():
   config = judges.validate_config(judges.default_config())
-  assert config.backend in judges.BACKEND_NAMES and config.debias == "random" and config.margin == 0.4
+  assert config.backend in judges.BACKENDS and config.debias == "random" and config.margin == 0.4
 
 
 @pytest.mark.parametrize("path, value, field", [
@@ -39,6 +39,6 @@ def test_bad_fields_are_named(path, value, field):
 
 
 def test_backends_are_registered_by_name():
-  assert set(judges.BACKENDS) == set(judges.BACKEND_NAMES)
+  assert set(judges.BACKENDS) == {"pairwise", "pointwise", "jury"}
   with pytest.raises(ValueError, match="judge.urls is empty"):
     judges.make_judge(judges.default_config())

@@ -47,10 +47,16 @@ def test_a_removed_field_says_what_replaced_it():
 
 def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
   c = train_config.mode_config("brand_new_mode", "smoke")
-  with pytest.raises(ValueError, match=r"config\.reward\.mode: unknown mode 'brand_new_mode'; choose one of"):
+  with pytest.raises(ValueError, match=r"config\.reward\.mode: unknown reward mode 'brand_new_mode'; choose one of"):
     train_config.validate_config(c, check_devices=False)
-  monkeypatch.setitem(rl.REWARD_MODES, "brand_new_mode", rl.REWARD_MODES["rlvr"])
-  train_config.validate_config(c, check_devices=False)
+  class BrandNew(type(rl.REWARD_MODES["rlvr"])):
+    name = "brand_new_mode"
+
+  rl.register_mode(BrandNew)
+  try:
+    train_config.validate_config(c, check_devices=False)
+  finally:
+    rl.REWARD_MODES.unregister("brand_new_mode")
 
 
 @pytest.mark.parametrize("path, value, match", [

@@ -93,7 +93,7 @@ def test_a_new_mode_is_one_block(data_dir, tmp_path):
     c.num_steps = 1
     train(c, str(tmp_path))
   finally:
-    del rl.REWARD_MODES["test_hard_wins"]
+    rl.REWARD_MODES.unregister("test_hard_wins")
   (row,) = read_metrics(str(tmp_path))
   assert row["groups/diverse"] == 0 and row["judge/groups"] == 4 and len(seen) == 4
   assert all(len(v.matches[0]) > 0 for v in seen)  # Swiss matches reached the mode's own aggregation
