@@ -1,4 +1,4 @@
-"""arena_jax: Reasoning Arena in JAX (see SPEC.md / DESIGN.md in the project's shared docs).
+"""arena_jax: Reasoning Arena in JAX (the algorithms: docs/spec.md; the code: docs/architecture.md).
 
 Rooms (each exports its public names from its own `__init__`):
   arena_jax.arena  — verdict outcomes, tournament schedulers, batched Bradley–Terry fitting

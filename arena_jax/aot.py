@@ -1,4 +1,4 @@
-"""Ahead-of-time compiles of real-size programs for TPU topologies on a CPU host (DESIGN "Scale":
+"""Ahead-of-time compiles of real-size programs for TPU topologies on a CPU host (docs/tpu.md:
 what this machine cannot run is checked by compiling it for the target and reading per-device memory).
 
   tpu_devices("v5p:2x2x2")   compile-only devices from libtpu's topology description (no TPU, no hosts;

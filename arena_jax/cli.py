@@ -1,4 +1,4 @@
-"""What every launch main shares: user errors in one line (STYLE §1: thin mains, flags → config → call).
+"""What every launch main shares: user errors in one line (thin mains: flags → config → one library call).
 
     from arena_jax import cli
     if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""One declaration per config field: its default, the values it accepts and what it means (STYLE §2).
+"""One declaration per config field: its default, the values it accepts and what it means.
 
 Each config room declares its fields once, as a `Section` of `field(...)`s: the typed, self-checking
 config of tunix, written as big_vision writes a commented `get_config()`. From that one declaration come

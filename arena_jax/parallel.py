@@ -1,4 +1,4 @@
-"""Meshes, logical-axis rules and multi-host collectives (DESIGN "Scale"; docs/tpu.md "How it scales").
+"""Meshes, logical-axis rules and multi-host collectives (docs/tpu.md "How it scales").
 
 One process per host runs the same program (JAX's multi-controller runtime); together they see one
 global mesh of every device with the axes (`data`, `fsdp`, `tensor`):

@@ -1,4 +1,4 @@
-"""One registry type for every place where the paper has alternatives (STYLE §4, tunix's function registry).
+"""One registry type for every place where the paper has alternatives (after tunix's function registry).
 
 A `Registry` maps names to entries of one kind: reward modes, aggregations, tournament topologies,
 Bradley–Terry solvers, judge backends, tasks, model configs. An entry is added by decorating it:

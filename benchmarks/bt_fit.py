@@ -25,6 +25,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from arena_jax import arena  # noqa: E402
+from arena_jax.arena.testing import strength_judge  # noqa: E402
 
 
 def live_graphs(groups: int, players: int, seed: int):
@@ -32,7 +33,7 @@ def live_graphs(groups: int, players: int, seed: int):
   rows = []
   for b in range(groups):
     sched = arena.make_scheduler("live", players, arrival_order=rng.permutation(players))
-    arena.play(sched, arena.strength_judge(rng.normal(0, 1.5, players), noise=1.0, seed=seed + b))
+    arena.play(sched, strength_judge(rng.normal(0, 1.5, players), noise=1.0, seed=seed + b))
     rows.append(sched.observed())
   m = max(len(r[0]) for r in rows)
   first, second = np.zeros((groups, m), np.int32), np.zeros((groups, m), np.int32)

@@ -7,7 +7,7 @@ The tiny arena_live config (`configs/arith_arena_live.py:smoke`, 4 groups × 4 s
 `python -m launch.serve_judge`) that injects this fault mix on every request:
 
   10% HTTP 5xx (500 / 503), 5% HTTP 429 with Retry-After, 5% hangs far past the client timeout,
-  5% well-formed answers with no verdict in them, and 5% hostile answers (`judges/hostile.py`): a 200
+  5% well-formed answers with no verdict in them, and 5% hostile answers (`judges/embedded/hostile.py`): a 200
   whose fields have the wrong types, a 429 / 503 with a Retry-After that is no usable number, a 1 MiB
   answer, a gzip bomb that inflates to 1 MiB, JSON nested 100,000 deep (the client reads at most
   256 KiB, `judge.client.max_response_bytes`),

@@ -48,7 +48,7 @@ import jax  # noqa: E402
 from absl import logging  # noqa: E402
 
 from arena_jax.train import read_metrics, train  # noqa: E402
-from arena_jax.train.config import DEFAULT_POLICY_DIR, mode_config  # noqa: E402
+from configs.common import DEFAULT_POLICY_DIR, mode_config  # noqa: E402
 
 # (row name, reward mode, reward overrides)
 RUNS = (("rlvr", "rlvr", {}), ("rlvr_dapo", "rlvr_dapo", {}), ("rlaif", "rlaif", {}), ("arena", "arena", {}),

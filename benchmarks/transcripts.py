@@ -31,7 +31,7 @@ from arena_jax import judges  # pylint: disable=g-bad-import-order
 from arena_jax import tasks
 from arena_jax.train import read_groups, read_metrics, train
 from arena_jax.train import transcripts as tr
-from arena_jax.train.config import mode_config
+from configs.common import mode_config
 
 
 def _config(args, data_dir: str, transcripts: float, steps: int):

@@ -8,14 +8,10 @@ values it accepts is declared once, in `arena_jax.train.config.RUN` (and the tas
 embeds), and listed in docs/configuration.md; the run checks every field against it before it starts.
 The other configs/arith_*.py are this testbed with another reward mode (configs/common.py).
 """
-import pathlib
-
 import ml_collections
 
 from arena_jax import judges, parallel, tasks
-from arena_jax.train.config import load_config_module
-
-common = load_config_module(pathlib.Path(__file__).with_name("common.py"))
+from configs import common
 
 
 def get_config(arg=None):

@@ -1,9 +1,5 @@
 """Reward mode `rlvr` (SPEC §7), on the arithmetic testbed of configs/arith_arena_live.py. `:smoke` for seconds."""
-import pathlib
-
-from arena_jax.train.config import load_config_module
-
-common = load_config_module(pathlib.Path(__file__).with_name("common.py"))
+from configs import common
 
 
 def get_config(arg=None):

@@ -6,22 +6,22 @@
     python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5p:2x2x2
 
 The argument is the TPU topology; it picks the mesh and the micro-batches from `SLICES`, whose per-device
-memory `launch/aot_compile.py` reports (docs/tpu.md). Everything else is `arena_jax.train.config.pod_config`:
+memory `launch/aot_compile.py` reports (docs/tpu.md). Everything else is `configs.pod.pod_config`:
 the same on every slice and for every policy. Paths and URLs are placeholders of the same shape as the
 real ones: override them on the command line (`--config.init.hf_path=…`,
 `--config.judge.urls='("http://judge-0:8000/v1",)'`).
 
-`:smoke` keeps every code path of the real run at smoke size (`arena_jax.train.config.real_smoke`): HF import
+`:smoke` keeps every code path of the real run at smoke size (`configs.pod.real_smoke`): HF import
 of a tiny checkpoint of the same architecture (`--config.init.hf_path`), its chat template, JSONL data with
 math-verify, the judge client over HTTP, the sharded trainer; 2 steps on ≥ 4 CPU devices
 (tests/train/test_real_smoke.py builds the checkpoint and runs it).
 """
-from arena_jax.train.config import POD_SLICES, pod_config
+from configs import pod
 
-SLICES = POD_SLICES  # add a topology here (a copy of the dict) to try another slice
+SLICES = pod.POD_SLICES  # add a topology here (a copy of the dict) to try another slice
 
 
 def get_config(arg=None):
   # Qwen3 thinks at length by default; 2048 new tokens hold concise visible reasoning, not a thinking block.
-  return pod_config(arg, model="qwen3_8b", hf_path="/mnt/disks/models/Qwen3-8B", source="configs/real_qwen3_8b.py",
+  return pod.pod_config(arg, model="qwen3_8b", hf_path="/mnt/disks/models/Qwen3-8B", source="configs/real_qwen3_8b.py",
                     slices=SLICES, chat_template_kwargs={"enable_thinking": False})

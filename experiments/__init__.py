@@ -17,7 +17,7 @@ import pathlib
 
 import ml_collections
 
-from arena_jax.train.config import load_config_file
+import configs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"
@@ -36,4 +36,4 @@ def load_config(spec: str | os.PathLike) -> ml_collections.ConfigDict:
   head, sep, tail = path.rpartition(":")
   if sep and head and "/" not in tail:
     path, arg = head, tail or None
-  return load_config_file(str(repo_path(path)), arg)
+  return configs.get_config(repo_path(path), arg)

@@ -3,7 +3,7 @@
 Every run starts from the same SFT policy, sees the same prompts in the same order (`data_seed`),
 trains for the same number of optimizer steps, and differs only in its reward mode and its seed
 (sampling and judge), so two runs of one seed are a pair. The modes are reward-mode registry names
-(`arena_jax.rl.REWARD_MODES`), each run `mode_config(name)` of `arena_jax.train.config`. The
+(`arena_jax.rl.REWARD_MODES`), each run `mode_config(name)` of `configs.common`. The
 judge-quality ablation adds runs of `study.ablation_mode` whose embedded judge reverses a
 share 1 − a of its verdicts on pairs that differ in process (`judge.server.flip_rate`), one per verdict
 accuracy a of `study.judge_accuracies`; a = 1 is the plain mode's own run. The runs go one after another,
@@ -37,7 +37,7 @@ from arena_jax import rl
 from arena_jax.errors import ConfigError, WorkdirError
 from arena_jax.eval import watch
 from arena_jax.train import read_metrics, train, train_sft
-from arena_jax.train.config import mode_config
+from configs.common import mode_config
 from arena_jax.train.plot import smooth
 from experiments import load_config
 from experiments import stats
@@ -547,7 +547,7 @@ def write_results(study, runs: dict) -> str:
       "# Reproduction study: the reward modes on the arithmetic testbed",
       "",
       f"Regenerate with {cmd} (the study's config: `experiments.study.study_config()`; each run: "
-      "`arena_jax.train.config.mode_config(mode)`). Every number below is in `study.json`, run by run.",
+      "`configs.common.mode_config(mode)`). Every number below is in `study.json`, run by run.",
       f"Every run: the SFT policy of `{study.sft_config}`, {study.num_steps} optimizer steps of "
       f"{rc.rollout.prompts_per_step} prompts × G={rc.rollout.group_size}, the same prompt order, seeds "
       f"{tuple(study.seeds)}, {judge}; runs one after another on this machine. Evaluation of the final policy: "

@@ -1,1 +1,1 @@
-"""Thin absl mains: flags → config → one library call (STYLE §1)."""
+"""Thin absl mains: flags → config → one library call; the logic lives in the importable library."""

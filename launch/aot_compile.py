@@ -1,6 +1,6 @@
 """Ahead-of-time compiles of the real-size RL train step and the sampler's prefill and decode for a TPU
 topology, on this CPU host, with their per-device memory and the roofline lower bound on their time
-(DESIGN "Scale"; docs/tpu.md).
+(docs/tpu.md, "Ahead-of-time compiles").
 
     make aot                                                    # what docs/tpu.md recommends
     .venv-tpu/bin/python -m launch.aot_compile --jobs=2 \

@@ -17,7 +17,7 @@ def launch(*args, cwd=ROOT):
 @pytest.mark.parametrize("override, message", [
     ("--config.reward.mdoe=arena", "no field 'mdoe'; Did you mean \"mode\""),
     ("--config.num_steps=0", "config.num_steps: must be an integer ≥ 1, got 0"),
-    ("--config.reward.mode=ppo", "config.reward.mode: unknown mode 'ppo'"),
+    ("--config.reward.mode=ppo", "config.reward.mode: unknown reward mode 'ppo'"),
     ("--config.init.hf_path=/nonexistent/hf", "--config.init.policy_dir=''"),
 ])
 def test_a_user_error_is_one_line_without_traceback(override, message, tmp_path):

@@ -1,4 +1,5 @@
-"""Package-level promises: the public API names of DESIGN.md exist; the default import stays light."""
+"""Package-level promises: the public API names that benchmarks and notebooks rely on exist; the default
+import stays light."""
 import json
 import subprocess
 import sys

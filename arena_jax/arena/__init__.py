@@ -32,5 +32,6 @@ from arena_jax.arena.tournaments import (
     make_scheduler,
     play,
     register_scheduler,
-    strength_judge,
 )
+# Test and benchmark helper, exported here as before; it lives in arena.testing.
+from arena_jax.arena.testing import strength_judge

@@ -110,21 +110,23 @@ def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = 
                    return_details=keep > 0)
     out[name] = flatten_metrics(res)
     if keep > 0:
-      out[name][SAMPLES] = _samples(task, examples, res, keep, config.num_samples)
+      out[name][SAMPLES] = _samples(task, tokenizer, examples, res, keep, config.num_samples)
   return out
 
 
 SAMPLES = "samples"
 
 
-def _samples(task, examples, details: dict, keep: int, n: int) -> list[dict]:
-  """The greedy completion and the first sampled one of the first problems, `keep` rows in all."""
+def _samples(task, tokenizer, examples, details: dict, keep: int, n: int) -> list[dict]:
+  """The greedy completion and the first sampled one of the first problems, `keep` rows in all, each with the
+  prompt as the policy was given it (`Task.prompt_texts`: through the chat template with prompt_format = chat)."""
   rows = []
-  for i, example in enumerate(examples):
+  shown = task.prompt_texts(examples[:keep], tokenizer)
+  for i in range(len(examples)):
     for kind, texts, rewards, row in (("greedy", "greedy_completions", "greedy_rewards", i),
                                       ("sampled", "completions", "rewards", i * max(n, 1))):
       if len(rows) < keep and texts in details:
-        rows.append({"problem": i, "kind": kind, "prompt": task.prompt(example), "completion": details[texts][row],
+        rows.append({"problem": i, "kind": kind, "prompt": shown[i], "completion": details[texts][row],
                      "verifier": float(np.ravel(details[rewards])[row])})
   return rows
 

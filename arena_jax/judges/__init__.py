@@ -2,7 +2,8 @@
 
   config      `default_config()` / `validate_config()`: urls, model, client, debiasing, jury, server knobs
   client      `JudgeClient`: async OpenAI-compatible chat completions — load spreading, limits, retries,
-              parse retries, explicit failures, token / latency accounting, on-disk cache
+              parse retries, explicit failures, token / latency accounting, on-disk cache (a package: one
+              module per concern — endpoints, backoff, responses, cache, the start-up probe)
   usage       `Usage`: what a call, a judgment, an audit or a tournament cost (calls, HTTP requests,
               tokens, latency); `+` for sequential work, `Usage.parallel` for concurrent work
   prompts     templates as files (`templates/*.txt`) and the verdict / rubric / flaw parsers
@@ -14,15 +15,19 @@
   tournament  `run_tournament` / `run_tournaments`: arena schedulers against the async judge (SPEC §5)
   backends    judges by name (`make_judge`), `judge_endpoints` (the embedded server when no URL is set),
               `check_judge_urls` (fail fast at start when a configured judge does not answer)
-  simulated   `JudgeLogic`: the rule-based process judge that the embedded server answers with
-  server      the embedded judge's HTTP server (`make_app`, `run_server`; `python -m launch.serve_judge`)
-  hostile     the answers of a judge that tries to break its client (`server.hostile_rate`; tests, soak)
-  embedded    `EmbeddedJudgeServer` (a child process) and `serve_in_process` (the running event loop)
+  embedded    the embedded judge server (a package), started when no judge URL is given:
+                launcher   `EmbeddedJudgeServer` (a child process) and `serve_in_process` (the running event loop)
+                server     its HTTP server (`make_app`, `run_server`; `python -m launch.serve_judge`)
+                hostile    the answers of a judge that tries to break its client (`server.hostile_rate`)
+                simulated  `JudgeLogic`: the rule-based process judge that it answers with (`checking` checks
+                           the traces, `replies` writes the answers)
   files       JSONL batch judging behind `launch/judge_pairs.py` and `launch/jury.py`
 
 Importing this package starts nothing: servers, sessions and event loops are created on use.
 """
-from arena_jax.judges import embedded, hostile, hygiene, prompts, server, simulated
+from arena_jax.judges import embedded, hygiene, prompts
+# The embedded server's modules stay reachable as `judges.server`, `judges.hostile` and `judges.simulated`.
+from arena_jax.judges.embedded import hostile, server, simulated
 from arena_jax.judges.backends import (
     BACKENDS,
     check_judge_urls,
@@ -54,7 +59,7 @@ from arena_jax.judges.config import (
     validate_config,
     validate_server_config,
 )
-from arena_jax.judges.embedded import EmbeddedJudgeServer, serve_in_process
+from arena_jax.judges.embedded import EmbeddedJudgeServer, JudgeLogic, make_app, run_server, serve_in_process
 from arena_jax.judges.files import format_jury_metrics, judge_pairs_file, jury_file, jury_metrics
 from arena_jax.judges.hygiene import count_tokens, neutralise, sanitize, truncate
 from arena_jax.judges.jury import Claim, Jury, JuryJudge, JuryVerdict
@@ -71,7 +76,5 @@ from arena_jax.judges.prompts import (
     parse_rating,
     parse_sections,
 )
-from arena_jax.judges.server import make_app, run_server
-from arena_jax.judges.simulated import JudgeLogic
 from arena_jax.judges.tournament import TournamentJob, TournamentRun, run_tournament, run_tournaments
 from arena_jax.judges.usage import Usage

@@ -1,4 +1,4 @@
-"""Judge backends by name (STYLE §4) and where the judge runs.
+"""Judge backends by name (a registry, selected by `judge.backend`) and where the judge runs.
 
     with judges.judge_endpoints(config) as urls:          # the embedded server when config.urls is ()
       judge = judges.make_judge(config, urls)             # config.backend: pairwise | pointwise | jury
@@ -77,7 +77,7 @@ def make_judge(config, urls: Sequence[str] | str | None = None):
 
 @contextlib.contextmanager
 def judge_endpoints(config) -> Iterator[tuple[str, ...]]:
-  """The judge URLs of `config`, or those of an embedded server started for the block (DESIGN)."""
+  """The judge URLs of `config`, or those of an embedded server started for the block (the embedded default: one machine, no downloads)."""
   needs = not config.urls and not (config.backend == "jury" and config.jury.jurors)
   if not needs:
     yield tuple(config.urls)

@@ -21,7 +21,6 @@ from arena_jax.registry import Registry
 from arena_jax.config_schema import field
 from arena_jax.judges.client import EXTRA_BODY_CHECK
 from arena_jax.judges.client import split_urls
-from arena_jax.judges.hostile import HOSTILE_KINDS
 from arena_jax.tasks import IMPACTS, TRACE_VIEWS
 
 # Judge factories `(config, urls) -> judge` by name; `judges.backends` registers them (`@register_backend`).
@@ -30,6 +29,9 @@ DEBIAS_MODES = ("none", "random", "both")
 JURY_MODES = ("consolidation", "deliberation", "vote")
 LATENCY_DISTS = ("fixed", "exponential", "lognormal")
 REPLY_STYLES = ("plain", "reasoning")
+# The hostile answers the embedded judge can send (`judges/embedded/hostile.py` serves them); named here, where the
+# config checks `server.hostile_kinds`, so that the config does not import the embedded server.
+HOSTILE_KINDS = ("wrong_types", "bad_retry_after", "huge", "bomb", "deep")
 DEFAULT_MODEL = "arena-judge"
 
 
@@ -100,7 +102,7 @@ SERVER = cs.Section(dict(
     disconnect_rate=_rate("Share of requests whose connection is dropped without an answer."),
     bad_body_rate=_rate("Share of HTTP 200 answers whose body is not JSON."),
     malformed_rate=_rate("Share of well-formed completions with no parseable verdict."),
-    # Hostile answers (`judges/hostile.py`): what a judge could send to break its client rather than fail.
+    # Hostile answers (`judges/embedded/hostile.py`): what a judge could send to break its client rather than fail.
     hostile_rate=_rate("Share of requests answered with a hostile answer drawn from `hostile_kinds`."),
     hostile_kinds=field(HOSTILE_KINDS, "The hostile answers: fields of the wrong type, unusable Retry-After, "
                         "huge answers, decompression bombs, JSON nested 100,000 deep.", cs.satisfies(

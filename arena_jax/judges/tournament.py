@@ -1,4 +1,4 @@
-"""Running tournament schedulers against an async pairwise judge (SPEC §5; DESIGN: scheduler ⇄ judge client).
+"""Running tournament schedulers against an async pairwise judge (SPEC §5; docs/architecture.md, "The loop").
 
 `run_tournament` drives one `arena.Scheduler` to completion: every match the scheduler hands out is
 judged as soon as it is issued (matches of a stage run concurrently; a live tournament's next

@@ -1,9 +1,9 @@
-"""The policy: a Flax NNX decoder of the Llama / Mistral / Qwen3 family, HF import, per-token log-probs.
+"""The policy: a Flax NNX decoder of the Llama / Mistral / Qwen2 / Qwen3 family, HF import, per-token log-probs.
 
   Transformer          the model; `model(tokens [B, T])` → logits [B, T, V]
   ModelConfig          frozen, hashable config; `RopeScaling` for linear / llama3 / yarn RoPE
   tiny_config()        the embedded demo's policy; `get_model_config(name)` for named real-size configs
-  load_hf(path)        a local HF checkpoint (Llama / Mistral / Qwen3 ForCausalLM) as a `Transformer`
+  load_hf(path)        a local HF checkpoint (a family of `models.hf`: Llama, Mistral, Qwen2, Qwen3, Ministral-3) as a `Transformer`
   token_logprobs(...)  teacher-forced log π(completion token | prompt, prefix), memory-aware
   KVCache              the sampler's cache: the prompt once per group, completions in chunks
   pure_params(m)       a Module / nnx.State → the pure parameter dict (what jit, orbax and the sampler take)

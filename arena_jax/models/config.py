@@ -1,8 +1,9 @@
 """Model configuration for the Llama / Mistral / Qwen3 / Ministral-3 decoder family, and a registry of named configs.
 
 One frozen, hashable dataclass describes the whole family; the differences between the families are
-fields (QK-norm for Qwen3, sliding window for Mistral, RoPE scaling for Llama-3.1 / Ministral-3, Llama-4
-attention scaling for Ministral-3, tied embeddings for small models). Being hashable, a config can be a static argument of `jax.jit`.
+fields (QK-norm for Qwen3, q/k/v-only biases for Qwen2, sliding window for Mistral, RoPE scaling for
+Llama-3.1 / Ministral-3, Llama-4 attention scaling for Ministral-3, tied embeddings for small models). Being
+hashable, a config can be a static argument of `jax.jit`.
 
 Named configs (`get_model_config(name)`, `MODEL_CONFIGS`):
   tiny           the embedded demo's policy (see `tiny_config`)
@@ -99,6 +100,8 @@ class ModelConfig:
     sliding_layers: which layers use the window (Qwen3 `layer_types`); None = all layers.
     tie_embeddings: the output projection is the transposed input embedding.
     attention_bias: biases on the q/k/v/o projections (HF `attention_bias`).
+    qkv_bias: biases on the q/k/v projections only, none on o (Qwen2); `attention_bias` includes them, so
+      at most one of the two is set.
     mlp_bias: biases on the SwiGLU projections (HF Llama `mlp_bias`).
     param_dtype: storage dtype of the parameters: the trained weights' (the run config's
       `model.weight_dtype`, float32 by default whatever the checkpoint stores) or a sampler's copy.
@@ -135,6 +138,7 @@ class ModelConfig:
   sliding_layers: tuple[bool, ...] | None = None
   tie_embeddings: bool = False
   attention_bias: bool = False
+  qkv_bias: bool = False
   mlp_bias: bool = False
   param_dtype: str = "float32"
   dtype: str = "float32"
@@ -161,6 +165,8 @@ class ModelConfig:
     for name in ("param_dtype", "dtype"):
       if getattr(self, name) not in MODEL_DTYPES:
         problems.append(f"{name} must be one of {MODEL_DTYPES} (got {getattr(self, name)!r})")
+    if self.attention_bias and self.qkv_bias:
+      problems.append("qkv_bias (q/k/v only) is implied by attention_bias (q/k/v/o); set one of them")
     if self.sliding_window is not None and self.sliding_window <= 0:
       problems.append(f"sliding_window must be positive or None (got {self.sliding_window})")
     if self.query_scale_length <= 0:
@@ -193,7 +199,8 @@ class ModelConfig:
   def num_params(self) -> int:
     """Parameter count (embeddings included once when tied)."""
     d, h, n, k, f = self.d_model, self.head_dim, self.num_heads, self.num_kv_heads, self.mlp_dim
-    attn = d * h * (2 * n + 2 * k) + (h * (n + 2 * k) + d if self.attention_bias else 0)
+    attn = (d * h * (2 * n + 2 * k) + (h * (n + 2 * k) if self.attention_bias or self.qkv_bias else 0)
+            + (d if self.attention_bias else 0))
     mlp = 3 * d * f + (2 * f + d if self.mlp_bias else 0)
     norms = 2 * d + (2 * h if self.qk_norm else 0)
     emb = self.vocab_size * d * (1 if self.tie_embeddings else 2)

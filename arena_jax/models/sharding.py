@@ -1,4 +1,4 @@
-"""Logical axis names → mesh axes (DESIGN "Scale": a global mesh (`data`, `fsdp`, `tensor`)).
+"""Logical axis names → mesh axes (docs/tpu.md "How it scales": a global mesh (`data`, `fsdp`, `tensor`)).
 
 Every parameter carries logical axis names in its `out_sharding` metadata (flax's convention, so
 `nnx.get_partition_spec` under `flax.linen.logical_axis_rules` reads them too). The rules here map them

@@ -1,4 +1,4 @@
-"""A Flax NNX decoder-only transformer of the Llama / Mistral / Qwen3 family.
+"""A Flax NNX decoder-only transformer of the Llama / Mistral / Qwen2 / Qwen3 family.
 
 Block (pre-norm, as transformers' `LlamaDecoderLayer`):
 
@@ -90,7 +90,7 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Arr
 
 
 class Attention(nnx.Module):
-  """Grouped-query self-attention with RoPE, optional QK-norm and q/k/v/o biases."""
+  """Grouped-query self-attention with RoPE, optional QK-norm, q/k/v biases and an o bias."""
 
   def __init__(self, config: ModelConfig, layer: int, *, rngs: nnx.Rngs):
     c = config
@@ -101,14 +101,14 @@ class Attention(nnx.Module):
     self.k_proj = _param(rngs, _lecun(d), (d, k, h), ("embed", "kv_heads", "head_dim"), pd)
     self.v_proj = _param(rngs, _lecun(d), (d, k, h), ("embed", "kv_heads", "head_dim"), pd)
     self.o_proj = _param(rngs, _lecun(n * h), (n, h, d), ("heads", "head_dim", "embed"), pd)
-    if c.attention_bias:
-      zeros = jax.nn.initializers.zeros
+    zeros = jax.nn.initializers.zeros
+    if c.attention_bias or c.qkv_bias:  # qkv_bias: Qwen2's q/k/v biases without an o bias
       self.q_bias = _param(rngs, zeros, (n, h), ("heads", "head_dim"), pd)
       self.k_bias = _param(rngs, zeros, (k, h), ("kv_heads", "head_dim"), pd)
       self.v_bias = _param(rngs, zeros, (k, h), ("kv_heads", "head_dim"), pd)
-      self.o_bias = _param(rngs, zeros, (d,), ("embed",), pd)
     else:
-      self.q_bias = self.k_bias = self.v_bias = self.o_bias = None
+      self.q_bias = self.k_bias = self.v_bias = None
+    self.o_bias = _param(rngs, zeros, (d,), ("embed",), pd) if c.attention_bias else None
     if c.qk_norm:
       self.q_norm = RMSNorm(h, c.rms_norm_eps, "head_dim", pd, rngs=rngs)
       self.k_norm = RMSNorm(h, c.rms_norm_eps, "head_dim", pd, rngs=rngs)

@@ -132,12 +132,13 @@ def _task(workdir: str, name: str | None):
 def _process(task, example: dict | None, trace: str) -> dict:
   """The process checker's verdict on one trace: its steps with marks, and a comparable score."""
   if task is None or not task.has_process_checker or not example:
-    return {"steps": [{"text": trace, "mark": ""}], "score": None, "summary": "no process checker"}
+    return {"steps": [{"text": trace, "mark": "", "note": ""}], "score": None, "summary": "no process checker"}
   try:
     ex = tasks.Example(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in example.items()})
     report = task.check_process(ex, trace)
   except (ValueError, TypeError, ArithmeticError, RecursionError):
-    return {"steps": [{"text": trace, "mark": ""}], "score": None, "summary": "the checker could not read it"}
+    return {"steps": [{"text": trace, "mark": "", "note": ""}], "score": None,
+            "summary": "the checker could not read it"}
   steps = [{"text": s.text, "mark": "invalid" if not s.valid else ("irrelevant" if not s.relevant else "valid"),
             "note": s.note} for s in report.steps] or [{"text": trace, "mark": "", "note": ""}]
   summary = (f"{report.num_steps} steps, {report.num_invalid} invalid, {report.num_irrelevant} irrelevant, "
@@ -201,13 +202,20 @@ def _group_card(group: dict, decision: dict | None, task) -> dict:
   card = {"group": group["group"], "problem": group["problem"], "reference": group["reference"],
           "form": group["form"], "topology": group.get("topology"), "members": members, "decision": decision,
           "failures": 0, "upsets": 0, "tau": None, "matches": [], "matrix": None}
+  # A member whose trace is identical to an earlier one's shares that member's tournament node
+  # (`reward.dedupe_traces`): the representative played for it, so it shows the node's strength.
+  copy_of = group.get("copy_of") or list(range(g))
+  for m in members:
+    if copy_of[m["index"]] != m["index"]:
+      m["copy_of"] = copy_of[m["index"]]
   if group["form"] == "pairwise":
     theta, se, rate = _strengths(group["matches"], g)
     for m in members:
       k = m["index"]
-      m.update(theta=theta[k], se=se[k], win_rate=rate[k],
+      node = copy_of[k]
+      m.update(theta=theta[node], se=se[node], win_rate=rate[node],
                rank=None if group.get("native_ranking") is None else group["native_ranking"][k])
-    card["tau"] = kendall_tau(theta, rate)
+    card["tau"] = kendall_tau(theta, rate)  # over the nodes: a copy has no win rate of its own
     matrix = [[None] * g for _ in range(g)]
     for n, match in enumerate(group["matches"]):
       i, j = match["i"], match["j"]

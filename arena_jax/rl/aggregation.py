@@ -5,7 +5,7 @@ returns one row of judge rewards per group; NaN marks a member left out of its g
 reward mode fills them with a constant row (zero advantage; SPEC §4: a failure is dropped, never a tie).
 Each aggregation reads one judge form's verdicts (its `form`: tournament matches or rubric
 scores); `reward.aggregation` may replace a mode's own by any of the same form, independently of the
-topology (docs/reward_modes.md). Register a new one with `@register_aggregator("name", form=...)` (STYLE §4).
+topology (docs/reward_modes.md). Register a new one with `@register_aggregator("name", form=...)`.
 """
 from __future__ import annotations
 

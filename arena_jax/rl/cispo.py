@@ -6,7 +6,7 @@
 
 The IS weight is clipped and stopped, not the policy-gradient term, so every token keeps a gradient.
 The loss is −J, returned as (sum, denominator) so that micro-batches and shards add up exactly: the
-caller divides the summed sums by the summed denominators (STYLE §5).
+caller divides the summed sums by the summed denominators.
 """
 from __future__ import annotations
 

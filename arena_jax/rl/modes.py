@@ -11,13 +11,13 @@
 | `arena`              | verifier        | round-robin win rate            | pairwise   |
 | `arena_live`         | verifier        | live tournament + BT            | pairwise   |
 
-A mode is one decorated class that carries its behaviour (STYLE §4): which groups it sends to the
-judge (`select`), in which form (`judge_form`, `topology`), how their judgments become judge rewards
-(`aggregation` or an own `aggregate`), and how verifier and judge rewards combine into advantages
-inside the jitted update (`combine`, `advantages`; built on `route_rewards`, SPEC §3). Three bases
-cover the routing choices: `RewardMode` (verifier only), `Routed` (the judge for non-diverse groups,
-SPEC §3) and `JudgeAll` (the judge for every group). Adding a mode is one block, here or anywhere
-that is imported before the config is validated:
+A mode is one decorated class that carries its behaviour (a registry, as wherever the paper has
+alternatives): which groups it sends to the judge (`select`), in which form (`judge_form`, `topology`),
+how their judgments become judge rewards (`aggregation` or an own `aggregate`), and how verifier and
+judge rewards combine into advantages inside the jitted update (`combine`, `advantages`; built on
+`route_rewards`, SPEC §3). Three bases cover the routing choices: `RewardMode` (verifier only),
+`Routed` (the judge for non-diverse groups, SPEC §3) and `JudgeAll` (the judge for every group). Adding
+a mode is one block, here or anywhere that is imported before the config is validated:
 
     @register_mode
     class MyMode(Routed):

@@ -20,16 +20,16 @@ from arena_jax.sampling.methods import (
     sample_categorical,
     uniforms,
 )
-from arena_jax.sampling.sampler import (
+from arena_jax.sampling.decode_state import (
     DEFAULT_PROMPT_BUCKETS,
     DecodeState,
     ForcedStops,
     SampleOutput,
-    Sampler,
     StreamChunk,
     bucket_length,
     cache_chunking,
     mask_after_stop,
     model_from_params,
 )
+from arena_jax.sampling.sampler import Sampler
 from arena_jax.sampling.accuracy import default_ks, evaluate, flatten_metrics, generate, pass_at_k

@@ -2,10 +2,10 @@
 
 Sympy can take unbounded time on a pathological answer (`9^9^9^9`, a 10k-character expression), and
 math-verify's own timeouts rely on SIGALRM, which only works in a main thread. So every comparison
-runs in a persistent worker process (STYLE.md §8, after maxtext's `math_verify_pool.py`): the parent
-sends one item to each idle worker, waits on the pipes, and kills and replaces a worker whose item
-runs past `timeout_s` — that item scores 0 and training goes on. Workers are recycled every
-`max_items_per_worker` items because sympy's caches only grow.
+runs in a persistent worker process (slow or untrusted work runs out of process with timeouts, after
+maxtext's `math_verify_pool.py`): the parent sends one item to each idle worker, waits on the pipes,
+and kills and replaces a worker whose item runs past `timeout_s` — that item scores 0 and training goes
+on. Workers are recycled every `max_items_per_worker` items because sympy's caches only grow.
 
 Workers are fresh interpreters (`python -m arena_jax.tasks.verify_worker`, talking JSON lines over
 pipes): nothing is forked from a process that may hold JAX's threads, and unlike multiprocessing's

@@ -1,7 +1,8 @@
 """Tasks by name: prompt formatting, reference answers, verifiers and process checkers.
 
-A task is selected by a config string (STYLE.md §4): `get_task("arithmetic", config)`. Adding a task
-touches one file: subclass `Task` and decorate it with `@register_task("name")`.
+A task is selected by a config string (a registry, as wherever there are alternatives):
+`get_task("arithmetic", config)`. Adding a task touches one file: subclass `Task` and decorate it with
+`@register_task("name")`.
 
 Rewards are computed on the host from text; model output is never `eval`ed (see `expressions.py`).
 """

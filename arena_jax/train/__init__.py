@@ -1,6 +1,6 @@
 """Training: the RL trainer (Reasoning Arena and baselines), its config, checkpoints and metrics.
 
-  train(config, workdir)   the RL loop of DESIGN.md (`launch/train.py` is its absl main)
+  train(config, workdir)   the RL loop of docs/architecture.md (`launch/train.py` is its absl main)
   base_config / validate_config   the run configuration (configs/*.py start from `base_config()`)
   Checkpointer, CheckpointError, MetricsWriter, read_metrics, plot_curves
   TranscriptWriter, read_transcripts, read_groups, read_steps   the judge transcripts (`judge.transcripts`)

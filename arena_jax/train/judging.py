@@ -1,5 +1,5 @@
 """The judge side of a training step: tournaments or rubric scores for the groups a mode sends to the
-judge, run on a background event loop so they overlap generation (DESIGN: the loop; issue 14).
+judge, run on a background event loop so they overlap generation (docs/architecture.md, "The loop"; issue 14).
 
 `JudgeRunner` owns one asyncio loop in a daemon thread and the judge built on it. `open(step)` returns a
 `StepJudgment`: the trainer adds each judged group as soon as it is known (`add`: after the whole step

@@ -37,8 +37,11 @@ from flax import nnx
 from arena_jax import fileio
 from arena_jax.errors import MissingFileError
 from arena_jax import tokenizer as tokenizer_lib
-from arena_jax.models import (LOGICAL_AXIS_RULES, ModelConfig, RopeScaling, Transformer, abstract_model, load_hf,
-                              param_shardings, pure_params, with_precision)
+from arena_jax.tokenizer import SentencePieceTokenizer
+from arena_jax import parallel
+from arena_jax import tasks as tasks_lib
+from arena_jax.models import (LOGICAL_AXIS_RULES, ModelConfig, RopeScaling, Transformer, abstract_model,
+                              get_model_config, init_model, load_hf, param_shardings, pure_params, with_precision)
 
 FORMAT_VERSION = 1
 TOKENIZER_FILE = "tokenizer.model"
@@ -275,3 +278,40 @@ def load_run_policy(workdir: str | os.PathLike) -> tuple[ModelConfig, Any, bool]
   tok = spec["tokenizer"]
   tokenizer = tokenizer_lib.load_tokenizer(tok if os.path.isabs(tok) else os.path.join(workdir, tok))
   return config, tokenizer, spec.get("add_bos", True)
+
+
+# ─────────────────────────────────────── the policy an RL run starts from ───────────────────────────────────────
+
+
+@dataclasses.dataclass
+class InitialPolicy:
+  """The policy a run starts from: model config, parameters (a pure dict), tokenizer."""
+
+  config: Any
+  params: Any
+  tokenizer: Any
+  add_bos: bool = True
+
+
+def initial_policy(config, workdir: str, mesh=None, rules=LOGICAL_AXIS_RULES) -> InitialPolicy:
+  """The starting policy of `config.init`: a saved policy (SFT) or HF checkpoint, or (tests) a random
+  named model with a tokenizer trained on the task corpus and kept in the workdir.
+
+  Its parameters are the masters: stored in `model.weight_dtype` (a bfloat16 or FP8 checkpoint is upcast
+  on load), computing in `model.dtype` (`models.with_precision`), placed on `mesh` when given."""
+  init, precision = config.init, dict(weight_dtype=config.model.weight_dtype, dtype=config.model.dtype)
+  if init.policy_dir or init.hf_path:
+    p = load_policy(init.policy_dir or init.hf_path, mesh=mesh, rules=rules, **precision)
+    return InitialPolicy(p.config, pure_params(p.model), p.tokenizer, p.add_bos)
+  path = os.path.join(workdir, "tokenizer.model")
+  if not os.path.exists(path) and parallel.is_main_process():  # the workdir is shared by every host
+    tokenizer = SentencePieceTokenizer.train(tasks_lib.corpus(config.tasks, max_examples_per_task=2000),
+                                             vocab_size=init.tokenizer_vocab)
+    os.makedirs(workdir, exist_ok=True)
+    tokenizer.save(path)
+  parallel.barrier("tokenizer")
+  tokenizer = SentencePieceTokenizer.load(path)
+  model_config = with_precision(
+      get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size), **precision)
+  tokenizer.check_vocab(model_config.vocab_size)
+  return InitialPolicy(model_config, pure_params(init_model(model_config, seed=config.seed)), tokenizer)

@@ -9,7 +9,7 @@ Pipeline (one call, deterministic given `config.seed`):
   3. a small decoder (`config.model`, default the `demo` config below) trained with AdamW on the
      completion tokens only (the prompt is context, not target). The loss is the exact token mean
      over the batch,  L = Σ_{b,t} m_{b,t} · (−log p_θ(y_{b,t} | y_{b,<t})) / Σ_{b,t} m_{b,t},
-     computed as (sum, denominator) (STYLE §5);
+     computed as (sum, denominator), exact under micro-batching;
   4. held-out evaluation (`arena_jax.sampling.evaluate`) on the test split of `tasks.train_task`;
   5. `save_policy` to `config.output_dir`.
 

@@ -1,7 +1,7 @@
 """The RL update on a mesh: shardings of the train state and rollout, and the sharded, donated step.
 
 `arena_jax.parallel` builds the mesh and maps logical axes to it; this module lays the trainer's own
-arrays out on that mesh (DESIGN "Scale"; docs/tpu.md "How it scales"):
+arrays out on that mesh (docs/tpu.md "How it scales"):
 
   params           by their logical axes (`parallel.param_shardings`)
   optimizer state  each moment like its parameter (`optax.tree_map_params`); counters replicated

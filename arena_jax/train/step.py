@@ -3,7 +3,7 @@
 A batch of R completion rows is split into `micro_batches` equal slices scanned in one jitted call:
 each slice returns the gradient of its loss *sum* and its denominator (tokens or sequences), and the
 summed gradient is divided by the summed denominator once, so the update equals the one of the whole
-batch at once (STYLE §5). The train state is donated.
+batch at once. The train state is donated.
 
 With a reward mode, the update also routes and computes the advantages in the same jitted program:
 it takes the step's verifier rewards [B, G], judge rewards [B, G] and judged mask [B] (`StepRewards`),

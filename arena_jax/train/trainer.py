@@ -1,10 +1,14 @@
-"""The RL trainer: Reasoning Arena and its baselines end to end (DESIGN: the one loop; SPEC §1–§7).
+"""The RL trainer: Reasoning Arena and its baselines end to end (docs/architecture.md, "The loop"; SPEC §1–§7).
 
-One step, in the order of the `Trainer` methods that do it:
+One step, in the order of the `Trainer` methods that do it, and the module each stage lives in:
 
-    generate (sampler, jit) → verify (host) → judge (the mode's groups, in the background)
-      → rewards (aggregate the verdicts: Bradley–Terry fit in jit, win rate, rank, rubric)
-      → update (jit: the masked per-group router, group advantages, CISPO, AdamW) → record
+    generate (`rollout.Generator`: sampler in jit, verifier on the host)
+      → judge (`judging.JudgeRunner`: the mode's groups, in the background)
+      → rewards (`rewards.Rewarder`: aggregate the verdicts: Bradley–Terry fit in jit, win rate, rank, rubric)
+      → update (`step`: jit: the masked per-group router, group advantages, CISPO, AdamW) → record
+
+The data that flows between them is `batch.Batch` / `batch.Pending`; the starting policy is
+`policy_io.initial_policy`. `train()` at the bottom is the loop, and reads as one.
 
 With `reward.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
 row is verified on arrival and its group goes to the judge as soon as it can (issue 14), so judging starts
@@ -22,15 +26,12 @@ global batch; the arrays every update needs are gathered, so every host holds th
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import signal
 import threading
 import time
-from typing import Any
 
-from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,23 +44,22 @@ from arena_jax import parallel
 from arena_jax import rl
 from arena_jax import tasks
 from arena_jax.sampling import RandomSampling, Sampler
-from arena_jax.tokenizer import SentencePieceTokenizer
 from arena_jax.errors import UserError, WorkdirError
 from arena_jax.train import checkpoint as checkpoint_lib
 from arena_jax.train import judging
+from arena_jax.train import rewards as rewards_lib
+from arena_jax.train import rollout as rollout_lib
 from arena_jax.train import sharding as train_sharding
 from arena_jax.train import transcripts as transcripts_lib
 from arena_jax.train import step as step_lib
 from arena_jax.train import workdir as workdir_lib
+from arena_jax.train.batch import Batch, Pending
 from arena_jax.train.checkpoint import CheckpointError, Checkpointer
 from arena_jax.train.config import validate_config
 from arena_jax.train.metrics import MetricsWriter
 from arena_jax.train.plot import plot_curves
-from arena_jax.train.policy_io import load_policy, write_policy_spec
-
-
-class JudgeOutageError(UserError, RuntimeError):
-  """The judge failed every call for `reward.max_judge_outage_steps` steps in a row."""
+from arena_jax.train.policy_io import initial_policy, write_policy_spec
+from arena_jax.train.rewards import JudgeOutageError  # noqa: F401  (raised by the loop; callers catch it here)
 
 
 class NonFiniteLossError(UserError, FloatingPointError):
@@ -92,129 +92,6 @@ def check_update_moves(values: dict, *, lr: float, optim, weight_dtype: str, ste
       "default) or raise optim.lr; optim.min_changed_share=0 turns this check off")
 
 
-# ─────────────────────────────────────────── the data of a step ───────────────────────────────────────────
-
-
-@dataclasses.dataclass
-class Batch:
-  """Groups of samples: group b is prompt b and its G completions, rows b·G … b·G + G − 1.
-
-  A host first builds the batch of its own groups; `gather` then gives every host the arrays of all
-  hosts' groups, in host order, without their `examples` and `texts` (those exist on their host only).
-  """
-
-  examples: list
-  texts: list[str]
-  prompt_tokens: np.ndarray    # [n, P] one prompt per group
-  prompt_lengths: np.ndarray   # [n]
-  tokens: np.ndarray           # [n·G, N]
-  logprobs: np.ndarray         # [n·G, N] behaviour log-probs recorded by the sampler (SPEC §2)
-  lengths: np.ndarray          # [n·G]
-  truncated: np.ndarray        # [n·G]
-  completion_step: np.ndarray  # [n·G] the decode step at which the row finished (arrival order, SPEC §5)
-  verifier: np.ndarray         # [n, G] verifier rewards
-  diverse: np.ndarray          # [n] Var(r_verifier) > 0 (SPEC §1), computed once when verified
-
-  @property
-  def num_groups(self) -> int:
-    return len(self.verifier)
-
-  def take(self, groups) -> "Batch":
-    """The groups at indices `groups` (an index array or a slice)."""
-    idx = np.arange(self.num_groups)[groups]
-    g = self.verifier.shape[1]
-    rows = (idx[:, None] * g + np.arange(g)).reshape(-1)
-    return Batch([self.examples[i] for i in idx], [self.texts[r] for r in rows], self.prompt_tokens[idx],
-                 self.prompt_lengths[idx], self.tokens[rows], self.logprobs[rows], self.lengths[rows],
-                 self.truncated[rows], self.completion_step[rows], self.verifier[idx], self.diverse[idx])
-
-  @staticmethod
-  def concat(parts: list["Batch"], pad_id: int) -> "Batch":
-    """One batch of the groups of `parts`; prompts are right-padded to the widest part."""
-    width = max(p.prompt_tokens.shape[1] for p in parts)
-    pad = lambda a: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=pad_id)
-    cat = lambda name: np.concatenate([getattr(p, name) for p in parts])
-    return Batch([e for p in parts for e in p.examples], [t for p in parts for t in p.texts],
-                 np.concatenate([pad(p.prompt_tokens) for p in parts]), *(cat(f) for f in _ARRAYS[1:]))
-
-  def gather(self, pad_id: int) -> "Batch":
-    """The arrays of every host's groups; `examples` and `texts` are left empty (they stay with the
-    batch of the host that drew them)."""
-    prompts = parallel.gather_rows(self.prompt_tokens, pad_id)
-    return Batch([], [], prompts, *(parallel.gather_rows(getattr(self, f)) for f in _ARRAYS[1:]))
-
-  def rollout(self) -> step_lib.Rollout:
-    """The update's rows; the advantages are computed inside the update from the rewards."""
-    g = self.verifier.shape[1]
-    return step_lib.rows_to_rollout(np.repeat(self.prompt_tokens, g, 0), np.repeat(self.prompt_lengths, g),
-                                    self.tokens, self.lengths, self.logprobs, None, self.truncated)
-
-
-_ARRAYS = ("prompt_tokens", "prompt_lengths", "tokens", "logprobs", "lengths", "truncated", "completion_step",
-           "verifier", "diverse")
-
-
-@dataclasses.dataclass
-class Generation:
-  """What producing one step's batch cost (dynamic sampling generates more than it keeps)."""
-
-  batches: int = 0           # generation batches
-  trajectories: int = 0      # samples generated, every host's
-  tokens: int = 0            # their completion tokens
-  correct: float = 0.0       # the sum of their verifier rewards
-  unclosed_thinking: int = 0  # of them, those that ended inside a thinking block (no visible answer)
-  sample_s: float = 0.0
-  verify_s: float = 0.0
-  judged_early: int = 0      # streamed: groups sent to the judge before their batch finished decoding
-
-
-@dataclasses.dataclass
-class Pending:
-  """A generated step whose judgment may still be running, not yet applied."""
-
-  step: int
-  local: Batch               # this host's groups: what it judges
-  batch: Batch               # every host's groups: what the update trains on
-  generation: Generation
-  iterator_after: Any        # the data iterator's state right after this step's prompts were drawn
-  judgment: judging.StepJudgment | None
-  generated_at: float = dataclasses.field(default_factory=time.perf_counter)  # when generation ended
-
-
-@dataclasses.dataclass
-class InitialPolicy:
-  """The policy a run starts from: model config, parameters (a pure dict), tokenizer."""
-
-  config: Any
-  params: Any
-  tokenizer: Any
-  add_bos: bool = True
-
-
-def init_policy(config, workdir: str, mesh=None, rules=models.LOGICAL_AXIS_RULES) -> InitialPolicy:
-  """The starting policy of `config.init`: a saved policy (SFT) or HF checkpoint, or (tests) a random
-  named model with a tokenizer trained on the task corpus and kept in the workdir.
-
-  Its parameters are the masters: stored in `model.weight_dtype` (a bfloat16 or FP8 checkpoint is upcast
-  on load), computing in `model.dtype` (`models.with_precision`), placed on `mesh` when given."""
-  init, precision = config.init, dict(weight_dtype=config.model.weight_dtype, dtype=config.model.dtype)
-  if init.policy_dir or init.hf_path:
-    p = load_policy(init.policy_dir or init.hf_path, mesh=mesh, rules=rules, **precision)
-    return InitialPolicy(p.config, models.pure_params(p.model), p.tokenizer, p.add_bos)
-  path = os.path.join(workdir, "tokenizer.model")
-  if not os.path.exists(path) and parallel.is_main_process():  # the workdir is shared by every host
-    tokenizer = SentencePieceTokenizer.train(tasks.corpus(config.tasks, max_examples_per_task=2000),
-                                             vocab_size=init.tokenizer_vocab)
-    os.makedirs(workdir, exist_ok=True)
-    tokenizer.save(path)
-  parallel.barrier("tokenizer")
-  tokenizer = SentencePieceTokenizer.load(path)
-  model_config = models.with_precision(
-      models.get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size), **precision)
-  tokenizer.check_vocab(model_config.vocab_size)
-  return InitialPolicy(model_config, models.pure_params(models.init_model(model_config, seed=config.seed)), tokenizer)
-
-
 # ─────────────────────────────────────────── the trainer ───────────────────────────────────────────
 
 
@@ -240,7 +117,7 @@ class Trainer:
     # ── policy (float32 masters by default, placed on the train mesh), sampler, optimizer ──
     self.mesh, sample_mesh = parallel.make_meshes(config.mesh)
     rules = parallel.axis_rules(config.mesh.rules)
-    self.policy = init_policy(config, workdir, self.mesh, rules)
+    self.policy = initial_policy(config, workdir, self.mesh, rules)
     tok = self.policy.tokenizer
     if parallel.is_main_process():  # what checkpoint-driven evaluation needs besides the params
       write_policy_spec(workdir, self.policy.config, tok, add_bos=self.policy.add_bos, tasks_config=config.tasks)
@@ -268,10 +145,13 @@ class Trainer:
         std_ddof=config.reward.std_ddof, shardings=self.shardings)
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
                                      cleanup_tmp=True)
+    # ── the two stages around the update: the rollout, and the rewards of its judgment ──
+    self.generator = rollout_lib.Generator(config, self.mode, self.task, self.iterator, self.block, self.sampler,
+                                           tok, self.policy.add_bos)
+    self.rewarder = rewards_lib.Rewarder(config, self.mode, self.block, self.checkpointer.directory)
     self.verified_steps: set[int] = set()  # restored and verified, or saved (finite) by this process
     self.judge_runner: judging.JudgeRunner | None = None
     self.transcripts: transcripts_lib.TranscriptWriter | None = None  # train() opens it (judge.transcripts > 0)
-    self.outage_steps = 0  # consecutive steps in which every judge call failed
     self.update_checked = False  # `check_update_moves` ran (at the first update at the peak lr)
     self.history: list[dict] = []
 
@@ -361,137 +241,10 @@ class Trainer:
     return self.mode.uses_judge and self.config.reward.live_start != "step_done" and self.judge_runner is not None
 
   def generate(self, step: int) -> Pending:
-    """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7).
-
-    Every host generates as long as any host lacks diverse groups (the sampler is one global program).
-    With `reward.live_start` ≠ step_done, groups are verified and sent to the judge as they finish
-    decoding (`_sample_streaming`), so the step's judgment is already running when this returns.
-    """
-    rs, pad_id = self.config.reward, self.policy.tokenizer.pad_id
-    n_local = self.block.stop - self.block.start
-    kept: list[Batch] = []
-    gen = Generation()
+    """Step `step`'s groups (`rollout.Generator.generate`), sampled from a compute-dtype copy of the current
+    policy (`Sampler.shard_params`, cast once per step after the last update)."""
     judgment = self.judge_runner.open(step, self.g) if self.streams else None
-    params = self.sampler.shard_params(self.state.params)  # the compute-dtype copy of this step's policy
-    while True:
-      if gen.batches >= rs.max_gen_batches:
-        found = int(parallel.host_sum(np.asarray(min(sum(k.num_groups for k in kept), n_local))))
-        raise RuntimeError(
-            f"dynamic sampling found only {found} of {self.b} reward-diverse groups in "
-            f"reward.max_gen_batches={rs.max_gen_batches} generation batches at step {step}: raise "
-            "reward.max_gen_batches, or the policy is (nearly) always all-correct / all-wrong here")
-      examples = next(self.iterator)
-      rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen.batches)
-      if judgment is not None:  # no dynamic sampling (a judged mode): one generation batch
-        part = self._sample_streaming(params, examples, rng, gen, judgment)
-      else:
-        t0 = time.perf_counter()
-        part = self._sample(params, examples, rng, gen)
-        t1 = time.perf_counter()
-        part = self.verify(part, gen)
-        gen.sample_s, gen.verify_s = gen.sample_s + t1 - t0, gen.verify_s + time.perf_counter() - t1
-      kept.append(part.take(self.mode.keep(part.diverse)))
-      short = int(parallel.host_sum(np.asarray(int(sum(k.num_groups for k in kept) < n_local))))
-      if not self.mode.dynamic_sampling or not short:
-        break
-    local = Batch.concat(kept, pad_id).take(slice(0, n_local))  # DAPO truncates the surplus
-    return Pending(step, local, local.gather(pad_id), gen, self.iterator.state, judgment)
-
-  def _prompts(self, examples) -> tuple[np.ndarray, np.ndarray]:
-    """Every host's prompts of one generation batch, padded (the sampler runs on all of them)."""
-    pad_id = self.policy.tokenizer.pad_id
-    tok = self.policy.tokenizer
-    prompts = tok.encode_batch(self.task.prompt_texts(examples, tok), add_bos=self.policy.add_bos and not self.task.chat)
-    tokens, lengths = self.sampler.pad_prompts(prompts)
-    return parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
-
-  def _local(self, examples, out, gen: Generation) -> Batch:
-    """This host's groups of a gathered sampler output; counts the generation."""
-    gen.batches += 1
-    gen.trajectories += self.b * self.g
-    gen.tokens += int(out.lengths.sum())  # the gathered outputs: every host's rows
-    groups = slice(self.block.start, self.block.stop)
-    rows = slice(self.block.start * self.g, self.block.stop * self.g)
-    # texts, verifier and diverse are filled by `verify`.
-    return Batch(list(examples), [], out.prompt_tokens[groups], out.prompt_lengths[groups], out.tokens[rows],
-                 out.logprobs[rows], out.lengths[rows], out.truncated[rows], out.completion_step[rows], None, None)
-
-  def _sample(self, params, examples, rng, gen: Generation) -> Batch:
-    """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
-    out = parallel.gather(self.sampler(params, self._prompts(examples), rng))
-    return self._local(examples, out, gen)
-
-  def _sample_streaming(self, params, examples, rng, gen: Generation, judgment: judging.StepJudgment) -> Batch:
-    """`_sample` + `verify`, judging while decoding goes on (issue 14): each finished row of this host's
-    groups is decoded and verified when its chunk ends; a group whose last member arrived goes to the
-    judge if the mode selects it (`group_done`), or, `speculative`, each arrival joins its group's live
-    tournament while the arrivals share one verifier reward and the tournament is abandoned when they
-    stop doing so (a chunk's arrivals are verified together: a group they split is not fed first).
-    Every host runs the same chunks; each judges its own groups."""
-    g, first = self.g, self.block.start
-    n_local = self.block.stop - first
-    speculative = self.config.reward.live_start == "speculative"
-    texts: list = [None] * (n_local * g)
-    verifier = np.zeros((n_local, g), np.float32)
-    steps = np.zeros((n_local, g), np.int64)
-    arrived = np.zeros((n_local, g), bool)
-    sent: set[int] = set()                # group_done: groups whose routing was decided
-    shared: dict[int, float | None] = {}  # speculative: the reward a group's arrivals share (None: abandoned)
-    t0, verify_s, out = time.perf_counter(), 0.0, None
-    for chunk in self.sampler.stream(params, self._prompts(examples), rng, every=self.config.rollout.stream_every):
-      out = chunk.output if chunk.output is not None else out
-      early = chunk.output is None
-      mine = (chunk.rows >= first * g) & (chunk.rows < self.block.stop * g)
-      if not mine.any():
-        continue
-      tv = time.perf_counter()
-      rows = chunk.rows[mine] - first * g
-      chunk_texts = self.policy.tokenizer.decode_batch(chunk.tokens[mine], chunk.lengths[mine])
-      rewards = self.task.verify_batch([examples[r // g] for r in rows], chunk_texts)
-      for r, text, v, step in zip(rows, chunk_texts, rewards, chunk.completion_step[mine]):
-        b, i = divmod(int(r), g)
-        texts[r], verifier[b, i], steps[b, i], arrived[b, i] = text, v, step, True
-      for r in rows:  # arrival order
-        b, i = divmod(int(r), g)
-        ex = examples[b]
-        if speculative:
-          # A group whose arrivals so far (this chunk's included) disagree is abandoned, or never started.
-          seen = verifier[b][arrived[b]]
-          if seen.min() == seen.max() and shared.get(b, 0.0) is not None:
-            gen.judged_early += early and b not in shared
-            shared[b] = float(seen[0])
-            judgment.arrive(first + b, i, texts[r], ex.question, self.task.reference_answer(ex))
-          elif shared.get(b, 0.0) is not None:
-            if b in shared:
-              judgment.abandon(first + b)
-            shared[b] = None
-        elif arrived[b].all() and b not in sent:
-          sent.add(b)
-          if self.mode.select(rl.is_diverse(verifier[b:b + 1]))[0]:
-            gen.judged_early += early
-            judgment.add(judging.GroupJob(first + b, ex.question, self.task.reference_answer(ex),
-                                          texts[b * g:(b + 1) * g], np.lexsort((np.arange(g), steps[b])), ex))
-      verify_s += time.perf_counter() - tv
-    part = self._local(examples, parallel.gather(out), gen)
-    part.texts, part.verifier = texts, verifier
-    part.diverse = np.asarray(rl.is_diverse(verifier))
-    gen.correct += float(parallel.host_sum(np.asarray(verifier.sum(), np.float64)))
-    gen.sample_s += time.perf_counter() - t0 - verify_s
-    gen.verify_s += verify_s
-    return part
-
-  def verify(self, part: Batch, gen: Generation) -> Batch:
-    """Decodes this host's completions; their verifier rewards [n, G] and which groups are reward-diverse
-    (SPEC §1)."""
-    part.texts = self.policy.tokenizer.decode_batch(part.tokens, part.lengths)
-    answers = [e for e in part.examples for _ in range(self.g)]
-    part.verifier = np.asarray(self.task.verify_batch(answers, part.texts), np.float32).reshape(-1, self.g)
-    part.diverse = np.asarray(rl.is_diverse(part.verifier))
-    gen.correct += float(parallel.host_sum(np.asarray(part.verifier.sum(), np.float64)))
-    # A completion cut while thinking has no answer (reward 0, `tasks.extract_answer`): counted.
-    unclosed = sum(tasks.split_thinking(t).unclosed for t in part.texts)
-    gen.unclosed_thinking += int(parallel.host_sum(np.asarray(unclosed, np.int64)))
-    return part
+    return self.generator.generate(step, self.sampler.shard_params(self.state.params), judgment)
 
   # ── judge → rewards ──
 
@@ -513,76 +266,9 @@ class Trainer:
     pending.judgment = self.judge_runner.submit(pending.step, jobs, self.g)
 
   def rewards(self, pending: Pending) -> tuple[step_lib.StepRewards, dict]:
-    """Waits for the step's judgment and aggregates it: verifier, judge rewards and the judged mask of
-    the whole step (each host judged its own block), and the judge's metrics."""
-    batch, n_local = pending.batch, pending.local.num_groups
-    judge_r = np.full((n_local if self.mode.uses_judge else self.b, self.g), self.mode.fill)
-    scale = np.ones_like(judge_r)  # advantage factors: < 1 only under reward.bt_shrinkage
-    judged = np.zeros(len(judge_r), bool)
-    m: dict[str, Any] = {}
-    if self.mode.uses_judge:
-      if pending.judgment is None:
-        raise RuntimeError(f"reward mode {self.mode.name!r} judges groups but this Trainer has no judge_runner; "
-                           "train() starts one (judging.JudgeRunner) on the configured judge URLs")
-      t0 = time.perf_counter()
-      outcome = pending.judgment.result(timeout=self.config.judge.step_deadline_s or None)
-      t1 = time.perf_counter()
-      local_idx = np.asarray(outcome.indices, int) - self.block.start
-      all_failed = 0
-      if len(local_idx):
-        judge_r[local_idx], ok = self.mode.aggregate(outcome.verdicts, self.g, l2=self.config.reward.bt_l2,
-                                                     solver=self.config.reward.bt_solver)
-        judged[local_idx] = True
-        all_failed = int((~ok).sum())
-        if self.config.reward.bt_shrinkage and ok.any():
-          live = [v for v, k in zip(outcome.verdicts, ok) if k]
-          scale[local_idx[ok]] = rl.bt_shrinkage(
-              live, self.g, l2=self.config.reward.bt_l2, solver=self.config.reward.bt_solver,
-              shrinkage=self.config.reward.bt_shrinkage)
-          m["judge/shrinkage"] = float(scale[local_idx[ok]].mean())
-      m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
-      # How long the judge still worked once the step was generated (0 when it finished during decoding).
-      m["time/judge_after_gen"] = max(0.0, (pending.judgment.finished_at or t1) - pending.generated_at)
-      groups, calls, failures, all_failed, tokens, saved, late, late_groups, wasted, abandoned = (
-          int(x) for x in parallel.host_sum(np.asarray(
-              [len(local_idx), outcome.usage.calls, outcome.failures, all_failed, outcome.usage.total_tokens,
-               outcome.calls_saved, outcome.late_matches, outcome.late_groups, outcome.wasted_calls,
-               outcome.abandoned_groups], np.int64)))
-      m.update({"judge/groups": groups, "judge/calls": calls, "judge/calls_per_group": calls / max(groups, 1),
-                "judge/calls_saved_duplicates": saved,
-                "judge/failures": failures, "judge/failure_rate": failures / max(calls, 1),
-                "judge/groups_all_failed": all_failed, "judge/tokens": tokens,
-                "judge/matches_late": late, "judge/groups_late": late_groups,
-                "judge/calls_wasted": wasted, "judge/groups_abandoned": abandoned})
-      m.update(_failure_reasons(outcome.failure_reasons))
-      if all_failed:
-        # A judge that is down (or failing) mid-run must not stop training at once, nor pass unnoticed:
-        # these groups get zero advantage (SPEC §4: failures are dropped, never ties).
-        logging.warning(
-            "step %d: %d of %d judged groups got no judgment (%d of %d judge calls failed; the first: %s; %d groups "
-            "cut short by judge.step_deadline_s): they get zero advantage this step; see judge/failures, "
-            "judge/groups_all_failed, judge/groups_late in metrics.jsonl",
-            pending.step + 1, all_failed, groups, failures, calls, outcome.first_failure or "?", late_groups)
-      self._check_outage(calls, failures, outcome.first_failure)
-    if self.mode.uses_judge:  # each host judged its own block: every host's rows, in host order
-      judge_r, judged, scale = parallel.gather(judge_r), parallel.gather(judged), parallel.gather(scale)
-    rewards = step_lib.StepRewards(np.asarray(batch.verifier, np.float32), np.asarray(judge_r, np.float32),
-                                   np.asarray(judged), np.asarray(scale, np.float32))
+    """The step's `StepRewards` (`rewards.Rewarder`), placed for the update (replicated: they are small)."""
+    rewards, m = self.rewarder(pending)
     return jax.device_put(rewards, self.shardings.replicated), m
-
-  def _check_outage(self, calls: int, failures: int, first_failure: str) -> None:
-    """Stops the run once every judge call has failed for `reward.max_judge_outage_steps` steps in a row
-    (the counts are summed over hosts, so every host stops at the same step)."""
-    limit = self.config.reward.max_judge_outage_steps
-    if not calls:
-      return  # a step that judged nothing says nothing about the judge
-    self.outage_steps = self.outage_steps + 1 if failures == calls else 0
-    if limit and self.outage_steps >= limit:
-      raise JudgeOutageError(
-          f"every judge call failed for {self.outage_steps} steps in a row (reward.max_judge_outage_steps="
-          f"{limit}); the judge's last answer: {first_failure or '?'}. Check judge.urls and judge.model (or "
-          f"raise the limit); resume from the last checkpoint in {self.checkpointer.directory} with "
-          "--config.resume=True")
 
   # ── update (advantages inside) ──
 
@@ -659,7 +345,9 @@ class Trainer:
     for r in rows:
       b, i = divmod(int(r), self.g)
       gb = self.block.start + b  # the group's index in the step
-      out.append({"group": gb, "member": i, "prompt": self.task.prompt(local.examples[b]), "completion": local.texts[r],
+      # The prompt as the policy was given it (through its chat template with tasks.prompt_format = chat).
+      prompt = self.task.prompt_texts([local.examples[b]], self.policy.tokenizer)[0]
+      out.append({"group": gb, "member": i, "prompt": prompt, "completion": local.texts[r],
                   "verifier": float(local.verifier[b, i]), "reward": float(rewards[gb, i]),
                   "advantage": float(advantages[gb, i]), "judged": bool(judged[gb])})
     return out
@@ -690,16 +378,6 @@ class Trainer:
     counts = tasks.process_counts(reports, [float(local.verifier[r // self.g, r % self.g]) for r in rows])
     total = {k: sum(host[k] for host in parallel.gather_json(counts)) for k in counts}
     return {f"process/{k}": v for k, v in tasks.process_rates(total).items()}
-
-
-def _failure_reasons(reasons) -> dict:
-  """`judge/failed/<reason>` counts summed over hosts (each host's judge fails on its own; reasons such
-  as "http_503" are open-ended, so the counters travel as JSON)."""
-  total: dict[str, int] = {}
-  for host in parallel.gather_json(dict(reasons)):
-    for reason, n in host.items():
-      total[reason] = total.get(reason, 0) + int(n)
-  return {f"judge/failed/{r}": n for r, n in total.items()}
 
 
 class _StopFlag:

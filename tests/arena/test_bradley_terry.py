@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from arena_jax import arena
 from arena_jax.arena import bradley_terry as bt
+from arena_jax.arena.testing import strength_judge
 
 TOL = 1e-4  # float32 fit vs float64 reference (the acceptance bound)
 SOLVERS = sorted(arena.SOLVERS)
@@ -26,7 +27,7 @@ def live_matches(rng, batch, g, noise=1.0):
   rows = []
   for b in range(batch):
     sched = arena.make_scheduler("live", g, arrival_order=rng.permutation(g))
-    arena.play(sched, arena.strength_judge(rng.normal(size=g) * 2, noise=noise, seed=b))
+    arena.play(sched, strength_judge(rng.normal(size=g) * 2, noise=noise, seed=b))
     rows.append(sched.observed())
   m = max(len(r[0]) for r in rows)
   out = np.zeros((4, batch, m))
@@ -59,7 +60,7 @@ def test_live_tournament_graphs_match_scipy(solver):
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_round_robin_graph_matches_scipy_and_orders_by_strength(solver):
   g = 8
-  sched = arena.play(arena.make_scheduler("round_robin", g), arena.strength_judge(np.arange(g)))
+  sched = arena.play(arena.make_scheduler("round_robin", g), strength_judge(np.arange(g)))
   f, s, o = sched.observed()
   theta = assert_matches_reference(f, s, o, None, g, solver=solver)
   assert (np.diff(theta) > 0).all()

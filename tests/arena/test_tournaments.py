@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from arena_jax.arena import fit_bradley_terry_host
 from arena_jax.arena import tournaments as T
+from arena_jax.arena.testing import strength_judge
 
 NAMES = ("round_robin", "live", "anchor", "seeded_single_elimination", "double_elimination", "swiss", "live_info",
          "info_budget")
@@ -48,7 +49,7 @@ class _Recorder:
 @pytest.mark.parametrize("name", NAMES)
 def test_call_counts_and_rounds(name):
   for g in range(2, 18):
-    sched = T.play(T.make_scheduler(name, g, anchor=0, seed=g), T.strength_judge(_latent(g, g)))
+    sched = T.play(T.make_scheduler(name, g, anchor=0, seed=g), strength_judge(_latent(g, g)))
     assert sched.done and sched.num_failed == 0
     assert sched.num_issued == T.expected_calls(name, g, anchor=0) == len(sched.observed()[0])
     log_g = math.ceil(math.log2(g))
@@ -101,7 +102,7 @@ def test_each_batch_runs_concurrently_and_each_pair_is_issued_once():
   """Within a bracket/Swiss round no player appears twice, and next_matches never repeats a batch."""
   for name in NAMES[1:]:
     sched = T.make_scheduler(name, 11, anchor=4, seed=2)
-    judge = T.strength_judge(_latent(11, 0))
+    judge = strength_judge(_latent(11, 0))
     while not sched.done:
       batch = sched.next_matches()
       assert sched.next_matches() == []  # nothing more until these results are in
@@ -135,7 +136,7 @@ def test_bracket_order_is_the_standard_recursion():
 ])
 def test_single_elimination_byes_and_pairings(g, first_round, second_round):
   # Index 0 strongest: the better seed always wins, so round 2 is fully determined.
-  judge = _Recorder(T.strength_judge(-np.arange(g, dtype=float)))
+  judge = _Recorder(strength_judge(-np.arange(g, dtype=float)))
   sched = T.play(T.make_scheduler("seeded_single_elimination", g, seeding="index"), judge)
   assert judge.batches[0] == first_round
   assert judge.batches[1] == second_round
@@ -148,7 +149,7 @@ def test_single_elimination_seeds_from_the_anchor_comparisons():
   g, anchor = 6, 2
   # Scores against the anchor: 5 ≻ 3 ≻ anchor-level ties ... chosen through latent strengths.
   strengths = np.array([0.0, -1.0, 0.5, 3.0, 0.5, 4.0])
-  judge = _Recorder(T.strength_judge(strengths))
+  judge = _Recorder(strength_judge(strengths))
   sched = T.play(T.make_scheduler("seeded_single_elimination", g, anchor=anchor), judge)
   assert judge.batches[0] == [(i, anchor) for i in range(g) if i != anchor]
   # Seeding points: 5, 3 → 0.9; 4 → 0.5 (tie with the anchor); anchor → mean(0.1, 0.1, 0.5, 0.9, 0.9)=0.5;
@@ -183,7 +184,7 @@ def test_bracket_tie_or_failure_goes_to_the_better_seed():
 
 def test_double_elimination_structure():
   g = 8
-  judge = _Recorder(T.strength_judge(-np.arange(g, dtype=float)))  # the better seed always wins
+  judge = _Recorder(strength_judge(-np.arange(g, dtype=float)))  # the better seed always wins
   sched = T.play(T.make_scheduler("double_elimination", g, seeding="index"), judge)
   assert judge.batches == [
       [(0, 7), (3, 4), (1, 6), (2, 5)],  # WB round 1
@@ -243,7 +244,7 @@ def test_swiss_all_pairs_distinct_including_failures():
 
 def test_swiss_points_bye_and_buchholz():
   g = 3  # round 1: two play, the third gets a bye (+1); round 2: the bye player meets one of them
-  sched = T.play(T.make_scheduler("swiss", g, seed=0), T.strength_judge([2.0, 1.0, 0.0]))
+  sched = T.play(T.make_scheduler("swiss", g, seed=0), strength_judge([2.0, 1.0, 0.0]))
   assert sched.total_rounds == 2 and sched.num_issued == 2
   assert sched.points.sum() == 2 + 2  # two decided matches, two byes
   f, s, _ = sched.observed()
@@ -259,7 +260,7 @@ def test_seeded_determinism(name, options):
   g = 13
   runs = []
   for seed in (5, 5, 6):
-    judge = T.strength_judge(_latent(g, 1), noise=1.0, seed=11)
+    judge = strength_judge(_latent(g, 1), noise=1.0, seed=11)
     runs.append(T.play(T.make_scheduler(name, g, seed=seed, **options), judge))
   a, b, c = runs
   for x, y in zip(a.observed(), b.observed()):
@@ -274,7 +275,7 @@ def test_seeded_determinism(name, options):
 def test_live_meets_best_worst_median():
   g = 5
   strengths = np.array([0.0, 1.0, 2.0, 3.0, 4.0])  # later arrivals stronger
-  sched = T.play(T.make_scheduler("live", g), T.strength_judge(strengths))
+  sched = T.play(T.make_scheduler("live", g), strength_judge(strengths))
   assert sched.opponents[0] == [] and sched.opponents[1] == [0] and sched.opponents[2] == [1, 0]
   # Before 3 arrives the leaderboard is 2 ≻ 1 ≻ 0: best 2, worst 0, median 1.
   assert sched.opponents[3] == [2, 0, 1]
@@ -297,7 +298,7 @@ def test_live_arrival_order_changes_the_graph(g, seeds):
   graphs = []
   for seed in seeds + (seeds[0],):
     order = np.random.default_rng(seed).permutation(g)
-    sched = T.play(T.make_scheduler("live", g, arrival_order=order), T.strength_judge(_latent(g, 7)))
+    sched = T.play(T.make_scheduler("live", g, arrival_order=order), strength_judge(_latent(g, 7)))
     graphs.append(frozenset(_unordered(zip(*sched.observed()[:2]))))
     assert sched.num_issued == 3 * g - 6
     for k, arrival in enumerate(order):  # each arrival meets min(k, 3) distinct earlier arrivals
@@ -307,7 +308,7 @@ def test_live_arrival_order_changes_the_graph(g, seeds):
 
 
 def test_live_arrival_order_changes_the_graph_deterministic():
-  g, judge = 8, T.strength_judge(_latent(8, 3))
+  g, judge = 8, strength_judge(_latent(8, 3))
   a = T.play(T.make_scheduler("live", g, arrival_order=range(g)), judge)
   b = T.play(T.make_scheduler("live", g, arrival_order=range(g)[::-1]), judge)
   assert set(_unordered(zip(*a.observed()[:2]))) != set(_unordered(zip(*b.observed()[:2])))
@@ -315,7 +316,7 @@ def test_live_arrival_order_changes_the_graph_deterministic():
 
 def test_live_win_rate_leaderboard_and_no_wait():
   g = 9
-  judge = T.strength_judge(_latent(g, 4))
+  judge = strength_judge(_latent(g, 4))
   sched = T.play(T.make_scheduler("live", g, leaderboard="win_rate"), judge)
   assert sched.num_issued == 3 * g - 6 and sched.num_rounds == g - 1
   eager = T.play(T.make_scheduler("live", g, wait_for_results=False), judge)
@@ -324,7 +325,7 @@ def test_live_win_rate_leaderboard_and_no_wait():
 
 def test_live_streaming_arrivals():
   g = 6
-  judge = T.strength_judge(_latent(g, 5))
+  judge = strength_judge(_latent(g, 5))
   sched = T.make_scheduler("live", g, streaming=True)
   assert not sched.done and sched.next_matches() == []
   sched.arrive(4)
@@ -356,7 +357,7 @@ def test_live_streaming_close_with_missing_members():
   for i in (0, 1, 2):
     sched.arrive(i)
   with pytest.raises(RuntimeError, match="arrive"):
-    T.play(sched, T.strength_judge(np.arange(5.0)))
+    T.play(sched, strength_judge(np.arange(5.0)))
   assert not sched.done
   sched.close()
   assert sched.done and sched.num_issued == 3
@@ -386,7 +387,7 @@ def test_live_budget_and_arrival_order(name):
   g, order = 12, np.random.default_rng(3).permutation(12)
   for budget in (None, 7, 30, 66):
     sched = T.play(T.make_scheduler(name, g, arrival_order=order, seed=2, budget=budget),
-                   T.strength_judge(_latent(g, 4), noise=1.0, seed=1))
+                   strength_judge(_latent(g, 4), noise=1.0, seed=1))
     quota = T.arrival_quota(g, budget)
     assert sched.num_issued == sum(quota) == T.expected_calls(name, g, budget=budget)
     assert sched.num_rounds == sum(q > 0 for q in quota)
@@ -445,14 +446,14 @@ def test_informative_pairs_update_the_covariance_exactly():
 
 def test_info_budget_rounds_and_budget():
   g = 10
-  judge = _Recorder(T.strength_judge(_latent(g, 2), noise=1.0, seed=0))
+  judge = _Recorder(strength_judge(_latent(g, 2), noise=1.0, seed=0))
   sched = T.play(T.make_scheduler("info_budget", g, seed=4, budget=17, batch_size=4), judge)
   assert [len(b) for b in judge.batches] == [4, 4, 4, 4, 1] and sched.num_rounds == 5
   issued = [tuple(p) for b in judge.batches for p in b]
   assert len(set(_unordered(issued))) == 17 and all(i < j for i, j in issued)  # never a pair twice
   first_round = [p for pair in judge.batches[0] for p in pair]
   assert len(set(first_round)) == 8  # no result yet: disjoint pairs
-  full = T.play(T.make_scheduler("info_budget", 6, budget=100), T.strength_judge(_latent(6, 1)))
+  full = T.play(T.make_scheduler("info_budget", 6, budget=100), strength_judge(_latent(6, 1)))
   assert full.num_issued == 15 == T.expected_calls("info_budget", 6, budget=100)  # capped at every pair once
   for bad in ({"budget": 0}, {"batch_size": 0}):
     with pytest.raises(ValueError, match=next(iter(bad))):
@@ -463,7 +464,7 @@ def test_info_budget_rounds_and_budget():
 def test_information_gain_schedules_are_seeded_and_rank_by_bt(name):
   g = 12
   strengths = _latent(g, 5)
-  runs = [T.play(T.make_scheduler(name, g, seed=seed, arrival_order=range(g)), T.strength_judge(strengths))
+  runs = [T.play(T.make_scheduler(name, g, seed=seed, arrival_order=range(g)), strength_judge(strengths))
           for seed in (3, 3)]
   for x, y in zip(runs[0].observed(), runs[1].observed()):
     np.testing.assert_array_equal(x, y)
@@ -478,7 +479,7 @@ def test_information_gain_schedules_are_seeded_and_rank_by_bt(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_failed_judgments_are_dropped_and_counted(name):
   g = 10
-  judge = T.strength_judge(_latent(g, 6), fail_rate=0.3, seed=1)
+  judge = strength_judge(_latent(g, 6), fail_rate=0.3, seed=1)
   sched = T.play(T.make_scheduler(name, g, anchor=1, seed=0), judge)
   first, second, outcome = sched.observed()
   assert sched.num_failed > 0
@@ -515,7 +516,7 @@ def test_noiseless_judge_strongest_first(g, seed, anchor_frac):
   order = np.random.default_rng(seed + 1).permutation(g)
   for name in PAPER_NAMES:
     sched = T.play(T.make_scheduler(name, g, anchor=anchor, seed=seed, arrival_order=order),
-                   T.strength_judge(strengths))
+                   strength_judge(strengths))
     scores, ranking = sched.native_scores(), sched.native_ranking()
     assert name == "swiss" or scores[best] == scores.max(), name
     if name in ("round_robin", "seeded_single_elimination", "double_elimination"):
@@ -539,7 +540,7 @@ def test_noiseless_live_strongest_first():
     strengths = rng.permutation(g).astype(float)
     for leaderboard in ("bt", "win_rate"):
       sched = T.play(T.make_scheduler("live", g, arrival_order=rng.permutation(g), leaderboard=leaderboard),
-                     T.strength_judge(strengths))
+                     strength_judge(strengths))
       assert sched.native_ranking()[int(np.argmax(strengths))] == 0, (trial, leaderboard)
 
 
@@ -549,10 +550,10 @@ def test_noiseless_live_strongest_first():
 def test_round_robin_bt_recovers_latent_order():
   g = 12
   strengths = _latent(g, 8)
-  sched = T.play(T.make_scheduler("round_robin", g), T.strength_judge(strengths))
+  sched = T.play(T.make_scheduler("round_robin", g), strength_judge(strengths))
   theta = fit_bradley_terry_host(*sched.observed(), None, g)
   assert _kendall_tau(theta, strengths) == 1.0
-  noisy = T.play(T.make_scheduler("round_robin", g), T.strength_judge(strengths, noise=1.5, seed=0))
+  noisy = T.play(T.make_scheduler("round_robin", g), strength_judge(strengths, noise=1.5, seed=0))
   theta = fit_bradley_terry_host(*noisy.observed(), None, g)
   assert _kendall_tau(theta, strengths) > 0.7
 
@@ -561,7 +562,7 @@ def test_round_robin_bt_recovers_latent_order():
 def test_every_topology_feeds_bt(name):
   g = 16
   strengths = _latent(g, 9)
-  sched = T.play(T.make_scheduler(name, g, anchor=0, seed=1), T.strength_judge(strengths))
+  sched = T.play(T.make_scheduler(name, g, anchor=0, seed=1), strength_judge(strengths))
   theta = fit_bradley_terry_host(*sched.observed(), None, g)
   assert theta.shape == (g,) and np.all(np.isfinite(theta))
   assert _kendall_tau(theta, strengths) > 0.3, name
@@ -573,7 +574,7 @@ def test_every_topology_feeds_bt(name):
 
 
 def test_invalid_construction():
-  with pytest.raises(ValueError, match="registered"):
+  with pytest.raises(ValueError, match="unknown topology .knockout.; choose one of"):
     T.make_scheduler("knockout", 4)
   with pytest.raises(ValueError, match="num_players"):
     T.make_scheduler("round_robin", 1)

@@ -16,7 +16,7 @@ from arena_jax import errors
 from arena_jax import rl
 from arena_jax.eval import watch
 from arena_jax.train import read_metrics
-from arena_jax.train.config import mode_config
+from configs.common import mode_config
 from experiments import demo, stats, study
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   md = study.write_results(c, runs)
   assert "[reading.md](reading.md)" in md and (tmp_path / "results" / "reading.md").read_text() == "by hand"
   # The names the text cites exist.
-  assert "`experiments.study.study_config()`" in md and "`arena_jax.train.config.mode_config(mode)`" in md
+  assert "`experiments.study.study_config()`" in md and "`configs.common.mode_config(mode)`" in md
   assert "`experiments.stats.paired_bootstrap`" in md and stats.paired_bootstrap
   for path in re.findall(r"`(configs/[\w./]+)`", md):
     assert (ROOT / path).exists(), path

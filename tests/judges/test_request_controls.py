@@ -15,7 +15,7 @@ from aiohttp import web
 from ml_collections import config_flags
 
 from arena_jax import judges
-from arena_jax.judges import client as client_lib
+from arena_jax.judges.client import judge_client as client_lib
 from arena_jax.arena import Verdict
 from tests.judges.test_client import MESSAGES, ask, make_client, with_server
 

@@ -11,8 +11,8 @@ import pytest
 from arena_jax import judges
 from arena_jax import tasks
 from arena_jax.arena import Verdict
-from arena_jax.judges import server as server_lib
-from arena_jax.judges import simulated
+from arena_jax.judges.embedded import checking
+from arena_jax.judges.embedded import server as server_lib
 
 T = judges.load_templates()
 ARITH = "Question: Compute (7 + 5) * 3 - 4.\nSolution:\n"
@@ -127,7 +127,7 @@ def test_position_bias_and_noise_are_applied():
 
 
 def test_the_generic_check_reads_latex_arithmetic():
-  wrong = simulated._wrong_equations  # pylint: disable=protected-access
+  wrong = checking._wrong_equations  # pylint: disable=protected-access
   assert wrong("so \\(18 - 6 = 11\\) flamingos") == ["18 - 6 = 11"]
   assert wrong("\\(1/3 \\times 18 = 6\\) and \\[ \\frac{300}{10} = 30 \\]") == []
   assert wrong("each gets 100/3 = 33.33 dollars, total 1,200 + 34 = 1,234") == []

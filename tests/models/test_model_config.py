@@ -1,4 +1,5 @@
 """Configs: the tiny default, named real-size configs (abstract instantiation), RoPE tables, sharding rules."""
+import json
 import math
 
 import jax
@@ -52,6 +53,29 @@ def test_invalid_config_says_what_to_change():
     models.tiny_config().replace(param_dtype="float8")
   with pytest.raises(ValueError, match="rope_type"):
     models.RopeScaling("dynamic")
+  with pytest.raises(ValueError, match="qkv_bias"):
+    models.tiny_config().replace(attention_bias=True, qkv_bias=True)
+
+
+@pytest.mark.parametrize("biases", [{}, {"attention_bias": True}, {"qkv_bias": True}, {"mlp_bias": True}])
+def test_num_params_counts_each_bias(biases):
+  """q/k/v biases without an o bias (Qwen2's `qkv_bias`) and the others, as the model holds them."""
+  config = models.tiny_config().replace(**biases)
+  state = nnx.state(models.abstract_model(config))
+  assert sum(math.prod(x.shape) for x in jax.tree.leaves(state)) == config.num_params()
+  attn = models.abstract_model(config).layers[0].attn
+  assert (attn.q_bias is not None) == bool(biases.get("attention_bias") or biases.get("qkv_bias"))
+  assert (attn.o_bias is not None) == bool(biases.get("attention_bias"))
+
+
+def test_a_model_config_json_written_before_qkv_bias_still_loads():
+  from arena_jax.train import policy_io  # pylint: disable=g-import-not-at-top
+
+  d = json.loads(policy_io.config_to_json(models.tiny_config()))
+  del d["qkv_bias"]
+  assert policy_io.config_from_json(json.dumps(d)) == models.tiny_config()
+  qwen2 = models.tiny_config().replace(qkv_bias=True)
+  assert policy_io.config_from_json(policy_io.config_to_json(qwen2)) == qwen2
 
 
 @pytest.mark.parametrize("rope", [

@@ -3,7 +3,7 @@ starts no JAX backend: `jax.distributed.initialize()` must come first in the wor
 import zlib
 
 from arena_jax import tasks
-from arena_jax.train.config import mode_config
+from configs.common import mode_config
 
 
 def coin_verify(self, example, completion):

@@ -1,5 +1,5 @@
 """The RL train step and the sampler on meshes (data, fsdp, tensor) = (8,1,1), (2,2,2), (1,1,8) of 8 fake
-CPU devices give the same loss, gradients, update and tokens as on one device (DESIGN "Scale")."""
+CPU devices give the same loss, gradients, update and tokens as on one device (docs/tpu.md, "How it scales")."""
 import functools
 
 import jax

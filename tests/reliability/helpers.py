@@ -144,7 +144,8 @@ def judge_in_thread(**knobs):
   import queue  # pylint: disable=g-import-not-at-top
   import threading  # pylint: disable=g-import-not-at-top
 
-  from arena_jax.judges import embedded, server  # pylint: disable=g-import-not-at-top
+  from arena_jax.judges import embedded  # pylint: disable=g-import-not-at-top
+  from arena_jax.judges.embedded import server  # pylint: disable=g-import-not-at-top
 
   ready, loop = queue.Queue(), asyncio.new_event_loop()
   stop = asyncio.Event()

@@ -2,7 +2,7 @@
 embedded server defends itself (issue 21, items 1, 4, 5, 6).
 
 A judge here is hostile rather than flaky: its answers are well-formed HTTP whose contents are not what
-the protocol promises (`judges/hostile.py`). Whatever it sends, the client returns a failed judgment with
+the protocol promises (`judges/embedded/hostile.py`). Whatever it sends, the client returns a failed judgment with
 a reason, within its deadline; a step whose judging raises anyway costs that step's judge signal, counted;
 a judge that fails every call stops the run after `reward.max_judge_outage_steps`.
 """
@@ -20,8 +20,8 @@ import pytest
 from arena_jax import judges
 from arena_jax.errors import UserError
 from arena_jax.judges import client as client_lib
-from arena_jax.judges import hostile
-from arena_jax.judges import simulated
+from arena_jax.judges.embedded import hostile
+from arena_jax.judges.embedded import simulated
 from arena_jax.train import train
 from arena_jax.train import trainer as trainer_lib
 from tests.reliability.helpers import (fast_client, free_port, judge_in_thread, killable_judge, read_rows,

@@ -4,7 +4,7 @@ import zlib
 import pytest
 
 from arena_jax import tasks
-from arena_jax.train.config import mode_config
+from configs.common import mode_config
 
 
 @pytest.fixture(scope="session")

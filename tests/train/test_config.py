@@ -8,7 +8,9 @@ import pytest
 
 from arena_jax import config_schema as cs
 from arena_jax import rl
+import configs
 from arena_jax.train import config as train_config
+from configs.common import mode_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ARITH = sorted((ROOT / "configs").glob("arith_*.py"))
@@ -27,26 +29,26 @@ def test_base_config_is_every_declared_default():
 def test_each_arith_file_is_the_testbed_the_study_runs(path, arg):
   """configs/arith_<mode>.py (what `make demo` and `launch.train` run) equals `mode_config(<mode>)` (what the
   study runs): configs/arith_arena_live.py spells the testbed out, the others change the mode only."""
-  c = train_config.load_config_file(path, arg)
+  c = configs.get_config(path, arg)
   assert c.reward.mode == path.stem[len("arith_"):]
-  assert c == train_config.mode_config(c.reward.mode, arg)
+  assert c == mode_config(c.reward.mode, arg)
   train_config.validate_config(c, check_devices=False)
 
 
 def test_an_unknown_config_argument_is_refused():
   with pytest.raises(ValueError, match="unknown config argument 'huge'"):
-    train_config.load_config_file(ROOT / "configs" / "arith_rlvr.py", "huge")
+    configs.get_config("arith_rlvr", "huge")
 
 
 def test_a_removed_field_says_what_replaced_it():
-  c = train_config.mode_config("rlvr", "smoke")
+  c = mode_config("rlvr", "smoke")
   c.reward.dynamic_sampling = True
   with pytest.raises(ValueError, match=r"config\.reward\.dynamic_sampling: no longer exists: .*'rlvr_dapo'"):
     train_config.validate_config(c, check_devices=False)
 
 
 def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
-  c = train_config.mode_config("brand_new_mode", "smoke")
+  c = mode_config("brand_new_mode", "smoke")
   with pytest.raises(ValueError, match=r"config\.reward\.mode: unknown reward mode 'brand_new_mode'; choose one of"):
     train_config.validate_config(c, check_devices=False)
   class BrandNew(type(rl.REWARD_MODES["rlvr"])):
@@ -73,7 +75,7 @@ def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
     ("reward.aggregation", "mean", r"config\.reward\.aggregation: .*'mean'"),
 ])
 def test_field_and_cross_field_checks(path, value, match):
-  c = train_config.mode_config("arena_live", "smoke")
+  c = mode_config("arena_live", "smoke")
   *parents, name = path.split(".")
   node = c
   for p in parents:
@@ -87,7 +89,7 @@ def test_field_and_cross_field_checks(path, value, match):
 
 
 def test_shrinkage_needs_a_bradley_terry_mode():
-  c = train_config.mode_config("arena", "smoke", bt_shrinkage=1.0)  # win rates: no standard errors
+  c = mode_config("arena", "smoke", bt_shrinkage=1.0)  # win rates: no standard errors
   with pytest.raises(ValueError, match=r"reward\.bt_shrinkage: mode 'arena' does not aggregate by Bradley–Terry"):
     train_config.validate_config(c, check_devices=False)
   c.reward.aggregation = "bt"  # the same mode with its aggregation replaced has errors to shrink by
@@ -95,7 +97,7 @@ def test_shrinkage_needs_a_bradley_terry_mode():
 
 
 def test_an_aggregation_needs_a_judged_mode():
-  c = train_config.mode_config("rlvr", "smoke")
+  c = mode_config("rlvr", "smoke")
   c.reward.aggregation = "win_rate"
   with pytest.raises(ValueError, match=r"config\.reward\.aggregation: mode 'rlvr' calls no judge"):
     train_config.validate_config(c, check_devices=False)
@@ -103,7 +105,7 @@ def test_an_aggregation_needs_a_judged_mode():
 
 def test_a_rlvr_run_leaves_the_judge_unchecked():
   """The judge section is checked only for modes that call a judge (as the trainer reads it only then)."""
-  c = train_config.mode_config("rlvr", "smoke")
+  c = mode_config("rlvr", "smoke")
   c.judge.margin = 0.7
   train_config.validate_config(c, check_devices=False)
   c.reward.mode = "arena_live"

@@ -115,6 +115,24 @@ def test_upsets_failures_and_escaping(tmp_path):
   assert "judge failures by reason" in run
 
 
+def test_a_copy_shows_its_nodes_strength_and_says_whose_copy_it_is(tmp_path):
+  """Member 2's trace is member 0's (`reward.dedupe_traces`: one tournament node, member 0 played for both):
+  it shows node 0's θ, standard error and win rate, not an unplayed member's θ 0 and "win rate –". No tasks.json
+  is written: the page of a run whose task has no process checker (a JSONL run) renders too."""
+  workdir = str(tmp_path)
+  row = _example_row(1, "first", [RIGHT, WRONG, RIGHT])
+  row["copy_of"] = [0, 1, 0]
+  w = tr.TranscriptWriter(workdir, fraction=1.0)
+  w.put(row)
+  w.close()
+  members = inspector.step_context(workdir, 1)["cards"][0]["members"]
+  assert members[2]["copy_of"] == 0 and "copy_of" not in members[0] and "copy_of" not in members[1]
+  assert members[2]["theta"] == members[0]["theta"] > members[1]["theta"]
+  assert members[2]["se"] == members[0]["se"] and members[2]["win_rate"] == members[0]["win_rate"] == 0.9  # one soft win
+  page = inspector.render_step(workdir, 1)
+  assert "a copy of #0" in page and "win rate –" not in page
+
+
 def test_an_upset_needs_a_trace_worse_in_every_respect():
   dominated = inspector._dominated  # pylint: disable=protected-access
   assert dominated((0, -1, 0), (1, 0, 0)) and dominated((1, -2, 0), (1, -1, 0))

@@ -17,7 +17,8 @@ import pytest
 from arena_jax import models, tasks
 from arena_jax.train import Checkpointer, read_metrics, train
 from arena_jax.train import step as step_lib
-from arena_jax.train.config import base_config, load_config_file
+import configs
+from arena_jax.train.config import base_config
 from arena_jax.train.trainer import NoOpUpdateError
 from tests.train.conftest import smoke_config
 from tests.train.test_real_smoke import PROBLEMS, ROOT, TINY, _init, _tokenizer
@@ -51,7 +52,7 @@ def _real_smoke(tmp_path, monkeypatch):
   for split, rows in (("train", PROBLEMS[:12]), ("test", PROBLEMS[12:])):
     (data / f"{split}.jsonl").write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in rows))
   monkeypatch.setattr(tasks.JsonlTask, "verify_batch", _coin)
-  c = load_config_file(ROOT / "configs" / "real_qwen3_8b.py", "smoke")
+  c = configs.get_config("real_qwen3_8b", "smoke")
   assert c.optim.lr == 4e-7 and c.model.weight_dtype == "float32" and c.model.dtype == "bfloat16"
   c.init.hf_path = str(checkpoint)
   c.tasks.jsonl.train_path, c.tasks.jsonl.test_path = str(data / "train.jsonl"), str(data / "test.jsonl")

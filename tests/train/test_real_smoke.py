@@ -10,7 +10,7 @@ import pytest
 from arena_jax import models
 from arena_jax.eval import watch as watch_lib
 from arena_jax.train import read_metrics, train
-from arena_jax.train.config import load_config_file
+import configs
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -75,7 +75,7 @@ def test_the_real_config_at_smoke_size_trains_and_evaluates(name, build, tmp_pat
   build(checkpoint)
   for split, rows in (("train", PROBLEMS[:12]), ("test", PROBLEMS[12:])):
     (data / f"{split}.jsonl").write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in rows))
-  c = load_config_file(ROOT / "configs" / f"{name}.py", "smoke")
+  c = configs.get_config(name, "smoke")
   assert c.tasks.prompt_format == "chat" and c.tasks.train_task == "jsonl" and c.init.hf_path
   c.init.hf_path = str(checkpoint)
   c.tasks.jsonl.train_path, c.tasks.jsonl.test_path = str(data / "train.jsonl"), str(data / "test.jsonl")
@@ -88,6 +88,9 @@ def test_the_real_config_at_smoke_size_trains_and_evaluates(name, build, tmp_pat
     assert r["judge/groups"] == 4 and r["judge/calls"] == 4 * (3 * 4 - 6) and r["judge/failures"] == 0
   samples = [json.loads(l) for l in (workdir / "samples.jsonl").read_text().splitlines()]
   assert samples and all("What is" in s["prompt"] for s in samples)
+  # samples.jsonl records the prompt the policy was given: rendered by the checkpoint's chat template.
+  marker = {"real_qwen3_8b": "<|im_start|>user", "real_ministral3_8b": "[INST]"}[name]
+  assert all(marker in s["prompt"] for s in samples), samples[0]["prompt"]
 
   cfg = watch_lib.default_config()
   cfg.benchmarks = ("jsonl",)

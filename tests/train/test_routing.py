@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from arena_jax import arena, models, rl
+from arena_jax.arena.testing import strength_judge
 from arena_jax.train import step as step_lib
 from tests.parallel.conftest import CONFIG, loss_config, optim_config, rollout
 
@@ -106,7 +107,7 @@ def _round_robins(seed=0):
   """The observed matches of a round robin per group, judged by a noisy strength judge (SPEC §4)."""
   out = []
   for k in range(B):
-    judge = arena.strength_judge(np.random.default_rng(seed + k).normal(size=G), noise=1.0, seed=seed + k)
+    judge = strength_judge(np.random.default_rng(seed + k).normal(size=G), noise=1.0, seed=seed + k)
     s = arena.play(arena.make_scheduler("round_robin", G), judge)
     out.append(rl.Verdicts(matches=s.observed(), native_ranking=s.native_ranking()))
   return out

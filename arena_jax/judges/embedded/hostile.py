@@ -25,7 +25,7 @@ import random
 
 from aiohttp import web
 
-HOSTILE_KINDS = ("wrong_types", "bad_retry_after", "huge", "bomb", "deep")
+from arena_jax.judges.config import HOSTILE_KINDS  # declared beside the knob that picks them
 
 # (path into the completion, the value put there): one is drawn per `wrong_types` answer.
 WRONG_TYPES = (

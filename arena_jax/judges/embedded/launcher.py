@@ -27,10 +27,11 @@ from typing import AsyncIterator
 import ml_collections
 
 from arena_jax.judges import config as config_lib
-from arena_jax.judges import server
+from arena_jax.judges.embedded import server
 
 # What the child process runs: argv[1] = the knobs as JSON, argv[2] = the pid of its parent.
-_CHILD = "import sys; from arena_jax.judges import embedded; embedded.serve_child(sys.argv[1], int(sys.argv[2]))"
+_CHILD = ("import sys; from arena_jax.judges.embedded import launcher; "
+          "launcher.serve_child(sys.argv[1], int(sys.argv[2]))")
 
 
 def merged_config(config: ml_collections.ConfigDict | dict | None, overrides: dict) -> ml_collections.ConfigDict:

@@ -1,8 +1,8 @@
 """The embedded judge's HTTP server: the OpenAI chat-completions protocol, faults and latency.
 
-Everything must run on one machine with no downloads (DESIGN: "The embedded default"), so the judge
+Everything must run on one machine with no downloads, so the judge
 that the client, the tournaments and the trainer talk to by default is this server, started by
-`python -m launch.serve_judge` or from Python (`embedded.py`: a child process or the running event
+`python -m launch.serve_judge` or from Python (`launcher.py`: a child process or the running event
 loop). It serves `POST /v1/chat/completions`, `GET /v1/models` and `GET /health` (plus `GET /stats`:
 its counters), binds 127.0.0.1 unless told otherwise, optionally requires a bearer key
 (`api_key_env`; on everything but `/health`), rejects bodies over `max_request_bytes` (HTTP 413), bodies
@@ -40,9 +40,9 @@ import ml_collections
 from aiohttp import web
 
 from arena_jax.judges import config as config_lib
-from arena_jax.judges import hostile
 from arena_jax.judges import hygiene
-from arena_jax.judges.simulated import JudgeLogic
+from arena_jax.judges.embedded import hostile
+from arena_jax.judges.embedded.simulated import JudgeLogic
 
 # The line `serve` prints once it listens; `EmbeddedJudgeServer` (and scripts) read the URL from it.
 READY_PATTERN = re.compile(r"arena_jax judge server: serving \S+ on (http://\S+)")

@@ -1,0 +1,190 @@
+"""The sampler's data and the pure helpers it is built from (`arena_jax.sampling.sampler` runs them).
+
+  SampleOutput, StreamChunk   what a call returns, and what a streamed call yields after each chunk
+  DecodeState, Results        the decode loop's state (donated between segments) and finished rows kept aside
+  bucket_length, cache_chunking, mask_after_stop   static shapes and the stop rule, pure functions
+  ForcedStops                 a logits processor fixing each row's length (benchmarks, tests)
+  model_from_params           a `Transformer` from a pure parameter dict (one cached graph per config)
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from arena_jax.models.config import ModelConfig
+from arena_jax.models.kv_cache import KVCache
+from arena_jax.models.transformer import Transformer, abstract_model
+
+DEFAULT_PROMPT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+@flax.struct.dataclass
+class SampleOutput:
+  """What one sampler call returns. Rows are grouped: rows b·G … b·G+G−1 are the G samples of prompt b.
+
+  Attributes:
+    tokens: int32 [B·G, N] completion tokens; `pad_id` after the stop token (which is included).
+    logprobs: float32 [B·G, N] behaviour log-probs log softmax(logits/T)[token] over the full
+      vocabulary, T = the method's `logprob_temperature` (the sampling temperature; 1 for greedy);
+      0 at padding and on the greedy anchor row of `greedy_first` (decoded with probability 1).
+      π_old of CISPO (SPEC §2).
+    lengths: int32 [B·G] completion lengths (stop token included).
+    truncated: bool [B·G] the row hit `max_new_tokens` without a stop token.
+    completion_step: int32 [B·G] decode step (0-based) at which the row produced its last token: the
+      live tournament's arrival order (SPEC §5), ties broken by row index.
+    is_greedy: bool [B·G] the row was decoded greedily (ArenaRL's anchor, `Sampler.greedy_first`).
+    prompt_tokens: int32 [B, P] the prompts, right-padded to the bucket P.
+    prompt_lengths: int32 [B].
+    num_samples: G.
+  """
+
+  tokens: jax.Array
+  logprobs: jax.Array
+  lengths: jax.Array
+  truncated: jax.Array
+  completion_step: jax.Array
+  is_greedy: jax.Array
+  prompt_tokens: jax.Array
+  prompt_lengths: jax.Array
+  num_samples: int = flax.struct.field(pytree_node=False, default=1)
+
+  def grouped(self, x: jax.Array) -> jax.Array:
+    """[B·G, ...] → [B, G, ...]."""
+    return x.reshape((-1, self.num_samples) + x.shape[1:])
+
+  def completion_mask(self) -> jax.Array:
+    """bool [B·G, N]: True on completion tokens (stop token included), False on padding."""
+    return jnp.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+
+
+@dataclasses.dataclass
+class StreamChunk:
+  """The rows that finished decoding during one chunk of a streamed call (`Sampler.stream`), host arrays.
+
+  Attributes:
+    index: the chunk (0-based, in decoding order).
+    rows: int [k] row indices b·G + i, in arrival order (completion step, then row).
+    tokens, logprobs: [k, N] as in `SampleOutput`; lengths, completion_step, truncated: [k].
+    output: on the last chunk only, the call's whole `SampleOutput` (what `__call__` returns).
+  """
+
+  index: int
+  rows: np.ndarray
+  tokens: np.ndarray
+  logprobs: np.ndarray
+  lengths: np.ndarray
+  completion_step: np.ndarray
+  truncated: np.ndarray
+  output: SampleOutput | None = None
+
+
+@flax.struct.dataclass
+class DecodeState:
+  """The while_loops' carry. `step` t = tokens sampled so far; the next step feeds the last one,
+  completion token t − 1, into completion slot t − 1 of the cache. `rows` int32 [R]: each row's index
+  b·G + i in the call (the identity until a compaction; `_NO_ROW` for a compacted state's filler rows).
+  `finish`: the step of the row's last token, −1 for a filler row, N while it decodes."""
+
+  step: jax.Array
+  tokens: jax.Array
+  logprobs: jax.Array
+  done: jax.Array
+  finish: jax.Array
+  last_token: jax.Array
+  cache: KVCache
+  uniforms: jax.Array
+  rows: jax.Array
+
+
+@flax.struct.dataclass
+class Results:
+  """Per row of the call (padded batch) [R₀, …]: what a compacted decode has written so far."""
+
+  tokens: jax.Array
+  logprobs: jax.Array
+  finish: jax.Array
+
+
+_NO_ROW = np.iinfo(np.int32).max  # a compacted state's filler rows: dropped when scattered back
+COMPACT_FLOOR = 16  # compaction keeps at least 1/COMPACT_FLOOR of a call's rows (`Sampler._compact`)
+
+
+# ─────────────────────────────────────── pure helpers ───────────────────────────────────────
+
+
+def bucket_length(length: int, buckets: Sequence[int]) -> int:
+  """The smallest bucket ≥ length (or length itself, rounded up to a multiple of 8, past the last)."""
+  for b in sorted(buckets):
+    if length <= b:
+      return b
+  return -(-length // 8) * 8
+
+
+def cache_chunking(max_new_tokens: int, chunk: int | None = None) -> tuple[int, int]:
+  """(chunk size, number of chunks) covering the N − 1 completion slots that decoding writes.
+
+  By default up to 4 chunks of ≥ 16 slots (a multiple of 8): each chunk is one while_loop (one more
+  copy of the decode step to compile) and lets the earlier steps skip reading the unwritten tail.
+  """
+  slots = max(1, max_new_tokens - 1)
+  if chunk is None:
+    n = min(4, -(-slots // 16))
+    chunk = -(-slots // n)
+  chunk = -(-chunk // 8) * 8
+  return chunk, -(-slots // chunk)
+
+
+def mask_after_stop(tokens: jax.Array, stop_tokens: Sequence[int], pad_id: int) -> jax.Array:
+  """Replaces every token after the first stop token of each row with `pad_id` (the stop stays)."""
+  if not stop_tokens:
+    return tokens
+  is_stop = jnp.isin(tokens, jnp.asarray(stop_tokens))
+  after = (jnp.cumsum(is_stop, axis=-1) - is_stop) > 0
+  return jnp.where(after, pad_id, tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForcedStops:
+  """A `Sampler.logits_processor` that makes row r stop at decode step `positions[r]` (its completion
+  then has positions[r] + 1 tokens, the stop token included) and never earlier: every logit but
+  `token`'s is masked at that step, `token`'s before it. Completion lengths fixed in advance, for
+  benchmarks and tests of what a sampler does with rows that finish at different times (a random
+  policy does not stop by itself). Rows past the table (filler rows) use its last entry.
+  """
+
+  positions: tuple[int, ...]
+  token: int
+
+  def __call__(self, logits: jax.Array, step, rows: jax.Array) -> jax.Array:
+    at = jnp.asarray(self.positions, jnp.int32)[jnp.minimum(rows, len(self.positions) - 1)]
+    is_stop = jnp.arange(logits.shape[-1]) == self.token
+    forced = jnp.where(is_stop, 0.0, -1e30)
+    return jnp.where((step == at)[:, None], forced, jnp.where(is_stop, -1e30, logits))
+
+
+def model_from_params(config: ModelConfig, params: Any) -> Transformer:
+  """A `Transformer` from a model, an `nnx.State` or a pure dict of its parameters."""
+  if isinstance(params, Transformer):
+    return params
+  graphdef = _graphdef(config)
+  if isinstance(params, nnx.State):
+    params = nnx.to_pure_dict(params)
+  return nnx.merge(graphdef, params)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _cast_tree(params, dtype):
+  """`params` in `dtype` (elementwise, so each output keeps its input's sharding)."""
+  return jax.tree.map(lambda x: x.astype(dtype), params)
+
+
+@functools.lru_cache(maxsize=64)
+def _graphdef(config: ModelConfig):
+  return nnx.graphdef(abstract_model(config))
