@@ -28,9 +28,20 @@ venv: $(VENV)/.installed
 demo: venv
 	$(PY) -m launch.demo
 
-# pytest exits 5 when it collects no tests; make treats any non-zero status as a failure.
-test: $(VENV)/.installed-test chromium
+# Style first (ruff.toml: the formatter and the linter, lines of at most 120), so that a drift fails in seconds;
+# `make format` rewrites the files. pytest exits 5 when it collects no tests; make treats any non-zero status as a
+# failure.
+test: lint $(VENV)/.installed-test chromium
 	$(PY) -m pytest
+
+.PHONY: lint format
+lint: $(VENV)/.installed-test
+	$(PY) -m ruff format --check --quiet . || { echo "style: run 'make format' (ruff format) and commit the result"; exit 1; }
+	$(PY) -m ruff check --quiet .
+
+format: $(VENV)/.installed-test
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
 
 # The inspector's browser test (tests/train/test_inspect_browser.py) loads its pages in headless Chromium: Debian's
 # `chromium`, installed here when missing and make runs as root with apt-get; otherwise the test is skipped and

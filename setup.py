@@ -3,75 +3,80 @@
 Every dependency is pinned here, and only here, to a version that installs on the project's machines.
 Heavy optional stacks are extras: `hf` (torch + transformers, parity tests), `tpu` (libtpu, AOT compiles).
 """
+
 from setuptools import find_packages, setup
 
 INSTALL_REQUIRES = [
-    "jax==0.10.2",
-    "jaxlib==0.10.2",
-    "flax==0.12.8",
-    "optax==0.2.8",
-    "jaxopt==0.8.5",
-    "orbax-checkpoint==0.12.8",
-    "numpy==2.4.6",
-    "scipy==1.17.1",
-    "absl-py==2.5.1",
-    "ml-collections==1.1.0",
-    "sentencepiece==0.2.3",
-    "tensorflow-datasets==4.9.10",
-    "array-record==0.8.6",
-    "math-verify==0.9.0",
-    "safetensors==0.8.0",
-    "tqdm==4.70.1",
-    "tensorboardx==2.6.5",
-    "matplotlib==3.11.2",
-    "aiohttp==3.14.5",
-    # The inspector's HTML templates (arena_jax/report/templates) and checkpoints' chat templates
-    # (`arena_jax.chat_template`, tasks.prompt_format = "chat"); ≥ 3.1.6 for the sandbox fixes transformers
-    # also requires; MarkupSafe is its dependency.
-    "jinja2==3.1.6",
-    "markupsafe==3.0.4",
-    # FP8 training (`model.quantization = "fp8"`, `arena_jax.models.quantization`): Qwix's quantized training,
-    # pure Python on jax and flax; imported only by FP8 runs.
-    "qwix==0.1.8",
+  "jax==0.10.2",
+  "jaxlib==0.10.2",
+  "flax==0.12.8",
+  "optax==0.2.8",
+  "jaxopt==0.8.5",
+  "orbax-checkpoint==0.12.8",
+  "numpy==2.4.6",
+  "scipy==1.17.1",
+  "absl-py==2.5.1",
+  "ml-collections==1.1.0",
+  "sentencepiece==0.2.3",
+  "tensorflow-datasets==4.9.10",
+  "array-record==0.8.6",
+  "math-verify==0.9.0",
+  "safetensors==0.8.0",
+  "tqdm==4.70.1",
+  "tensorboardx==2.6.5",
+  "matplotlib==3.11.2",
+  "aiohttp==3.14.5",
+  # The inspector's HTML templates (arena_jax/report/templates) and checkpoints' chat templates
+  # (`arena_jax.chat_template`, tasks.prompt_format = "chat"); ≥ 3.1.6 for the sandbox fixes transformers
+  # also requires; MarkupSafe is its dependency.
+  "jinja2==3.1.6",
+  "markupsafe==3.0.4",
+  # FP8 training (`model.quantization = "fp8"`, `arena_jax.models.quantization`): Qwix's quantized training,
+  # pure Python on jax and flax; imported only by FP8 runs.
+  "qwix==0.1.8",
 ]
 
 EXTRAS_REQUIRE = {
-    "test": [
-        "pytest==9.2.0",
-        "pytest-xdist==3.8.0",
-        "pytest-timeout==2.4.0",
-        "hypothesis==6.170.17",
-        "choix==0.4.1",
-        # The quickstart notebook is executed by tests/docs (nbclient + an IPython kernel).
-        "nbclient==0.11.0",
-        "nbformat==5.10.4",
-        "ipykernel==7.4.0",
-        # The viewer for the event files runs write (<workdir>/tensorboard, <workdir>/eval/tensorboard; the
-        # package itself writes them with tensorboardX and never imports tensorboard): `make tensorboard`.
-        "tensorboard==2.21.0",
-    ],
-    # Reference implementations for parity tests; torch 2.13.0 is the CPU build these machines carry.
-    "hf": [
-        "torch==2.13.0",
-        "transformers==5.24.0",
-        "tokenizers==0.23.3",
-    ],
-    # libtpu for AOT compiles of real-size steps against TPU topologies (launch/aot_compile.py) and for
-    # runs on TPU VMs; jax 0.10.2's own `jax[tpu]` extra names libtpu 0.0.42.*. `make aot` installs it
-    # into a separate venv, so the default one never loads libtpu.
-    "tpu": [
-        "libtpu==0.0.42.1",
-        "requests==2.34.2",
-    ],
+  "test": [
+    "pytest==9.2.0",
+    "pytest-xdist==3.8.0",
+    "pytest-timeout==2.4.0",
+    "hypothesis==6.170.17",
+    "choix==0.4.1",
+    # The quickstart notebook is executed by tests/docs (nbclient + an IPython kernel).
+    "nbclient==0.11.0",
+    "nbformat==5.10.4",
+    "ipykernel==7.4.0",
+    # The viewer for the event files runs write (<workdir>/tensorboard, <workdir>/eval/tensorboard; the
+    # package itself writes them with tensorboardX and never imports tensorboard): `make tensorboard`.
+    "tensorboard==2.21.0",
+    # `make lint` (on `make test`'s path): the formatter and the linter of ruff.toml.
+    "ruff==0.17.5",
+  ],
+  # Reference implementations for parity tests; torch 2.13.0 is the CPU build these machines carry.
+  "hf": [
+    "torch==2.13.0",
+    "transformers==5.24.0",
+    "tokenizers==0.23.3",
+  ],
+  # libtpu for AOT compiles of real-size steps against TPU topologies (launch/aot_compile.py) and for
+  # runs on TPU VMs; jax 0.10.2's own `jax[tpu]` extra names libtpu 0.0.42.*. `make aot` installs it
+  # into a separate venv, so the default one never loads libtpu.
+  "tpu": [
+    "libtpu==0.0.42.1",
+    "requests==2.34.2",
+  ],
 }
 
 setup(
-    name="arena_jax",
-    version="0.1.0",
-    description="Reasoning Arena in JAX: LLM-judge tournaments and Bradley-Terry rewards for reward-non-diverse RLVR groups.",
-    packages=find_packages(include=["arena_jax", "arena_jax.*"]),
-    python_requires=">=3.10",
-    package_data={"arena_jax.judges": ["templates/*.txt"], "arena_jax.report": ["templates/*.html.j2"]},
-    install_requires=INSTALL_REQUIRES,
-    extras_require=EXTRAS_REQUIRE,
+  name="arena_jax",
+  version="0.1.0",
+  description=(
+    "Reasoning Arena in JAX: LLM-judge tournaments and Bradley-Terry rewards for reward-non-diverse RLVR groups."
+  ),
+  packages=find_packages(include=["arena_jax", "arena_jax.*"]),
+  python_requires=">=3.10",
+  package_data={"arena_jax.judges": ["templates/*.txt"], "arena_jax.report": ["templates/*.html.j2"]},
+  install_requires=INSTALL_REQUIRES,
+  extras_require=EXTRAS_REQUIRE,
 )

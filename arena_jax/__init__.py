@@ -7,4 +7,5 @@ Rooms (each exports its public names from its own `__init__`):
 
 Importing this package imports nothing heavy: rooms are imported on use.
 """
+
 __version__ = "0.1.0"

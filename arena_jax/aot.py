@@ -14,6 +14,7 @@ what this machine cannot run is checked by compiling it for the target and readi
 A room above `arena_jax.train` and `arena_jax.sampling`: it lowers their programs on abstract inputs
 and nothing imports it back. docs/tpu.md "Ahead-of-time compiles" shows the reports.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -64,23 +65,25 @@ class TpuChip:
 
 
 TPU_CHIPS: dict[str, TpuChip] = {
-    "v4": TpuChip(32 * GiB, "megacore", "v4", peak_flops=275e12, hbm_bandwidth=1200e9),
-    "v5p": TpuChip(95 * GiB, "megacore", "v5p", peak_flops=459e12, hbm_bandwidth=2765e9),
-    "v5e": TpuChip(16 * GiB, None, "v5litepod", peak_flops=197e12, hbm_bandwidth=819e9),
-    "v6e": TpuChip(32 * GiB, None, "v6e", peak_flops=918e12, hbm_bandwidth=1640e9),
+  "v4": TpuChip(32 * GiB, "megacore", "v4", peak_flops=275e12, hbm_bandwidth=1200e9),
+  "v5p": TpuChip(95 * GiB, "megacore", "v5p", peak_flops=459e12, hbm_bandwidth=2765e9),
+  "v5e": TpuChip(16 * GiB, None, "v5litepod", peak_flops=197e12, hbm_bandwidth=819e9),
+  "v6e": TpuChip(32 * GiB, None, "v6e", peak_flops=918e12, hbm_bandwidth=1640e9),
 }
 
 
 def parse_topology(name: str) -> tuple[str, tuple[int, ...]]:
-  """"v5p:2x2x2" → ("v5p", (2, 2, 2)); raises ValueError naming the accepted forms."""
+  """ "v5p:2x2x2" → ("v5p", (2, 2, 2)); raises ValueError naming the accepted forms."""
   chip, _, dims = name.partition(":")
   try:
     shape = tuple(int(d) for d in dims.split("x"))
   except ValueError:
     shape = ()
   if chip not in TPU_CHIPS or not shape or min(shape) < 1:
-    raise ValueError(f"TPU topology {name!r}: use '<chip>:<A>x<B>[x<C>]' with chip in {sorted(TPU_CHIPS)}, "
-                     "e.g. v5p:2x2x2, v5e:4x4, v4:2x2x2")
+    raise ValueError(
+      f"TPU topology {name!r}: use '<chip>:<A>x<B>[x<C>]' with chip in {sorted(TPU_CHIPS)}, "
+      "e.g. v5p:2x2x2, v5e:4x4, v4:2x2x2"
+    )
   return chip, shape
 
 
@@ -137,9 +140,14 @@ class MemoryReport:
 def memory_report(compiled, hbm_bytes: int) -> MemoryReport:
   """The `MemoryReport` of a `jax.stages.Compiled` against `hbm_bytes` per device."""
   m = compiled.memory_analysis()
-  return MemoryReport(arguments=int(m.argument_size_in_bytes), outputs=int(m.output_size_in_bytes),
-                      aliased=int(m.alias_size_in_bytes), temporaries=int(m.temp_size_in_bytes),
-                      code=int(m.generated_code_size_in_bytes), hbm=int(hbm_bytes))
+  return MemoryReport(
+    arguments=int(m.argument_size_in_bytes),
+    outputs=int(m.output_size_in_bytes),
+    aliased=int(m.alias_size_in_bytes),
+    temporaries=int(m.temp_size_in_bytes),
+    code=int(m.generated_code_size_in_bytes),
+    hbm=int(hbm_bytes),
+  )
 
 
 def _oom_report(message: str, hbm: int) -> MemoryReport:
@@ -155,23 +163,25 @@ def _oom_report(message: str, hbm: int) -> MemoryReport:
 def format_reports(topology: str, reports: Sequence[tuple[str, MemoryReport]]) -> str:
   """The per-device memory table `launch/aot_compile.py` prints (GiB)."""
   g = lambda b: f"{b / GiB:8.2f}"
-  head = f"{'program':52s} {'args':>8s} {'outputs':>8s} {'aliased':>8s} {'temps':>8s} {'code':>8s} {'total':>8s} {'HBM':>8s}  fits"
+  columns = ("args", "outputs", "aliased", "temps", "code", "total", "HBM")
+  head = f"{'program':52s} " + " ".join(f"{c:>8s}" for c in columns) + "  fits"
   lines = [f"per-device memory on {topology} (GiB)", head]
   for name, m in reports:
     if m.error:
       lines.append(f"{name:52s} {'':8s} {'':8s} {'':8s} {g(m.temporaries)} {'':8s} {'':8s} {g(m.hbm)}  NO: {m.error}")
       continue
-    lines.append(f"{name:52s} {g(m.arguments)} {g(m.outputs)} {g(m.aliased)} {g(m.temporaries)} {g(m.code)} "
-                 f"{g(m.total)} {g(m.hbm)}  {'yes' if m.fits else 'NO'}")
+    lines.append(
+      f"{name:52s} {g(m.arguments)} {g(m.outputs)} {g(m.aliased)} {g(m.temporaries)} {g(m.code)} "
+      f"{g(m.total)} {g(m.hbm)}  {'yes' if m.fits else 'NO'}"
+    )
   return "\n".join(lines)
 
 
-# ─────────────────────────────────────── speed of a compiled program: the roofline ───────────────────────────────────────
+# ─────────────────────────────────── speed of a compiled program: the roofline ───────────────────────────────────
 
 # The published figure the decode rows are printed beside (issue 18): JetStream serving Llama-3-8B on a v5e-8
 # (bf16, batch 128, 1024 input / 1024 output tokens), total throughput of the 8 chips.
-ANCHOR = dict(text="JetStream, Llama-3-8B on v5e-8 (bf16, batch 128, 1024 in / 1024 out)", tokens_per_s=8249.0,
-              chips=8)
+ANCHOR = dict(text="JetStream, Llama-3-8B on v5e-8 (bf16, batch 128, 1024 in / 1024 out)", tokens_per_s=8249.0, chips=8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,8 +244,13 @@ def program_cost(compiled, *, unit: str, tokens: int, scale: float = 1.0) -> Pro
   if isinstance(analysis, (list, tuple)):  # older jax: one dict per HLO module
     analysis = analysis[0]
   loops = compiled.as_text().count(" while(")
-  return ProgramCost(unit, float(analysis.get("flops", 0.0)) * scale,
-                     float(analysis.get("bytes accessed", 0.0)) * scale, int(tokens), loops)
+  return ProgramCost(
+    unit,
+    float(analysis.get("flops", 0.0)) * scale,
+    float(analysis.get("bytes accessed", 0.0)) * scale,
+    int(tokens),
+    loops,
+  )
 
 
 def format_roofline(topology: str, costs: Sequence[tuple[str, ProgramCost | None]]) -> str:
@@ -243,31 +258,51 @@ def format_roofline(topology: str, costs: Sequence[tuple[str, ProgramCost | None
   bounds, which one binds, and the tokens/s per chip it allows; then the published anchor."""
   chip_name, shape = parse_topology(topology)
   chip, chips = TPU_CHIPS[chip_name], math.prod(shape)
-  lines = [f"roofline lower bound on {topology} (per chip: {chip.peak_flops / 1e12:.0f} TFLOP/s bf16, "
-           f"{chip.hbm_bandwidth / 1e9:.0f} GB/s HBM; per device and unit)",
-           f"{'program':8s} {'unit':12s} {'loops':>5s} {'TFLOP':>9s} {'GB':>9s} {'compute ms':>11s} {'memory ms':>10s} "
-           f"{'bound':>8s} {'roofline ms':>12s} {'tok/s/chip':>11s}"]
+  lines = [
+    f"roofline lower bound on {topology} (per chip: {chip.peak_flops / 1e12:.0f} TFLOP/s bf16, "
+    f"{chip.hbm_bandwidth / 1e9:.0f} GB/s HBM; per device and unit)",
+    f"{'program':8s} {'unit':12s} {'loops':>5s} {'TFLOP':>9s} {'GB':>9s} {'compute ms':>11s} {'memory ms':>10s} "
+    f"{'bound':>8s} {'roofline ms':>12s} {'tok/s/chip':>11s}",
+  ]
   for name, c in costs:
     if c is None:
       lines.append(f"{name:8s} (no executable: does not fit)")
       continue
     r = c.roofline(chip)
-    lines.append(f"{name:8s} {c.unit:12s} {c.loops:5d} {c.flops / 1e12:9.3f} {c.bytes_accessed / 1e9:9.3f} "
-                 f"{r.compute_s * 1e3:11.3f} {r.memory_s * 1e3:10.3f} {r.bound:>8s} {r.seconds * 1e3:12.3f} "
-                 f"{tokens_per_chip_second(c.tokens, r.seconds, chips):11,.0f}")
+    lines.append(
+      f"{name:8s} {c.unit:12s} {c.loops:5d} {c.flops / 1e12:9.3f} {c.bytes_accessed / 1e9:9.3f} "
+      f"{r.compute_s * 1e3:11.3f} {r.memory_s * 1e3:10.3f} {r.bound:>8s} {r.seconds * 1e3:12.3f} "
+      f"{tokens_per_chip_second(c.tokens, r.seconds, chips):11,.0f}"
+    )
   per_chip = ANCHOR["tokens_per_s"] / ANCHOR["chips"]
-  lines.append(f"published anchor: {ANCHOR['text']}: {ANCHOR['tokens_per_s']:,.0f} tok/s = {per_chip:,.0f} tok/s "
-               "per chip, measured (a roofline is an upper bound on tokens/s)")
+  lines.append(
+    f"published anchor: {ANCHOR['text']}: {ANCHOR['tokens_per_s']:,.0f} tok/s = {per_chip:,.0f} tok/s "
+    "per chip, measured (a roofline is an upper bound on tokens/s)"
+  )
   return "\n".join(lines)
 
 
 # ─────────────────────────────────────── the programs ───────────────────────────────────────
 
 
-def lower_train_step(model_config: ModelConfig, optimizer, loss_config, mesh: Mesh, *, rows: int, prompt_len: int,
-                     new_tokens: int, micro_batches: int, temperature: float = 1.0, use_reference: bool = False,
-                     rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES, mode=None, group_size: int = 1,
-                     minibatches: int = 1, std_ddof: int = 0):
+def lower_train_step(
+  model_config: ModelConfig,
+  optimizer,
+  loss_config,
+  mesh: Mesh,
+  *,
+  rows: int,
+  prompt_len: int,
+  new_tokens: int,
+  micro_batches: int,
+  temperature: float = 1.0,
+  use_reference: bool = False,
+  rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+  mode=None,
+  group_size: int = 1,
+  minibatches: int = 1,
+  std_ddof: int = 0,
+):
   """`jax.stages.Lowered` of the RL update (`train_step_fn`) for R = `rows` rows of P + N tokens.
 
   With a reward `mode` (an `rl.RewardMode`): the trainer's program, which also routes and computes the
@@ -275,20 +310,37 @@ def lower_train_step(model_config: ModelConfig, optimizer, loss_config, mesh: Me
   """
   train_sharding.check_train_batch(rows, micro_batches, mesh, rules)
   sh = train_sharding.train_shardings(model_config, optimizer, mesh, rules)
-  fn = train_sharding.train_step_fn(model_config, optimizer, loss_config, mesh, temperature=temperature,
-                                    micro_batches=micro_batches, use_reference=use_reference, rules=rules,
-                                    mode=mode, std_ddof=std_ddof, shardings=sh)
+  fn = train_sharding.train_step_fn(
+    model_config,
+    optimizer,
+    loss_config,
+    mesh,
+    temperature=temperature,
+    micro_batches=micro_batches,
+    use_reference=use_reference,
+    rules=rules,
+    mode=mode,
+    std_ddof=std_ddof,
+    shardings=sh,
+  )
   ref = parallel.abstract_params(model_config, sh.state.params) if use_reference else None
-  args = [train_sharding.abstract_train_state(model_config, optimizer, sh),
-          train_sharding.abstract_rollout(rows, prompt_len, new_tokens, sh), ref]
+  args = [
+    train_sharding.abstract_train_state(model_config, optimizer, sh),
+    train_sharding.abstract_rollout(rows, prompt_len, new_tokens, sh),
+    ref,
+  ]
   if mode is not None:
     groups, sds = rows * minibatches // group_size, jax.ShapeDtypeStruct
     rep = sh.replicated
-    args += [step_lib.StepRewards(sds((groups, group_size), jnp.float32, sharding=rep),
-                                  sds((groups, group_size), jnp.float32, sharding=rep),
-                                  sds((groups,), jnp.bool_, sharding=rep),
-                                  sds((groups, group_size), jnp.float32, sharding=rep)),
-             sds((), jnp.int32, sharding=rep)]
+    args += [
+      step_lib.StepRewards(
+        sds((groups, group_size), jnp.float32, sharding=rep),
+        sds((groups, group_size), jnp.float32, sharding=rep),
+        sds((groups,), jnp.bool_, sharding=rep),
+        sds((groups, group_size), jnp.float32, sharding=rep),
+      ),
+      sds((), jnp.int32, sharding=rep),
+    ]
   return fn.lower(*args)
 
 
@@ -321,13 +373,28 @@ def _libtpu_version() -> str:
 def report_key(lowered_text: str, topology: str) -> str:
   """What a compiled program's memory and cost analysis depend on: the lowered program, the target and the
   compiler (jax and libtpu versions, XLA and libtpu flags)."""
-  parts = [lowered_text, topology, jax.__version__, _libtpu_version(), os.environ.get("XLA_FLAGS", ""),
-           os.environ.get("LIBTPU_INIT_ARGS", "")]
+  parts = [
+    lowered_text,
+    topology,
+    jax.__version__,
+    _libtpu_version(),
+    os.environ.get("XLA_FLAGS", ""),
+    os.environ.get("LIBTPU_INIT_ARGS", ""),
+  ]
   return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def compile_or_cached(name: str, lowered, topology: str, hbm: int, *, unit: str, tokens: int, scale: float = 1.0,
-                      cache_dir: str | None = None) -> ProgramReport:
+def compile_or_cached(
+  name: str,
+  lowered,
+  topology: str,
+  hbm: int,
+  *,
+  unit: str,
+  tokens: int,
+  scale: float = 1.0,
+  cache_dir: str | None = None,
+) -> ProgramReport:
   """Compiles `lowered` for its memory and cost (`program_cost` with `unit`, `tokens`, `scale`), unless
   `cache_dir` holds the analyses of the same program for the same target and compiler (`report_key`): a
   rerun of `make aot` with unchanged code recompiles nothing. XLA's refusal to fit (RESOURCE_EXHAUSTED)
@@ -339,7 +406,9 @@ def compile_or_cached(name: str, lowered, topology: str, hbm: int, *, unit: str,
       with open(path) as f:
         d = json.load(f)
       raw = d["cost"]
-      cost = ProgramCost(unit, raw["flops"] * scale, raw["bytes_accessed"] * scale, tokens, raw["loops"]) if raw else None
+      cost = (
+        ProgramCost(unit, raw["flops"] * scale, raw["bytes_accessed"] * scale, tokens, raw["loops"]) if raw else None
+      )
       return ProgramReport(name, MemoryReport(**d["memory"]), cost, cached=True)
   try:
     compiled = lowered.compile()
@@ -350,18 +419,26 @@ def compile_or_cached(name: str, lowered, topology: str, hbm: int, *, unit: str,
     report = ProgramReport(name, _oom_report(str(e), hbm), None)
   if path:  # the unscaled analyses: the unit and its scale may change without a recompile
     os.makedirs(cache_dir, exist_ok=True)
-    data = {"memory": dataclasses.asdict(report.memory),
-            "cost": dataclasses.asdict(report.cost) if report.cost else None}
+    data = {
+      "memory": dataclasses.asdict(report.memory),
+      "cost": dataclasses.asdict(report.cost) if report.cost else None,
+    }
     fileio.atomic_write(path, json.dumps(data, indent=1))
   if report.cost is not None and scale != 1.0:
     c = report.cost
-    report = dataclasses.replace(report, cost=dataclasses.replace(c, flops=c.flops * scale,
-                                                                  bytes_accessed=c.bytes_accessed * scale))
+    report = dataclasses.replace(
+      report, cost=dataclasses.replace(c, flops=c.flops * scale, bytes_accessed=c.bytes_accessed * scale)
+    )
   return report
 
 
-def aot_compile(config: ml_collections.ConfigDict, topology: str, programs: Sequence[str] = ("train", "prefill", "decode"),
-                log=print, cache_dir: str | None = None) -> list[ProgramReport]:
+def aot_compile(
+  config: ml_collections.ConfigDict,
+  topology: str,
+  programs: Sequence[str] = ("train", "prefill", "decode"),
+  log=print,
+  cache_dir: str | None = None,
+) -> list[ProgramReport]:
   """Compiles a real-size run config's programs for a TPU `topology` on this host: per-device memory and cost.
 
   `config` is a run config (configs/real_*.py) with `aot.model` (a named `ModelConfig`) and
@@ -381,32 +458,58 @@ def aot_compile(config: ml_collections.ConfigDict, topology: str, programs: Sequ
   rules = parallel.axis_rules(config.mesh.rules)
   # The run's precision: float32 masters (`model.weight_dtype`) under the compute dtype (`model.dtype`), the
   # sampler decoding a compute-dtype copy (`models.sampling_config`), as `train.Trainer` builds them.
-  model_config = with_precision(get_model_config(config.aot.model), weight_dtype=config.model.weight_dtype,
-                                dtype=config.model.dtype)
+  model_config = with_precision(
+    get_model_config(config.aot.model), weight_dtype=config.model.weight_dtype, dtype=config.model.dtype
+  )
   r, o, p = config.rollout, config.optim, config.aot.prompt_len
   hbm = TPU_CHIPS[chip].hbm_bytes
-  log(f"{topology}: {len(devices)} devices on {len({d.process_index for d in devices})} hosts; "
-      f"train mesh {dict(mesh.shape)}, sampler mesh {dict(sample_mesh.shape)}; {config.aot.model} "
-      f"({model_config.num_params() / 1e9:.2f} B params, {model_config.param_dtype} masters, {model_config.dtype} "
-      f"compute{', ' + config.model.quantization + ' matmuls' if config.model.quantization else ''}); "
-      f"remat {config.model.remat}")
+  log(
+    f"{topology}: {len(devices)} devices on {len({d.process_index for d in devices})} hosts; "
+    f"train mesh {dict(mesh.shape)}, sampler mesh {dict(sample_mesh.shape)}; {config.aot.model} "
+    f"({model_config.num_params() / 1e9:.2f} B params, {model_config.param_dtype} masters, {model_config.dtype} "
+    f"compute{', ' + config.model.quantization + ' matmuls' if config.model.quantization else ''}); "
+    f"remat {config.model.remat}"
+  )
   lowered = []  # (name, lower, unit, tokens, scale)
   if "train" in programs:
     rows = r.prompts_per_step * r.group_size // o.minibatches
     optimizer = step_lib.make_optimizer(o)
-    lowered.append((f"train   {rows}×{p + r.max_new_tokens} tok, {o.micro_batches} micro-batches",
-                    lambda: lower_train_step(
-                        model_config.replace(remat=config.model.remat, quantization=config.model.quantization),
-                        optimizer, config.loss, mesh, rows=rows,
-                        prompt_len=p, new_tokens=r.max_new_tokens, micro_batches=o.micro_batches,
-                        temperature=r.temperature, use_reference=config.loss.kl_coef > 0, rules=rules,
-                        mode=rl.get_mode(config.reward.mode), group_size=r.group_size, minibatches=o.minibatches,
-                        std_ddof=config.reward.std_ddof),
-                    "train step", rows * (p + r.max_new_tokens), float(o.micro_batches)))
+    lowered.append(
+      (
+        f"train   {rows}×{p + r.max_new_tokens} tok, {o.micro_batches} micro-batches",
+        lambda: lower_train_step(
+          model_config.replace(remat=config.model.remat, quantization=config.model.quantization),
+          optimizer,
+          config.loss,
+          mesh,
+          rows=rows,
+          prompt_len=p,
+          new_tokens=r.max_new_tokens,
+          micro_batches=o.micro_batches,
+          temperature=r.temperature,
+          use_reference=config.loss.kl_coef > 0,
+          rules=rules,
+          mode=rl.get_mode(config.reward.mode),
+          group_size=r.group_size,
+          minibatches=o.minibatches,
+          std_ddof=config.reward.std_ddof,
+        ),
+        "train step",
+        rows * (p + r.max_new_tokens),
+        float(o.micro_batches),
+      )
+    )
   if "prefill" in programs or "decode" in programs:
-    sampler = Sampler(config=sampling_config(model_config), max_new_tokens=r.max_new_tokens, num_samples=r.group_size,
-                      method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
-                      stop_tokens=(2,), pad_id=0, mesh=sample_mesh, rules=rules)
+    sampler = Sampler(
+      config=sampling_config(model_config),
+      max_new_tokens=r.max_new_tokens,
+      num_samples=r.group_size,
+      method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
+      stop_tokens=(2,),
+      pad_id=0,
+      mesh=sample_mesh,
+      rules=rules,
+    )
     both = {}
 
     def sampler_program(name):
@@ -416,20 +519,23 @@ def aot_compile(config: ml_collections.ConfigDict, topology: str, programs: Sequ
 
     shape = f"{r.prompts_per_step}×{r.group_size} × ({p} + {r.max_new_tokens}) tok"
     _, loops = cache_chunking(r.max_new_tokens, sampler.cache_chunk)
-    units = {"prefill": ("prefill", r.prompts_per_step * p, 1.0),
-             "decode": ("decode step", r.prompts_per_step * r.group_size, 1.0 / loops)}
+    units = {
+      "prefill": ("prefill", r.prompts_per_step * p, 1.0),
+      "decode": ("decode step", r.prompts_per_step * r.group_size, 1.0 / loops),
+    }
     for name in ("prefill", "decode"):
       if name in programs:
         lowered.append((f"{name:8s}{shape}", functools.partial(sampler_program, name), *units[name]))
   reports = []
   for name, lower, unit, tokens, scale in lowered:
     t0 = time.perf_counter()
-    report = compile_or_cached(name, lower(), topology, hbm, unit=unit, tokens=tokens, scale=scale,
-                               cache_dir=cache_dir)
+    report = compile_or_cached(name, lower(), topology, hbm, unit=unit, tokens=tokens, scale=scale, cache_dir=cache_dir)
     reports.append(report)
     how = "found in the cache" if report.cached else "compiled"
-    log(f"  {how} {name.split()[0]} in {time.perf_counter() - t0:.0f} s"
-        + (f": {report.memory.error}" if report.memory.error else ""))
+    log(
+      f"  {how} {name.split()[0]} in {time.perf_counter() - t0:.0f} s"
+      + (f": {report.memory.error}" if report.memory.error else "")
+    )
   return reports
 
 
@@ -437,10 +543,15 @@ def compile_many(runs: Sequence[str], jobs: int, extra_args: Sequence[str] = (),
   """Runs `python -m launch.aot_compile --config=<run>` for each of `runs` (e.g.
   "configs/real_qwen3_8b.py:v5e:4x4"), `jobs` at a time in separate processes (each compile is mostly one
   thread of XLA), and prints each one's output whole, in the order of `runs`. True when every run fits."""
+
   def one(run):
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "launch.aot_compile", f"--config={run}", *extra_args],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+      [sys.executable, "-m", "launch.aot_compile", f"--config={run}", *extra_args],
+      capture_output=True,
+      text=True,
+      check=False,
+    )
     return proc, time.perf_counter() - t0
 
   ok = True

@@ -14,6 +14,7 @@ special tokens. `{% generation %}` blocks render their body.
 jinja2 is imported on first use (pinned in setup.py). Templates come from checkpoints, so they run in
 Jinja's immutable sandbox; nothing is downloaded.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -51,12 +52,14 @@ def load_chat_template(directory: str | os.PathLike) -> str | None:
   if isinstance(template, list):  # named templates: [{"name": "default", "template": "…"}, …]
     named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
     if "default" not in named:
-      raise ChatTemplateError(f"{config_file}: chat_template lists templates {sorted(map(str, named))} but no "
-                              "'default' one")
+      raise ChatTemplateError(
+        f"{config_file}: chat_template lists templates {sorted(map(str, named))} but no 'default' one"
+      )
     template = named["default"]
   if template is not None and not isinstance(template, str):
-    raise ChatTemplateError(f"{config_file}: chat_template must be a string or a list of named templates, "
-                            f"got {type(template).__name__}")
+    raise ChatTemplateError(
+      f"{config_file}: chat_template must be a string or a list of named templates, got {type(template).__name__}"
+    )
   return template
 
 
@@ -71,8 +74,15 @@ def special_tokens(config: Mapping[str, Any]) -> dict[str, str]:
   return out
 
 
-def render(template: str, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
-           special: Mapping[str, str] | None = None, source: str = "chat template", **template_kwargs) -> str:
+def render(
+  template: str,
+  messages: Sequence[Mapping[str, Any]],
+  *,
+  add_generation_prompt: bool = True,
+  special: Mapping[str, str] | None = None,
+  source: str = "chat template",
+  **template_kwargs,
+) -> str:
   """`messages` rendered by `template` (module docstring); errors name `source`."""
   import jinja2  # pylint: disable=g-import-not-at-top  (imported on use)
 
@@ -89,8 +99,13 @@ def render(template: str, messages: Sequence[Mapping[str, Any]], *, add_generati
     chat.append(m)
   try:
     compiled = _compile(template)
-    return compiled.render(messages=chat, tools=None, documents=None, add_generation_prompt=add_generation_prompt,
-                           **{**dict(special or {}), **template_kwargs})
+    return compiled.render(
+      messages=chat,
+      tools=None,
+      documents=None,
+      add_generation_prompt=add_generation_prompt,
+      **{**dict(special or {}), **template_kwargs},
+    )
   except jinja2.TemplateError as e:
     raise ChatTemplateError(f"{source}: {type(e).__name__}: {e}") from e
 
@@ -120,8 +135,9 @@ def _compile(template: str):
     # Jinja's own tojson escapes HTML characters; transformers' does not.
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-  env = sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                              extensions=[Generation, ext.loopcontrols])
+  env = sandbox.ImmutableSandboxedEnvironment(
+    trim_blocks=True, lstrip_blocks=True, extensions=[Generation, ext.loopcontrols]
+  )
   env.filters["tojson"] = tojson
   env.globals["raise_exception"] = raise_exception
   env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)

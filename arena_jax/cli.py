@@ -9,6 +9,7 @@ and an `arena_jax.errors.UserError` raised by the run (a bad config field, a mis
 unreachable judge) print `error: <message>` and exit with status 2, without a traceback; with
 `--verbosity=1` (or higher) the traceback is shown too. Anything else is a bug and keeps its traceback.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,11 @@ def _parse_flags(argv):
     key = re.search(r"'\\?'?([\w.]+)\\?'", raw)
     hint = re.search(r"Did you mean [^?]*\?", raw)
     what = f"no field {key.group(1)!r}" if key and isinstance(e, (AttributeError, KeyError)) else raw.strip()
-    _say(f"a --config override was rejected: {what}" + (f"; {hint.group(0)}" if hint else "") +
-         " (--verbosity=1 shows the traceback)")
+    _say(
+      f"a --config override was rejected: {what}"
+      + (f"; {hint.group(0)}" if hint else "")
+      + " (--verbosity=1 shows the traceback)"
+    )
 
 
 def run(main: Callable[[list[str]], object]) -> None:

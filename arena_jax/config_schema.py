@@ -15,6 +15,7 @@ the docs list it by its docstring.
 
 This module imports nothing from arena_jax but `errors`, so that every room can declare its config with it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -76,12 +77,13 @@ def _bounds(lo, hi, lo_open: bool = False, hi_open: bool = False) -> str:
 
 
 def _phrase(expect: str, why: str, message: str | None) -> str:
-  """"must be <expect> (<why>)", or `message` when the field words its own rule."""
+  """ "must be <expect> (<why>)", or `message` when the field words its own rule."""
   return message or f"must be {expect}" + (f" ({why})" if why else "")
 
 
-def satisfies(valid: str, ok: Callable[[Any], bool], expect: str, *, why: str = "",
-              message: str | None = None) -> Check:
+def satisfies(
+  valid: str, ok: Callable[[Any], bool], expect: str, *, why: str = "", message: str | None = None
+) -> Check:
   """A check by predicate: `ok(value)`, else "must be <expect> (<why>), got <value>"."""
   phrase = _phrase(expect, why, message)
   return Check(valid, lambda v: None if ok(v) else f"{phrase}, got {v!r}")
@@ -90,20 +92,34 @@ def satisfies(valid: str, ok: Callable[[Any], bool], expect: str, *, why: str = 
 def integer(lo: int | None = None, hi: int | None = None, *, why: str = "", message: str | None = None) -> Check:
   """An int (not a bool) in [lo, hi]; either bound may be None."""
   bounds = _bounds(lo, hi)
-  return satisfies(f"int {bounds}".rstrip(),
-                   lambda v: _is_int(v) and (lo is None or v >= lo) and (hi is None or v <= hi),
-                   f"an integer {bounds}".rstrip(), why=why, message=message)
+  return satisfies(
+    f"int {bounds}".rstrip(),
+    lambda v: _is_int(v) and (lo is None or v >= lo) and (hi is None or v <= hi),
+    f"an integer {bounds}".rstrip(),
+    why=why,
+    message=message,
+  )
 
 
-def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False,
-           why: str = "", message: str | None = None) -> Check:
+def number(
+  lo: float | None = None,
+  hi: float | None = None,
+  *,
+  lo_open: bool = False,
+  hi_open: bool = False,
+  why: str = "",
+  message: str | None = None,
+) -> Check:
   """A finite int or float in the interval; inf and nan are refused (they pass one-sided tests such as
   `lr > 0`, and no field means them)."""
   bounds = _bounds(lo, hi, lo_open, hi_open)
 
   def ok(v):
-    return (_is_number(v) and (lo is None or (v > lo if lo_open else v >= lo))
-            and (hi is None or (v < hi if hi_open else v <= hi)))
+    return (
+      _is_number(v)
+      and (lo is None or (v > lo if lo_open else v >= lo))
+      and (hi is None or (v < hi if hi_open else v <= hi))
+    )
 
   valid = bounds.removeprefix("in ") or "any finite number"
   return satisfies(valid, ok, f"a finite number {bounds}".rstrip(), why=why, message=message)
@@ -117,11 +133,13 @@ def _names(choices) -> tuple:
   return tuple(choices() if callable(choices) else choices)
 
 
-def one_of(choices: Sequence | Callable[[], Iterable], *, noun: str = "", message: str | None = None,
-           valid: str | None = None) -> Check:
+def one_of(
+  choices: Sequence | Callable[[], Iterable], *, noun: str = "", message: str | None = None, valid: str | None = None
+) -> Check:
   """A value among `choices` (a callable is read at check time: a registry that grows on import).
 
   With `noun`, the error reads "unknown <noun> 'x'; choose one of [...]"."""
+
   def test(v):
     names = _names(choices)
     if v in names:
@@ -137,15 +155,17 @@ def registered(registry, *, where: Callable[[Any], bool] | None = None, optional
   """A name of `registry` (an `arena_jax.registry.Registry`, read when the check runs, so an entry registered
   later is valid at once): "unknown <kind> 'x'; choose one of [...]". `where(entry)` keeps only some entries
   (e.g. tasks with a train split); `optional` also accepts "" (= none, or the default)."""
+
   def names():
     return sorted(n for n, e in registry.items() if where is None or where(e))
 
-  valid = (lambda: ('"" or one of ' if optional else "one of ") + ", ".join(names()))
+  valid = lambda: ('"" or one of ' if optional else "one of ") + ", ".join(names())
   return one_of(lambda: ([""] if optional else []) + names(), noun=registry.kind, valid=valid)
 
 
 def entries_of(choices: Sequence | Callable[[], Iterable]) -> Check:
   """A tuple whose every entry is among `choices`."""
+
   def test(v):
     names = _names(choices)
     if isinstance(v, str):
@@ -165,7 +185,8 @@ def string(*, nonempty: bool = False, noun: str = "string") -> Check:
 
 
 def existing_dir_or_empty() -> Check:
-  """"" or the path of a directory that exists (`~` expanded)."""
+  """ "" or the path of a directory that exists (`~` expanded)."""
+
   def test(v):
     if not isinstance(v, str):
       return f"must be a directory path or '', got {v!r}"
@@ -178,9 +199,11 @@ def existing_dir_or_empty() -> Check:
 
 # A URL's user-info part (`user:password@`): a credential that would reach logs, errors and checkpoint metadata.
 _USERINFO = re.compile(r"(?<=://)[^/?#@\s]*@")
-CREDENTIALS_IN_URL = ("must not carry credentials (`user:password@`): they would be printed and stored with the "
-                      "config; put the key in an environment variable and name it in judge.api_key_env (sent as "
-                      "a bearer token)")
+CREDENTIALS_IN_URL = (
+  "must not carry credentials (`user:password@`): they would be printed and stored with the "
+  "config; put the key in an environment variable and name it in judge.api_key_env (sent as "
+  "a bearer token)"
+)
 
 
 def redact_url(text: str) -> str:
@@ -190,6 +213,7 @@ def redact_url(text: str) -> str:
 
 def urls() -> Check:
   """A tuple of http(s):// URLs without credentials (a comma-separated string is a common slip: say so)."""
+
   def test(v):
     if isinstance(v, str):
       return f"must be a tuple of URLs (split a comma-separated string), got {redact_url(repr(v))}"
@@ -243,6 +267,7 @@ def _check_keys(v) -> None:
 def json_object(*, reserved: Sequence[str] = (), why: str = "") -> Check:
   """A JSON object (see `json_object_value`) none of whose top-level keys is in `reserved`; `why` says
   why those are refused."""
+
   def test(v):
     try:
       obj = json_object_value(v)

@@ -6,6 +6,7 @@ one filesystem). The JSONL reader serves two kinds of file with opposite needs, 
 an append-only log written by this code (`strict=False`: a line torn by a kill mid-write is skipped)
 and a user's input file (`strict=True`: a bad line is an error that names the file and line).
 """
+
 from __future__ import annotations
 
 import json
@@ -111,7 +112,7 @@ def read_jsonl(path: str | os.PathLike, *, strict: bool, required: Sequence[Sequ
         row = parse_json_row(line) if strict else json.loads(line)
         if not isinstance(row, dict):
           raise ValueError("a row must be a JSON object")
-        for key, value in (row.items() if strict else ()):
+        for key, value in row.items() if strict else ():
           if value_problem(value):
             raise ValueError(f"{key}: {value_problem(value)}")
         for group in required:

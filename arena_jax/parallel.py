@@ -26,6 +26,7 @@ of the global batch, and verifies and judges those groups against `host_judge_ur
 only `is_main_process()` writes logs and metrics. Orbax checkpoints are multi-host already
 (`arena_jax.train.Checkpointer`: every process writes its own shards).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,15 @@ LOGICAL_AXIS_RULES = sharding_lib.LOGICAL_AXIS_RULES
 # ─────────────────────────────────────── mesh from config ───────────────────────────────────────
 
 
-def mesh_config(data: int = 1, fsdp: int = -1, tensor: int = 1, *, sample: Sequence[int] = (),
-                distributed: bool = False, rules: Sequence[tuple[str, Any]] = ()) -> ml_collections.ConfigDict:
+def mesh_config(
+  data: int = 1,
+  fsdp: int = -1,
+  tensor: int = 1,
+  *,
+  sample: Sequence[int] = (),
+  distributed: bool = False,
+  rules: Sequence[tuple[str, Any]] = (),
+) -> ml_collections.ConfigDict:
   """The `mesh` section of a run config.
 
   Attributes:
@@ -66,8 +74,9 @@ def mesh_config(data: int = 1, fsdp: int = -1, tensor: int = 1, *, sample: Seque
     distributed: call `jax.distributed.initialize()` first (multi-host runs: TPU pod slices, GPU clusters).
     rules: overrides of `LOGICAL_AXIS_RULES`, e.g. (("embed", None),) to replicate embed dims.
   """
-  return ml_collections.ConfigDict(dict(data=data, fsdp=fsdp, tensor=tensor, sample=tuple(sample),
-                                        distributed=distributed, rules=tuple(rules)))
+  return ml_collections.ConfigDict(
+    dict(data=data, fsdp=fsdp, tensor=tensor, sample=tuple(sample), distributed=distributed, rules=tuple(rules))
+  )
 
 
 def mesh_shape(data: int, fsdp: int, tensor: int, num_devices: int) -> tuple[int, int, int]:
@@ -82,12 +91,16 @@ def mesh_shape(data: int, fsdp: int, tensor: int, num_devices: int) -> tuple[int
   fixed = math.prod(s for s in sizes.values() if s != -1)
   if fill:
     if num_devices % fixed:
-      raise ValueError(f"config.mesh: cannot fill {fill[0]}: {num_devices} devices are not a multiple of the "
-                       f"other axes' product {fixed} ({sizes})")
+      raise ValueError(
+        f"config.mesh: cannot fill {fill[0]}: {num_devices} devices are not a multiple of the "
+        f"other axes' product {fixed} ({sizes})"
+      )
     sizes[fill[0]] = num_devices // fixed
   if math.prod(sizes.values()) != num_devices:
-    raise ValueError(f"config.mesh: data × fsdp × tensor = {sizes['data']} × {sizes['fsdp']} × {sizes['tensor']} "
-                     f"must equal the {num_devices} devices; set one axis to −1 to fill")
+    raise ValueError(
+      f"config.mesh: data × fsdp × tensor = {sizes['data']} × {sizes['fsdp']} × {sizes['tensor']} "
+      f"must equal the {num_devices} devices; set one axis to −1 to fill"
+    )
   return sizes["data"], sizes["fsdp"], sizes["tensor"]
 
 
@@ -165,8 +178,11 @@ def initialize(distributed: bool) -> bool:
   if distributed and not jax.distributed.is_initialized():
     kwargs = {}
     if os.environ.get("JAX_COORDINATOR_ADDRESS"):  # explicit cluster (e.g. several CPU or GPU processes)
-      kwargs = dict(coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
-                    num_processes=int(os.environ["JAX_NUM_PROCESSES"]), process_id=int(os.environ["JAX_PROCESS_ID"]))
+      kwargs = dict(
+        coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
+        num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
+        process_id=int(os.environ["JAX_PROCESS_ID"]),
+      )
     jax.distributed.initialize(**kwargs)
   return jax.distributed.is_initialized()
 
@@ -201,8 +217,9 @@ def gather(tree):
   return jax.tree.map(np.asarray, multihost_utils.process_allgather(tree, tiled=True))
 
 
-def host_judge_urls(urls: Sequence[str], process_index: int | None = None,
-                    process_count: int | None = None) -> tuple[str, ...]:
+def host_judge_urls(
+  urls: Sequence[str], process_index: int | None = None, process_count: int | None = None
+) -> tuple[str, ...]:
   """The judge endpoints this host sends its groups to.
 
   With at least as many URLs as hosts, host h takes every P-th URL from h (disjoint sets: no two hosts

@@ -18,6 +18,7 @@ the kind and every registered name.
 
 This module imports nothing from arena_jax but `errors`: every room can hold a registry.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

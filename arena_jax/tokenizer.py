@@ -11,6 +11,7 @@ and newlines preserved — step splitting at blank lines depends on it, SPEC §8
 single tokens (arithmetic), and add no dummy prefix, so decode(encode(s)) == s for any string whose
 characters occur in the training corpus (any string at all with `byte_fallback=True`).
 """
+
 from __future__ import annotations
 
 import io
@@ -51,23 +52,37 @@ class _Common:
   special_tokens: dict[str, str] = {}  # bos_token, eos_token, … as text, for the chat template
   path: str = ""
 
-  def apply_chat_template(self, messages: Sequence[dict], *, add_generation_prompt: bool = True,
-                          **template_kwargs) -> str:
+  def apply_chat_template(
+    self, messages: Sequence[dict], *, add_generation_prompt: bool = True, **template_kwargs
+  ) -> str:
     """`messages` ([{"role": "system" | "user" | "assistant", "content": …}, …]) rendered by the checkpoint's
     own chat template as transformers renders it (`arena_jax.chat_template`); `template_kwargs` reach the
     template (e.g. `enable_thinking=False` for Qwen3). Tokenize the result without adding a BOS: the
     template writes its own."""
     if not self.chat_template:
       raise chat_template.ChatTemplateError(
-          f"the tokenizer {self.path or type(self).__name__} has no chat template (neither "
-          f"{chat_template.TEMPLATE_FILE} nor a chat_template entry in tokenizer_config.json); use "
-          "tasks.prompt_format = 'plain'")
-    return chat_template.render(self.chat_template, messages, add_generation_prompt=add_generation_prompt,
-                                special=self.special_tokens, source=f"chat template of {self.path}",
-                                **template_kwargs)
+        f"the tokenizer {self.path or type(self).__name__} has no chat template (neither "
+        f"{chat_template.TEMPLATE_FILE} nor a chat_template entry in tokenizer_config.json); use "
+        "tasks.prompt_format = 'plain'"
+      )
+    return chat_template.render(
+      self.chat_template,
+      messages,
+      add_generation_prompt=add_generation_prompt,
+      special=self.special_tokens,
+      source=f"chat template of {self.path}",
+      **template_kwargs,
+    )
 
-  def encode_batch(self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False,
-                   max_length: int | None = None, truncate: str = "right") -> tuple[np.ndarray, np.ndarray]:
+  def encode_batch(
+    self,
+    texts: Sequence[str],
+    *,
+    add_bos: bool = False,
+    add_eos: bool = False,
+    max_length: int | None = None,
+    truncate: str = "right",
+  ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens int32 [B, L] right-padded with `pad_id`, lengths int32 [B]).
 
     `max_length` truncates each sequence, dropping tokens on the `truncate` side ("right" keeps the
@@ -77,31 +92,32 @@ class _Common:
       raise ValueError(f"truncate must be 'left' or 'right' (got {truncate!r})")
     seqs = self.encode(list(texts), add_bos=add_bos, add_eos=add_eos)
     if max_length is not None:
-      seqs = [s[:max_length] if truncate == "right" else s[max(0, len(s) - max_length):] for s in seqs]
+      seqs = [s[:max_length] if truncate == "right" else s[max(0, len(s) - max_length) :] for s in seqs]
     lengths = np.asarray([len(s) for s in seqs], np.int32)
     out = np.full((len(seqs), int(lengths.max(initial=0))), self.pad_id, np.int32)
     for i, s in enumerate(seqs):
-      out[i, :len(s)] = s
+      out[i, : len(s)] = s
     return out, lengths
 
   def decode_batch(self, tokens, lengths=None, *, stop_at_eos: bool = True) -> list[str]:
     """Decodes each row (of a [B, L] array or a list of lists), up to `lengths` when given."""
     rows = [list(np.asarray(r)) for r in tokens]
     if lengths is not None:
-      rows = [r[:int(n)] for r, n in zip(rows, np.asarray(lengths))]
+      rows = [r[: int(n)] for r, n in zip(rows, np.asarray(lengths))]
     return [self.decode(r, stop_at_eos=stop_at_eos) for r in rows]
 
   def check_vocab(self, model_vocab_size: int) -> None:
     """Raises if token ids could fall outside a model's embedding table."""
     if self.vocab_size > model_vocab_size:
       raise ValueError(
-          f"the tokenizer has {self.vocab_size} tokens but the model's vocab_size is {model_vocab_size}: "
-          "train the tokenizer with vocab_size ≤ the model's, or raise ModelConfig.vocab_size")
+        f"the tokenizer has {self.vocab_size} tokens but the model's vocab_size is {model_vocab_size}: "
+        "train the tokenizer with vocab_size ≤ the model's, or raise ModelConfig.vocab_size"
+      )
 
   def _strip(self, ids, stop_at_eos: bool) -> list[int]:
     ids = [int(i) for i in np.asarray(ids).reshape(-1)]
     if stop_at_eos and self.eos_id in ids:
-      ids = ids[:ids.index(self.eos_id)]
+      ids = ids[: ids.index(self.eos_id)]
     # Ids past the tokenizer's vocabulary (a model's embedding table is often padded beyond it, and an
     # untrained policy samples them) have no text: they are dropped rather than failing the decode.
     return [i for i in ids if i != self.pad_id and 0 <= i < self.vocab_size]
@@ -137,10 +153,21 @@ class SentencePieceTokenizer(_Common):
     return self._proto
 
   @classmethod
-  def train(cls, texts: Iterable[str], vocab_size: int, *, model_type: str = "bpe", split_digits: bool = True,
-            byte_fallback: bool = False, user_defined_symbols: Sequence[str] = (), character_coverage: float = 1.0,
-            max_sentences: int | None = None, hard_vocab_limit: bool = False, num_threads: int = 2,
-            seed: int = 0) -> "SentencePieceTokenizer":
+  def train(
+    cls,
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    model_type: str = "bpe",
+    split_digits: bool = True,
+    byte_fallback: bool = False,
+    user_defined_symbols: Sequence[str] = (),
+    character_coverage: float = 1.0,
+    max_sentences: int | None = None,
+    hard_vocab_limit: bool = False,
+    num_threads: int = 2,
+    seed: int = 0,
+  ) -> "SentencePieceTokenizer":
     """Trains a model on an iterable of strings (e.g. the built-in tasks' corpus generator).
 
     Args:
@@ -161,13 +188,31 @@ class SentencePieceTokenizer(_Common):
     symbols = ["\n"] + [s for s in user_defined_symbols if s != "\n"]
     writer = io.BytesIO()
     kwargs = dict(
-        sentence_iterator=iter(texts), model_writer=writer, vocab_size=vocab_size, model_type=model_type,
-        pad_id=PAD_ID, eos_id=EOS_ID, bos_id=BOS_ID, unk_id=UNK_ID,
-        pad_piece="<pad>", eos_piece="</s>", bos_piece="<s>", unk_piece="<unk>",
-        normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False,
-        allow_whitespace_only_pieces=True, split_digits=split_digits, byte_fallback=byte_fallback,
-        user_defined_symbols=symbols, character_coverage=character_coverage,
-        hard_vocab_limit=hard_vocab_limit, num_threads=num_threads, max_sentence_length=1 << 20, minloglevel=2)
+      sentence_iterator=iter(texts),
+      model_writer=writer,
+      vocab_size=vocab_size,
+      model_type=model_type,
+      pad_id=PAD_ID,
+      eos_id=EOS_ID,
+      bos_id=BOS_ID,
+      unk_id=UNK_ID,
+      pad_piece="<pad>",
+      eos_piece="</s>",
+      bos_piece="<s>",
+      unk_piece="<unk>",
+      normalization_rule_name="identity",
+      remove_extra_whitespaces=False,
+      add_dummy_prefix=False,
+      allow_whitespace_only_pieces=True,
+      split_digits=split_digits,
+      byte_fallback=byte_fallback,
+      user_defined_symbols=symbols,
+      character_coverage=character_coverage,
+      hard_vocab_limit=hard_vocab_limit,
+      num_threads=num_threads,
+      max_sentence_length=1 << 20,
+      minloglevel=2,
+    )
     if max_sentences is not None:
       kwargs.update(input_sentence_size=max_sentences, shuffle_input_sentence=True)
     spm.set_random_generator_seed(seed)
@@ -198,8 +243,14 @@ class HFTokenizer(_Common):
   _EOS = ("</s>", "<|end_of_text|>", "<|endoftext|>", "<|im_end|>", "<eos>", "[EOS]")
   _PAD = ("<pad>", "<|finetune_right_pad_id|>", "[PAD]", "<|endoftext|>")
 
-  def __init__(self, path: str | os.PathLike, *, bos_token: str | None = None, eos_token: str | None = None,
-               pad_token: str | None = None):
+  def __init__(
+    self,
+    path: str | os.PathLike,
+    *,
+    bos_token: str | None = None,
+    eos_token: str | None = None,
+    pad_token: str | None = None,
+  ):
     """`path`: a tokenizer.json, or a directory holding one (and maybe tokenizer_config.json, whose
     bos/eos/pad tokens are used unless given here)."""
     import tokenizers  # pylint: disable=g-import-not-at-top  (hf extra, imported on use)
@@ -228,8 +279,9 @@ class HFTokenizer(_Common):
       if i is not None:
         return i
     if required:
-      raise ValueError(f"no special token among {[token] if token else list(candidates)} in this tokenizer; "
-                       "pass it explicitly")
+      raise ValueError(
+        f"no special token among {[token] if token else list(candidates)} in this tokenizer; pass it explicitly"
+      )
     return None
 
   def encode(self, text: str | Sequence[str], *, add_bos: bool = False, add_eos: bool = False):

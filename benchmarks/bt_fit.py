@@ -14,6 +14,7 @@ device fit, result out; compile excluded), side by side with two host references
 
 Speed-ups are ratios of median wall-clock times measured in this one run. The last line is JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,7 @@ def live_graphs(groups: int, players: int, seed: int):
   first, second = np.zeros((groups, m), np.int32), np.zeros((groups, m), np.int32)
   outcome, weight = np.full((groups, m), 0.5), np.zeros((groups, m))
   for b, (f, s, o) in enumerate(rows):
-    first[b, :len(f)], second[b, :len(f)], outcome[b, :len(f)], weight[b, :len(f)] = f, s, o, 1.0
+    first[b, : len(f)], second[b, : len(f)], outcome[b, : len(f)], weight[b, : len(f)] = f, s, o, 1.0
   return first, second, outcome, weight
 
 
@@ -67,13 +68,18 @@ def main():
   args = parser.parse_args()
 
   f, s, o, w = live_graphs(args.groups, args.players, args.seed)
-  print(f"Bradley–Terry fit: {args.groups} live-tournament groups × G={args.players}, "
-        f"{int(w.sum(-1).mean())} matches/group (padded M={f.shape[1]}), λ={args.l2}, backend={jax.default_backend()}")
+  print(
+    f"Bradley–Terry fit: {args.groups} live-tournament groups × G={args.players}, "
+    f"{int(w.sum(-1).mean())} matches/group (padded M={f.shape[1]}), λ={args.l2}, backend={jax.default_backend()}"
+  )
 
   seconds, diffs = {}, {}
   ref = arena.fit_bradley_terry_scipy(f, s, o, w, args.players, l2=args.l2)
-  seconds["scipy"] = common.timed(lambda: arena.fit_bradley_terry_scipy(f, s, o, w, args.players, l2=args.l2),
-                                  repeats=max(1, args.repeats // 2), warmup=0)
+  seconds["scipy"] = common.timed(
+    lambda: arena.fit_bradley_terry_scipy(f, s, o, w, args.players, l2=args.l2),
+    repeats=max(1, args.repeats // 2),
+    warmup=0,
+  )
   # choix takes ~70 s on this workload: one timed run, which is also the run whose θ is compared.
   start = time.perf_counter()
   choix_theta = choix_fit(f, s, o, w, args.players, args.l2)
@@ -88,7 +94,8 @@ def main():
   rows = [(name, sec * 1e3, seconds["scipy"] / sec, diffs[name]) for name, sec in seconds.items()]
   common.print_table(["method", "ms (median)", "× scipy", "max |Δθ| vs scipy"], rows)
   default = arena.DEFAULT_SOLVER
-  common.emit_json({
+  common.emit_json(
+    {
       "groups": args.groups,
       "players": args.players,
       "default_solver": default,
@@ -99,7 +106,8 @@ def main():
       "optax_speedup_vs_scipy": round(seconds["scipy"] / seconds["optax_lbfgs"], 2),
       "max_abs_diff_vs_scipy": diffs[default],
       "max_abs_diff_vs_scipy_by_method": diffs,
-  })
+    }
+  )
 
 
 if __name__ == "__main__":

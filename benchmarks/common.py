@@ -1,4 +1,5 @@
 """Shared helpers for the benchmarks: timing, the table printer and the final JSON line."""
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
   matmul peak that the model benchmarks (sampler, train step) state their FLOP/s as a fraction of."""
   import jax  # pylint: disable=g-import-not-at-top  (after JAX_PLATFORMS is set above)
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
   a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
   b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
   dot = jax.jit(jnp.dot)
@@ -35,7 +37,7 @@ def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
     start = time.perf_counter()
     dot(a, b).block_until_ready()
     best = min(best, time.perf_counter() - start)
-  return 2 * n ** 3 / best / 1e9
+  return 2 * n**3 / best / 1e9
 
 
 def print_table(headers, rows) -> None:
@@ -62,11 +64,12 @@ DAMAGE_KINDS = ("truncate", "delete", "flip")
 
 
 def damage_checkpoint(step_dir: str, kind: str) -> str:
-  """Damages the largest file (the manifest aside) of a checkpoint directory as a failing disk or an interrupted copy would:
-  `truncate` (half its bytes), `delete` (the file gone) or `flip` (bytes inverted mid-file, same size).
+  """Damages the largest file (the manifest aside) of a checkpoint directory as a failing disk or an interrupted
+  copy would: `truncate` (half its bytes), `delete` (the file gone) or `flip` (bytes inverted mid-file, same size).
   Returns the damaged file's path (soak benchmark, reliability tests)."""
-  files = [os.path.join(r, f) for r, _, names in os.walk(step_dir) for f in names
-           if f != "arena_manifest.json"]  # `train.checkpoint.MANIFEST`: damage the data, not its record
+  files = [
+    os.path.join(r, f) for r, _, names in os.walk(step_dir) for f in names if f != "arena_manifest.json"
+  ]  # `train.checkpoint.MANIFEST`: damage the data, not its record
   path = max(files, key=os.path.getsize)
   size = os.path.getsize(path)
   if kind == "truncate":

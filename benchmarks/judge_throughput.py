@@ -13,6 +13,7 @@ machine's CPUs cost on top (target at c = 64: ≥ 0.8). Client and server share 
 The last line is JSON: `pairs_per_s`, `bound` and `efficiency` at the largest concurrency, and
 every concurrency under `by_concurrency`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,10 @@ def make_pairs(n: int) -> list[judges.PairRequest]:
   """n distinct pairs: the canonical solution vs a demonstration (clean, slip, skipped, ...)."""
   cfg = tasks.default_config()
   demos = list(itertools.islice(tasks.demonstrations(cfg, "arithmetic", "train"), n))
-  return [judges.PairRequest(d.prompt, d.example.answer, d.example.solution, d.completion, key=("bench", k))
-          for k, d in enumerate(demos)]
+  return [
+    judges.PairRequest(d.prompt, d.example.answer, d.example.solution, d.completion, key=("bench", k))
+    for k, d in enumerate(demos)
+  ]
 
 
 def main(argv=None):
@@ -53,7 +56,7 @@ def main(argv=None):
       for c in levels:
         config.client.concurrency = c
         judge = judges.make_judge(config, [server.url])
-        batch = pairs[:c * args.rounds]
+        batch = pairs[: c * args.rounds]
         results = []
         run = lambda: results.append(loop.run_until_complete(judge.judge_pairs(batch)))  # noqa: B023
         seconds = common.timed(run, repeats=args.repeats, warmup=1)
@@ -62,19 +65,46 @@ def main(argv=None):
         bound = c / latency_s / (2 if args.debias == "both" else 1)
         failed = sum(not r.ok for r in results[-1])
         stats = judge.client.stats
-        rows.append([c, len(batch), calls, seconds, pairs_per_s, bound, pairs_per_s / bound, failed,
-                     stats.usage.prompt_tokens // max(stats.usage.calls, 1)])
-        by[str(c)] = {"pairs": len(batch), "seconds": seconds, "pairs_per_s": pairs_per_s, "bound": bound,
-                      "efficiency": pairs_per_s / bound, "failed": failed}
+        rows.append(
+          [
+            c,
+            len(batch),
+            calls,
+            seconds,
+            pairs_per_s,
+            bound,
+            pairs_per_s / bound,
+            failed,
+            stats.usage.prompt_tokens // max(stats.usage.calls, 1),
+          ]
+        )
+        by[str(c)] = {
+          "pairs": len(batch),
+          "seconds": seconds,
+          "pairs_per_s": pairs_per_s,
+          "bound": bound,
+          "efficiency": pairs_per_s / bound,
+          "failed": failed,
+        }
         loop.run_until_complete(judge.close())
     finally:
       loop.close()
-  common.print_table(["concurrency", "pairs", "calls", "seconds", "pairs/s", "bound", "efficiency", "failed",
-                      "prompt tok/call"], rows)
+  common.print_table(
+    ["concurrency", "pairs", "calls", "seconds", "pairs/s", "bound", "efficiency", "failed", "prompt tok/call"], rows
+  )
   top = by[str(max(levels))]
-  common.emit_json({"benchmark": "judge_throughput", "latency_ms": args.latency_ms, "debias": args.debias,
-                    "concurrency": max(levels), "pairs_per_s": top["pairs_per_s"], "bound": top["bound"],
-                    "efficiency": top["efficiency"], "by_concurrency": by})
+  common.emit_json(
+    {
+      "benchmark": "judge_throughput",
+      "latency_ms": args.latency_ms,
+      "debias": args.debias,
+      "concurrency": max(levels),
+      "pairs_per_s": top["pairs_per_s"],
+      "bound": top["bound"],
+      "efficiency": top["efficiency"],
+      "by_concurrency": by,
+    }
+  )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ step (a step is flawed when the checker finds any flaw), ProcessBench-style acc1
 earliest error (flaws of impact major or fatal; label = the demonstration's `error_step`), and judge
 calls and tokens per trace. The last line is JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,12 @@ from benchmarks import common
 from arena_jax import judges  # noqa: E402
 from arena_jax import tasks  # noqa: E402
 
-SETUPS = (("one juror", 1, "vote"), ("3 jurors, majority vote", 3, "vote"),
-          ("3 jurors, consolidation", 3, "consolidation"), ("3 jurors, deliberation", 3, "deliberation"))
+SETUPS = (
+  ("one juror", 1, "vote"),
+  ("3 jurors, majority vote", 3, "vote"),
+  ("3 jurors, consolidation", 3, "consolidation"),
+  ("3 jurors, deliberation", 3, "deliberation"),
+)
 
 
 def make_traces(n: int, seed: int):
@@ -47,8 +52,11 @@ def make_traces(n: int, seed: int):
 
 
 async def audit_all(jury: judges.Jury, demos) -> list[judges.JuryVerdict]:
-  return list(await asyncio.gather(*(jury.audit(d.prompt, d.completion, d.example.answer, key=("bench", k))
-                                     for k, d in enumerate(demos))))
+  return list(
+    await asyncio.gather(
+      *(jury.audit(d.prompt, d.completion, d.example.answer, key=("bench", k)) for k, d in enumerate(demos))
+    )
+  )
 
 
 def main(argv=None):
@@ -64,8 +72,12 @@ def main(argv=None):
   labels = [d.error_step for d in demos]
   config = judges.default_config()
   config.seed = args.seed
-  knobs = dict(miss_rate=args.miss_rate, false_alarm_rate=args.false_alarm_rate,
-               debate_miss_rate=args.debate_miss_rate, debate_false_alarm_rate=args.debate_false_alarm_rate)
+  knobs = dict(
+    miss_rate=args.miss_rate,
+    false_alarm_rate=args.false_alarm_rate,
+    debate_miss_rate=args.debate_miss_rate,
+    debate_false_alarm_rate=args.debate_false_alarm_rate,
+  )
   rows, results = [], {}
   with judges.EmbeddedJudgeServer(seed=args.seed, **knobs) as server:
     for name, num_jurors, mode in SETUPS:
@@ -78,20 +90,38 @@ def main(argv=None):
       usage = sum((v.usage for v in verdicts), judges.Usage())
       calls, tokens = usage.calls / len(verdicts), usage.total_tokens / len(verdicts)
       failed = sum(not v.ok for v in verdicts)
-      rows.append([name, det["tpr"], det["tnr"], det["balanced_f1"], pb["acc1"], pb["acc2"], pb["f1"], calls, tokens,
-                   failed])
-      results[f"{mode}_{num_jurors}"] = {"name": name, **{k: det[k] for k in ("tpr", "tnr", "balanced_f1")},
-                                         "processbench": pb, "calls_per_trace": calls, "tokens_per_trace": tokens,
-                                         "failed": failed}
+      rows.append(
+        [name, det["tpr"], det["tnr"], det["balanced_f1"], pb["acc1"], pb["acc2"], pb["f1"], calls, tokens, failed]
+      )
+      results[f"{mode}_{num_jurors}"] = {
+        "name": name,
+        **{k: det[k] for k in ("tpr", "tnr", "balanced_f1")},
+        "processbench": pb,
+        "calls_per_trace": calls,
+        "tokens_per_trace": tokens,
+        "failed": failed,
+      }
   flawed = sum(v for t in truth for v in t.values())
   steps = sum(len(t) for t in truth)
-  print(f"{len(demos)} traces, {steps} steps, {flawed} flawed; juror miss {args.miss_rate}, false alarm "
-        f"{args.false_alarm_rate}; Phase-2 miss {args.debate_miss_rate}, false confirm {args.debate_false_alarm_rate}")
-  common.print_table(["setup", "TPR", "TNR", "balanced F1", "PB acc1", "PB acc2", "PB F1", "calls/trace",
-                      "tokens/trace", "failed"], rows)
-  common.emit_json({"benchmark": "jury_f1", "traces": len(demos), "steps": steps, "flawed_steps": flawed, **knobs,
-                    "balanced_f1": {k: v["balanced_f1"] for k, v in results.items()},
-                    "calls_per_trace": {k: v["calls_per_trace"] for k, v in results.items()}, "results": results})
+  print(
+    f"{len(demos)} traces, {steps} steps, {flawed} flawed; juror miss {args.miss_rate}, false alarm "
+    f"{args.false_alarm_rate}; Phase-2 miss {args.debate_miss_rate}, false confirm {args.debate_false_alarm_rate}"
+  )
+  common.print_table(
+    ["setup", "TPR", "TNR", "balanced F1", "PB acc1", "PB acc2", "PB F1", "calls/trace", "tokens/trace", "failed"], rows
+  )
+  common.emit_json(
+    {
+      "benchmark": "jury_f1",
+      "traces": len(demos),
+      "steps": steps,
+      "flawed_steps": flawed,
+      **knobs,
+      "balanced_f1": {k: v["balanced_f1"] for k, v in results.items()},
+      "calls_per_trace": {k: v["calls_per_trace"] for k, v in results.items()},
+      "results": results,
+    }
+  )
 
 
 async def _audit_and_close(jury, demos):

@@ -33,6 +33,7 @@ Model FLOP/s counts the useful FLOPs of our run (2·matmul params per token, the
 only where a token is sampled, attention over the real context) against this machine's float32
 matmul peak, measured here with a 2048² `jnp.dot`. The last line is JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,9 @@ from arena_jax.train.config import base_config  # noqa: E402
 
 def sampling_flops(c: models.ModelConfig, prompts: int, prompt_len: int, new_tokens: int) -> float:
   """Useful forward FLOPs of prefill + decode (see the module docstring)."""
-  per_token = 2 * c.num_layers * (c.d_model * c.head_dim * (2 * c.num_heads + 2 * c.num_kv_heads)
-                                  + 3 * c.d_model * c.mlp_dim)
+  per_token = (
+    2 * c.num_layers * (c.d_model * c.head_dim * (2 * c.num_heads + 2 * c.num_kv_heads) + 3 * c.d_model * c.mlp_dim)
+  )
   head = 2 * c.d_model * c.vocab_size
   attention = 4 * c.num_layers * c.num_heads * c.head_dim  # q·k and p·v per attended key
   prefill = prompt_len * per_token + attention * prompt_len * (prompt_len + 1) / 2 + head
@@ -78,8 +80,14 @@ def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, k
   steps = stop_steps(b * g, n)
   useful = int(steps.sum())  # tokens before each stop
   forced = sampling.ForcedStops(tuple(int(t) for t in steps), stop)
-  kw = dict(config=config, max_new_tokens=n, num_samples=g, method=sampling.RandomSampling(temperature=1.0),
-            stop_tokens=(stop,), logits_processor=forced)
+  kw = dict(
+    config=config,
+    max_new_tokens=n,
+    num_samples=g,
+    method=sampling.RandomSampling(temperature=1.0),
+    stop_tokens=(stop,),
+    logits_processor=forced,
+  )
   lengths = np.full(b, p, np.int32)
 
   def ours(sampler):
@@ -87,6 +95,7 @@ def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, k
       out = sampler(model, (prompts, lengths), next(keys))
       out.tokens.block_until_ready()
       return out
+
     return run
 
   class ForceStop(transformers.LogitsProcessor):
@@ -107,12 +116,24 @@ def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, k
   def hf():
     with torch.no_grad():
       return hf_model.generate(
-          torch_prompts, attention_mask=torch.ones_like(torch_prompts), do_sample=True, temperature=1.0, top_k=None,
-          top_p=None, max_new_tokens=n, eos_token_id=stop, pad_token_id=0, num_return_sequences=g,
-          logits_processor=transformers.LogitsProcessorList([ForceStop()]))
+        torch_prompts,
+        attention_mask=torch.ones_like(torch_prompts),
+        do_sample=True,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        max_new_tokens=n,
+        eos_token_id=stop,
+        pad_token_id=0,
+        num_return_sequences=g,
+        logits_processor=transformers.LogitsProcessorList([ForceStop()]),
+      )
 
-  runs = {"compact": ours(sampling.Sampler(**kw, compact_every=args.compact_every)),
-          "plain": ours(sampling.Sampler(**kw)), "hf": hf}
+  runs = {
+    "compact": ours(sampling.Sampler(**kw, compact_every=args.compact_every)),
+    "plain": ours(sampling.Sampler(**kw)),
+    "hf": hf,
+  }
   # Both sides stop exactly at the drawn steps (and compile before timing).
   for name in ("compact", "plain"):
     np.testing.assert_array_equal(np.asarray(runs[name]().lengths), steps + 1, err_msg=name)
@@ -124,10 +145,16 @@ def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, k
     for name, fn in runs.items():
       times[name].append(common.timed(fn, repeats=1, warmup=0))
   med = {name: statistics.median(t) for name, t in times.items()}
-  rows = [[f"arena_jax Sampler, compact_every={args.compact_every}", med["compact"], useful / med["compact"],
-           med["hf"] / med["compact"]],
-          ["arena_jax Sampler, no compaction", med["plain"], useful / med["plain"], med["hf"] / med["plain"]],
-          [f"transformers generate, eos + LogitsProcessor", med["hf"], useful / med["hf"], 1.0]]
+  rows = [
+    [
+      f"arena_jax Sampler, compact_every={args.compact_every}",
+      med["compact"],
+      useful / med["compact"],
+      med["hf"] / med["compact"],
+    ],
+    ["arena_jax Sampler, no compaction", med["plain"], useful / med["plain"], med["hf"] / med["plain"]],
+    ["transformers generate, eos + LogitsProcessor", med["hf"], useful / med["hf"], 1.0],
+  ]
   return rows, useful / (b * g * n)
 
 
@@ -138,11 +165,20 @@ def main(argv=None) -> dict:
   parser.add_argument("--new-tokens", type=int, default=64)
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--group", type=int, default=8, help="G of the RL-shaped workloads (0: skip them)")
-  parser.add_argument("--compact-every", type=int, default=base_config().rollout.compact_every,
-                      help="Sampler.compact_every of the skewed-lengths workload (decode steps between "
-                           "compactions); default: the trainer's `rollout.compact_every`")
-  parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                      help="override a field of the tiny config, e.g. --set d_model=128 (for exploration)")
+  parser.add_argument(
+    "--compact-every",
+    type=int,
+    default=base_config().rollout.compact_every,
+    help="Sampler.compact_every of the skewed-lengths workload (decode steps between "
+    "compactions); default: the trainer's `rollout.compact_every`",
+  )
+  parser.add_argument(
+    "--set",
+    action="append",
+    default=[],
+    metavar="FIELD=VALUE",
+    help="override a field of the tiny config, e.g. --set d_model=128 (for exploration)",
+  )
   args = parser.parse_args(argv)
 
   import torch  # pylint: disable=g-import-not-at-top  (hf extra: only this benchmark needs it)
@@ -154,7 +190,8 @@ def main(argv=None) -> dict:
     config = config.replace(**{field: type(getattr(config, field) or 0)(value)})
   torch.manual_seed(0)
   hf_model = transformers.LlamaForCausalLM(
-      transformers.LlamaConfig(**models.config_to_hf(config, "LlamaForCausalLM"))).eval()
+    transformers.LlamaConfig(**models.config_to_hf(config, "LlamaForCausalLM"))
+  ).eval()
   with tempfile.TemporaryDirectory() as path:
     hf_model.save_pretrained(path)
     model = models.load_hf(path)
@@ -162,8 +199,9 @@ def main(argv=None) -> dict:
   rng = np.random.default_rng(0)
   prompts = rng.integers(4, config.vocab_size, (args.prompts, args.prompt_len)).astype(np.int32)
   lengths = np.full(args.prompts, args.prompt_len, np.int32)
-  sampler = sampling.Sampler(config=config, max_new_tokens=args.new_tokens,
-                             method=sampling.RandomSampling(temperature=1.0))
+  sampler = sampling.Sampler(
+    config=config, max_new_tokens=args.new_tokens, method=sampling.RandomSampling(temperature=1.0)
+  )
   keys = iter(jax.random.split(jax.random.key(0), 1000))
 
   def ours():
@@ -176,9 +214,17 @@ def main(argv=None) -> dict:
   def hf():
     with torch.no_grad():
       return hf_model.generate(
-          torch_prompts, attention_mask=torch.ones_like(torch_prompts), do_sample=True, temperature=1.0,
-          top_k=None, top_p=None, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-          eos_token_id=None, pad_token_id=0)
+        torch_prompts,
+        attention_mask=torch.ones_like(torch_prompts),
+        do_sample=True,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+        eos_token_id=None,
+        pad_token_id=0,
+      )
 
   start = time.perf_counter()
   out = ours()  # compiles prefill and decode
@@ -195,8 +241,9 @@ def main(argv=None) -> dict:
   if args.group:
     g, b, p = args.group, max(1, args.prompts // args.group), 4 * args.prompt_len
     group_prompts = rng.integers(4, config.vocab_size, (b, p)).astype(np.int32)
-    group_sampler = sampling.Sampler(config=config, max_new_tokens=args.new_tokens, num_samples=g,
-                                     method=sampling.RandomSampling(temperature=1.0))
+    group_sampler = sampling.Sampler(
+      config=config, max_new_tokens=args.new_tokens, num_samples=g, method=sampling.RandomSampling(temperature=1.0)
+    )
     torch_group = torch.from_numpy(group_prompts.astype(np.int64))
 
     def ours_group():
@@ -205,9 +252,18 @@ def main(argv=None) -> dict:
     def hf_group():
       with torch.no_grad():
         hf_model.generate(
-            torch_group, attention_mask=torch.ones_like(torch_group), do_sample=True, temperature=1.0, top_k=None,
-            top_p=None, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, eos_token_id=None,
-            pad_token_id=0, num_return_sequences=g)
+          torch_group,
+          attention_mask=torch.ones_like(torch_group),
+          do_sample=True,
+          temperature=1.0,
+          top_k=None,
+          top_p=None,
+          max_new_tokens=args.new_tokens,
+          min_new_tokens=args.new_tokens,
+          eos_token_id=None,
+          pad_token_id=0,
+          num_return_sequences=g,
+        )
 
     ours_group()  # compile
     og, hg = [], []
@@ -216,30 +272,37 @@ def main(argv=None) -> dict:
       hg.append(common.timed(hf_group, repeats=1, warmup=0))
     og_s, hg_s = statistics.median(og), statistics.median(hg)
     group_tokens = b * g * args.new_tokens
-    group_rows = [[f"arena_jax Sampler, {b} prompts × G={g}, {p}-token prompts", og_s, group_tokens / og_s, hg_s / og_s],
-                  [f"transformers generate, num_return_sequences={g}", hg_s, group_tokens / hg_s, 1.0]]
+    group_rows = [
+      [f"arena_jax Sampler, {b} prompts × G={g}, {p}-token prompts", og_s, group_tokens / og_s, hg_s / og_s],
+      [f"transformers generate, num_return_sequences={g}", hg_s, group_tokens / hg_s, 1.0],
+    ]
     skewed_rows, useful_fraction = skewed_lengths(args, config, model, hf_model, group_prompts, g, keys)
 
   generated = args.prompts * args.new_tokens
   peak = common.matmul_peak_gflops()
   model_gflops = sampling_flops(config, args.prompts, args.prompt_len, args.new_tokens) / ours_s / 1e9
   figures = {
-      "tokens_per_s": generated / ours_s,
-      "hf_tokens_per_s": generated / hf_s,
-      "speedup_vs_hf": hf_s / ours_s,
-      "peak_gflops": peak,
-      "model_gflops": model_gflops,
-      "fraction_of_peak": model_gflops / peak,
+    "tokens_per_s": generated / ours_s,
+    "hf_tokens_per_s": generated / hf_s,
+    "speedup_vs_hf": hf_s / ours_s,
+    "peak_gflops": peak,
+    "model_gflops": model_gflops,
+    "fraction_of_peak": model_gflops / peak,
   }
-  print(f"tiny policy: {config.num_layers} layers, d_model {config.d_model}, {config.num_heads} heads × "
-        f"{config.head_dim} ({config.num_kv_heads} KV), SwiGLU {config.mlp_dim}, vocab {config.vocab_size}, "
-        f"{config.num_params() / 1e6:.2f} M params, float32; {args.prompts} prompts × {args.prompt_len} tokens, "
-        f"{args.new_tokens} new tokens at T=1; {jax.device_count()} JAX device(s), torch threads "
-        f"{torch.get_num_threads()}, {os.cpu_count()} CPUs; our compile {compile_s:.1f}s")
+  print(
+    f"tiny policy: {config.num_layers} layers, d_model {config.d_model}, {config.num_heads} heads × "
+    f"{config.head_dim} ({config.num_kv_heads} KV), SwiGLU {config.mlp_dim}, vocab {config.vocab_size}, "
+    f"{config.num_params() / 1e6:.2f} M params, float32; {args.prompts} prompts × {args.prompt_len} tokens, "
+    f"{args.new_tokens} new tokens at T=1; {jax.device_count()} JAX device(s), torch threads "
+    f"{torch.get_num_threads()}, {os.cpu_count()} CPUs; our compile {compile_s:.1f}s"
+  )
   common.print_table(
-      ["sampler", "median s", "tokens/s", "speed-up"],
-      [["arena_jax Sampler", ours_s, figures["tokens_per_s"], figures["speedup_vs_hf"]],
-       ["transformers generate", hf_s, figures["hf_tokens_per_s"], 1.0]])
+    ["sampler", "median s", "tokens/s", "speed-up"],
+    [
+      ["arena_jax Sampler", ours_s, figures["tokens_per_s"], figures["speedup_vs_hf"]],
+      ["transformers generate", hf_s, figures["hf_tokens_per_s"], 1.0],
+    ],
+  )
   if group_rows:
     print()
     common.print_table(["RL-shaped workload", "median s", "tokens/s", "speed-up"], group_rows)
@@ -255,8 +318,9 @@ def main(argv=None) -> dict:
     figures["skewed_useful_fraction"] = useful_fraction
   print()
   common.print_table(
-      ["f32 matmul peak GFLOP/s", "model GFLOP/s", "fraction of peak"],
-      [[peak, model_gflops, figures["fraction_of_peak"]]])
+    ["f32 matmul peak GFLOP/s", "model GFLOP/s", "fraction of peak"],
+    [[peak, model_gflops, figures["fraction_of_peak"]]],
+  )
   common.emit_json(figures)
   return figures
 

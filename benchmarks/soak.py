@@ -48,6 +48,7 @@ The last line is JSON:
 and the judge's injected fault counts (`truncated`: answers cut at max_tokens or, in the reasoning style,
 mid-thought), the judge's style, the outage steps, wall-clock seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,10 +72,25 @@ from benchmarks.common import DAMAGE_KINDS, damage_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = re.compile(r"serving \S+ on (http://\S+)")
-FAULTS = {"error_rate": 0.15, "error_statuses": "(500, 503, 429)", "retry_after_s": 0.2, "hang_rate": 0.05,
-          "hang_s": 60.0, "malformed_rate": 0.05, "hostile_rate": 0.05, "hostile_bytes": 1 << 20}
-CLIENT = {"timeout_s": 0.5, "max_retries": 1, "max_parse_retries": 0, "backoff_initial_s": 0.05,
-          "backoff_max_s": 0.2, "startup_check_s": 60.0, "max_response_bytes": 256 << 10}
+FAULTS = {
+  "error_rate": 0.15,
+  "error_statuses": "(500, 503, 429)",
+  "retry_after_s": 0.2,
+  "hang_rate": 0.05,
+  "hang_s": 60.0,
+  "malformed_rate": 0.05,
+  "hostile_rate": 0.05,
+  "hostile_bytes": 1 << 20,
+}
+CLIENT = {
+  "timeout_s": 0.5,
+  "max_retries": 1,
+  "max_parse_retries": 0,
+  "backoff_initial_s": 0.05,
+  "backoff_max_s": 0.2,
+  "startup_check_s": 60.0,
+  "max_response_bytes": 256 << 10,
+}
 # The judge's planned outage lasts a few steps plus its restart, which takes tens of seconds on a loaded
 # machine while steps without a judge take ~2 s: the default outage stop (10 steps, for a judge that is
 # down for good; tests/reliability/test_judge_faults.py) would end the run that this benchmark wants to
@@ -96,10 +112,17 @@ class Judge:
     self.port, self.seed, self.style, self.proc, self.counts, self.hostile = port, seed, style, None, {}, {}
 
   def start(self, generation: int) -> None:
-    flags = [f"--server.{k}={v}" for k, v in FAULTS.items()] + [f"--server.seed={self.seed + generation}",
-                                                                f"--server.style={self.style}"]
-    self.proc = subprocess.Popen([sys.executable, "-m", "launch.serve_judge", f"--port={self.port}", *flags],
-                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    flags = [f"--server.{k}={v}" for k, v in FAULTS.items()] + [
+      f"--server.seed={self.seed + generation}",
+      f"--server.style={self.style}",
+    ]
+    self.proc = subprocess.Popen(
+      [sys.executable, "-m", "launch.serve_judge", f"--port={self.port}", *flags],
+      cwd=ROOT,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.DEVNULL,
+      text=True,
+    )
     line = self.proc.stdout.readline()
     if not READY.search(line):
       raise RuntimeError(f"the judge server did not start: {line!r}")
@@ -132,8 +155,9 @@ def _ckpts(workdir: str) -> set[int]:
 
 
 def _finite(row: dict) -> bool:
-  return all(not (isinstance(v, float) and not math.isfinite(v)) and v not in ("nan", "inf", "-inf")
-             for v in row.values())
+  return all(
+    not (isinstance(v, float) and not math.isfinite(v)) and v not in ("nan", "inf", "-inf") for v in row.values()
+  )
 
 
 def damage_latest_checkpoint(workdir: str, kind: str) -> int | None:
@@ -159,12 +183,21 @@ def main(argv=None):
   parser.add_argument("--seed", type=int, default=0, help="where the kills land and the judge's fault draws")
   parser.add_argument("--workdir", default="", help="default: a fresh temporary directory")
   parser.add_argument("--data_dir", default="", help="task datasets (default: inside the workdir)")
-  parser.add_argument("--style", default="plain", choices=REPLY_STYLES,
-                      help="how the judge writes its answers (judge.server.style)")
-  parser.add_argument("--hang_s", type=float, default=300.0,
-                      help="a trainer that logs no step for this long is hung (compilation included)")
-  parser.add_argument("--damage", default="flip", choices=DAMAGE_KINDS + ("none",),
-                      help="how the newest checkpoint is damaged before the resume")
+  parser.add_argument(
+    "--style", default="plain", choices=REPLY_STYLES, help="how the judge writes its answers (judge.server.style)"
+  )
+  parser.add_argument(
+    "--hang_s",
+    type=float,
+    default=300.0,
+    help="a trainer that logs no step for this long is hung (compilation included)",
+  )
+  parser.add_argument(
+    "--damage",
+    default="flip",
+    choices=DAMAGE_KINDS + ("none",),
+    help="how the newest checkpoint is damaged before the resume",
+  )
   args = parser.parse_args(argv)
   n, every = args.steps, args.every
   rng = random.Random(args.seed)
@@ -174,13 +207,18 @@ def main(argv=None):
   judge_up_at = judge_down_at + max(3, n // 40)
   kill_at = rng.randint(max(judge_up_at + 2, (2 * n) // 5), max(judge_up_at + 3, (7 * n) // 10))
   judge = Judge(_free_port(), args.seed, args.style)
-  flags = [f"--workdir={workdir}", f"--config.tasks.data_dir={data_dir}", f"--config.num_steps={n}",
-           f"--config.checkpoint.every={every}", f"--config.judge.urls=('http://127.0.0.1:{judge.port}',)",
-           f"--config.reward.max_judge_outage_steps={OUTAGE_STEPS}",
-           # Every member plays: the tiny policy's many identical traces would otherwise share tournament
-           # nodes (reward.dedupe_traces) and spare the faulty judge most of its calls.
-           "--config.reward.dedupe_traces=False",
-           *[f"--config.judge.client.{k}={v}" for k, v in CLIENT.items()]]
+  flags = [
+    f"--workdir={workdir}",
+    f"--config.tasks.data_dir={data_dir}",
+    f"--config.num_steps={n}",
+    f"--config.checkpoint.every={every}",
+    f"--config.judge.urls=('http://127.0.0.1:{judge.port}',)",
+    f"--config.reward.max_judge_outage_steps={OUTAGE_STEPS}",
+    # Every member plays: the tiny policy's many identical traces would otherwise share tournament
+    # nodes (reward.dedupe_traces) and spare the faulty judge most of its calls.
+    "--config.reward.dedupe_traces=False",
+    *[f"--config.judge.client.{k}={v}" for k, v in CLIENT.items()],
+  ]
 
   def launch(name, *extra):
     log = open(os.path.join(workdir, name), "wb")  # pylint: disable=consider-using-with
@@ -231,12 +269,12 @@ def main(argv=None):
   damaged = None
   try:
     wait(judge_down_at)
-    judge.kill()                                  # the judge dies mid-run ...
+    judge.kill()  # the judge dies mid-run ...
     wait(judge_up_at)
-    judge.start(1)                                # ... and comes back on the same port
+    judge.start(1)  # ... and comes back on the same port
     if wait(kill_at):
-      time.sleep(rng.uniform(0.0, 0.3))           # a random point inside the step (maybe mid-save)
-      run["proc"].send_signal(signal.SIGKILL)     # the trainer dies (preemption, OOM killer)
+      time.sleep(rng.uniform(0.0, 0.3))  # a random point inside the step (maybe mid-save)
+      run["proc"].send_signal(signal.SIGKILL)  # the trainer dies (preemption, OOM killer)
       run["proc"].wait()
       run["log"].close()
       seen.update(_ckpts(workdir))
@@ -261,29 +299,35 @@ def main(argv=None):
   missing = len(set(range(1, n + 1)) - set(steps))
   duplicated = len(steps) - len(set(steps))
   figures = {
-      "steps": len(set(steps)),
-      "judge_failure_rate": failures / max(calls, 1),
-      "matches_dropped": failures,
-      "checkpoints": len(seen),
-      "resumes": 1 + trouble["relaunches"],
-      "replayed_steps": replayed,
-      # A damaged checkpoint costs one more interval (the resume falls back past it), never more.
-      "lost_steps": max(0, replayed - every * (2 if damaged is not None else 1)) + missing + duplicated,
-      "nan_steps": sum(not _finite(r) for r in rows),
-      "crashes": trouble["crashes"],
-      "hangs": trouble["hangs"],
-      "judge_calls": calls,
-      "judge_outage_steps": sum(r.get("judge/failure_rate", 0.0) == 1.0 for r in rows),
-      "groups_all_failed": sum(r.get("judge/groups_all_failed", 0) for r in rows),
-      "injected": {k: judge.counts.get(k, 0) for k in ("requests", "errors", "hangs", "malformed", "truncated",
-                                                        "hostile")},
-      "hostile_kinds": judge.hostile,
-      "judge_style": args.style,
-      "judge_killed_at_step": judge_down_at, "judge_back_at_step": judge_up_at,
-      "trainer_killed_after_step": logged_before, "resumed_from_step": resumed_from,
-      "damaged_checkpoint": damaged, "fell_back_to_step": resumed_from if damaged is not None else None,
-      "damage_undetected": int(damaged is not None and resumed_from >= damaged),  # must be 0
-      "checkpoint_every": every, "wall_s": round(wall, 1), "workdir": workdir,
+    "steps": len(set(steps)),
+    "judge_failure_rate": failures / max(calls, 1),
+    "matches_dropped": failures,
+    "checkpoints": len(seen),
+    "resumes": 1 + trouble["relaunches"],
+    "replayed_steps": replayed,
+    # A damaged checkpoint costs one more interval (the resume falls back past it), never more.
+    "lost_steps": max(0, replayed - every * (2 if damaged is not None else 1)) + missing + duplicated,
+    "nan_steps": sum(not _finite(r) for r in rows),
+    "crashes": trouble["crashes"],
+    "hangs": trouble["hangs"],
+    "judge_calls": calls,
+    "judge_outage_steps": sum(r.get("judge/failure_rate", 0.0) == 1.0 for r in rows),
+    "groups_all_failed": sum(r.get("judge/groups_all_failed", 0) for r in rows),
+    "injected": {
+      k: judge.counts.get(k, 0) for k in ("requests", "errors", "hangs", "malformed", "truncated", "hostile")
+    },
+    "hostile_kinds": judge.hostile,
+    "judge_style": args.style,
+    "judge_killed_at_step": judge_down_at,
+    "judge_back_at_step": judge_up_at,
+    "trainer_killed_after_step": logged_before,
+    "resumed_from_step": resumed_from,
+    "damaged_checkpoint": damaged,
+    "fell_back_to_step": resumed_from if damaged is not None else None,
+    "damage_undetected": int(damaged is not None and resumed_from >= damaged),  # must be 0
+    "checkpoint_every": every,
+    "wall_s": round(wall, 1),
+    "workdir": workdir,
   }
   table = [(k, v) for k, v in figures.items() if k not in ("injected", "hostile_kinds", "workdir")]
   table += [(f"injected/{k}", v) for k, v in figures["injected"].items()]

@@ -35,6 +35,7 @@ sampling scale and s = RLVR's projected / measured wall. It is arithmetic on mea
 measurement, and conservative for group_done / speculative (their judging would start earlier inside a
 longer generation; only the measured time after generation is used). The last line is JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,16 @@ from arena_jax.train import read_metrics, train  # noqa: E402
 from configs.common import DEFAULT_POLICY_DIR, mode_config  # noqa: E402
 
 # (row name, reward mode, reward overrides)
-RUNS = (("rlvr", "rlvr", {}), ("rlvr_dapo", "rlvr_dapo", {}), ("rlaif", "rlaif", {}), ("arena", "arena", {}),
-        ("arena_live", "arena_live", {}), ("arena_live_group_done", "arena_live", {"live_start": "group_done"}),
-        ("arena_live_speculative", "arena_live", {"live_start": "speculative"}),
-        ("arena_live_pipelined", "arena_live", {"live_start": "speculative", "live_pipelined": True}))
+RUNS = (
+  ("rlvr", "rlvr", {}),
+  ("rlvr_dapo", "rlvr_dapo", {}),
+  ("rlaif", "rlaif", {}),
+  ("arena", "arena", {}),
+  ("arena_live", "arena_live", {}),
+  ("arena_live_group_done", "arena_live", {"live_start": "group_done"}),
+  ("arena_live_speculative", "arena_live", {"live_start": "speculative"}),
+  ("arena_live_pipelined", "arena_live", {"live_start": "speculative", "live_pipelined": True}),
+)
 
 
 def run_config(args, mode: str, reward: dict, latency_s: float):
@@ -64,8 +71,7 @@ def run_config(args, mode: str, reward: dict, latency_s: float):
   c.num_steps = args.steps
   c.checkpoint.every = args.steps
   c.log.progress = c.log.tensorboard = c.log.plot = False
-  c.rollout.update(dict(prompts_per_step=args.prompts, group_size=args.group_size,
-                        max_new_tokens=args.max_new_tokens))
+  c.rollout.update(dict(prompts_per_step=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens))
   c.reward.max_gen_batches = 16
   s = c.judge.server
   s.style, s.truncate_rate = "reasoning", 0.0  # a reasoning judge's answers, none cut (no failures to count)
@@ -82,18 +88,25 @@ def measure(args, mode: str, reward: dict, latency_s: float) -> dict:
     train(run_config(args, mode, reward, latency_s), workdir)
     # Steady state: not the first steps (compilation) nor the last one, which drains the pipeline (its
     # row holds no next step's generation).
-    rows = read_metrics(workdir)[-args.measure - 1:-1]
+    rows = read_metrics(workdir)[-args.measure - 1 : -1]
   med = lambda k: statistics.median(r.get(k, 0.0) for r in rows)
   mean = lambda k: statistics.fmean(r.get(k, 0.0) for r in rows)
   routed = sum(r.get("judge/groups", 0) for r in rows)
   return {
-      "wall_s": med("time/wall"), "sample_s": med("time/sample"), "verify_s": med("time/verify"),
-      "update_s": med("time/update"), "judge_wait_s": med("time/judge_wait"), "bt_fit_s": med("time/bt_fit"),
-      "judge_after_gen_s": med("time/judge_after_gen"), "generations": mean("gen/trajectories"),
-      "calls_per_routed_group": sum(r.get("judge/calls", 0) for r in rows) / routed if routed else 0.0,
-      "calls_wasted": mean("judge/calls_wasted"), "matches_late": mean("judge/matches_late"),
-      "groups_judged_early": mean("gen/groups_judged_early"), "accuracy": mean("accuracy"),
-      "batches": mean("gen/batches"),
+    "wall_s": med("time/wall"),
+    "sample_s": med("time/sample"),
+    "verify_s": med("time/verify"),
+    "update_s": med("time/update"),
+    "judge_wait_s": med("time/judge_wait"),
+    "bt_fit_s": med("time/bt_fit"),
+    "judge_after_gen_s": med("time/judge_after_gen"),
+    "generations": mean("gen/trajectories"),
+    "calls_per_routed_group": sum(r.get("judge/calls", 0) for r in rows) / routed if routed else 0.0,
+    "calls_wasted": mean("judge/calls_wasted"),
+    "matches_late": mean("judge/matches_late"),
+    "groups_judged_early": mean("gen/groups_judged_early"),
+    "accuracy": mean("accuracy"),
+    "batches": mean("gen/batches"),
   }
 
 
@@ -119,8 +132,10 @@ def main(argv=None):
   if args.measure > args.steps - 2:
     p.error("--measure ≤ steps − 2: the first step compiles and the last one drains the pipeline")
   if not os.path.isdir(args.policy_dir):
-    p.error(f"--policy_dir {args.policy_dir!r} does not exist: run `make demo` (it writes the SFT policy) or "
-            "pass --policy_dir")
+    p.error(
+      f"--policy_dir {args.policy_dir!r} does not exist: run `make demo` (it writes the SFT policy) or "
+      "pass --policy_dir"
+    )
   wanted = args.modes.split(",")
   unknown = set(wanted) - {r[0] for r in RUNS} - {"rlvr"}
   if unknown:
@@ -132,8 +147,11 @@ def main(argv=None):
 
   results = {"rlvr": measure(args, "rlvr", {}, 0.0)}  # calibrates the judge's latency
   latency_s = args.latency_fraction * results["rlvr"]["wall_s"]
-  print(f"judge latency: median {latency_s:.3f} s (= {args.latency_fraction} × RLVR's {results['rlvr']['wall_s']:.3f} "
-        f"s per step), p99 {latency_s * args.p99_factor:.3f} s", flush=True)
+  print(
+    f"judge latency: median {latency_s:.3f} s (= {args.latency_fraction} × RLVR's {results['rlvr']['wall_s']:.3f} "
+    f"s per step), p99 {latency_s * args.p99_factor:.3f} s",
+    flush=True,
+  )
   for name, mode, reward in RUNS:
     if name != "rlvr" and name in wanted:
       results[name] = measure(args, mode, reward, latency_s)
@@ -151,41 +169,91 @@ def main(argv=None):
   s = project(rlvr, per_batch, k, 1.0) / rlvr["wall_s"]
   projected = {name: project(m, per_batch, k, s) for name, m in results.items()}
 
-  headers = ["mode", "wall s", "vs rlvr", "vs dapo", "gens/step", "sample s", "update s", "bt fit s", "judge wait s",
-             "judge after gen s", "calls/routed group", "calls wasted", "late", "judged early", "proj. vs rlvr",
-             "proj. vs dapo"]
+  headers = [
+    "mode",
+    "wall s",
+    "vs rlvr",
+    "vs dapo",
+    "gens/step",
+    "sample s",
+    "update s",
+    "bt fit s",
+    "judge wait s",
+    "judge after gen s",
+    "calls/routed group",
+    "calls wasted",
+    "late",
+    "judged early",
+    "proj. vs rlvr",
+    "proj. vs dapo",
+  ]
   table, figures = [], {}
   for name, m in results.items():
     vs_dapo = m["wall_s"] / dapo["wall_s"] if dapo else None
     p_dapo = projected[name] / projected["rlvr_dapo"] if dapo else None
-    table.append([name, m["wall_s"], m["wall_s"] / rlvr["wall_s"], vs_dapo if vs_dapo is not None else "-",
-                  m["generations"], m["sample_s"], m["update_s"], m["bt_fit_s"], m["judge_wait_s"],
-                  m["judge_after_gen_s"],
-                  m["calls_per_routed_group"], m["calls_wasted"], m["matches_late"], m["groups_judged_early"],
-                  projected[name] / projected["rlvr"], p_dapo if p_dapo is not None else "-"])
-    figures[name] = {"wall_s": round(m["wall_s"], 4), "wall_vs_rlvr": round(m["wall_s"] / rlvr["wall_s"], 4),
-                     "wall_vs_dapo": None if vs_dapo is None else round(vs_dapo, 4),
-                     "generations_per_step": m["generations"], "judge_wait_s": round(m["judge_wait_s"], 4),
-                     "judge_after_gen_s": round(m["judge_after_gen_s"], 4),
-                     "calls_per_routed_group": round(m["calls_per_routed_group"], 3),
-                     "calls_wasted": m["calls_wasted"], "matches_late": m["matches_late"]}
-  print(f"\nstep economics: {args.prompts} prompts × G = {args.group_size}, {args.max_new_tokens} new tokens, "
-        f"{args.steps} steps ({args.measure} measured), judge latency {latency_s:.3f} s median")
+    table.append(
+      [
+        name,
+        m["wall_s"],
+        m["wall_s"] / rlvr["wall_s"],
+        vs_dapo if vs_dapo is not None else "-",
+        m["generations"],
+        m["sample_s"],
+        m["update_s"],
+        m["bt_fit_s"],
+        m["judge_wait_s"],
+        m["judge_after_gen_s"],
+        m["calls_per_routed_group"],
+        m["calls_wasted"],
+        m["matches_late"],
+        m["groups_judged_early"],
+        projected[name] / projected["rlvr"],
+        p_dapo if p_dapo is not None else "-",
+      ]
+    )
+    figures[name] = {
+      "wall_s": round(m["wall_s"], 4),
+      "wall_vs_rlvr": round(m["wall_s"] / rlvr["wall_s"], 4),
+      "wall_vs_dapo": None if vs_dapo is None else round(vs_dapo, 4),
+      "generations_per_step": m["generations"],
+      "judge_wait_s": round(m["judge_wait_s"], 4),
+      "judge_after_gen_s": round(m["judge_after_gen_s"], 4),
+      "calls_per_routed_group": round(m["calls_per_routed_group"], 3),
+      "calls_wasted": m["calls_wasted"],
+      "matches_late": m["matches_late"],
+    }
+  print(
+    f"\nstep economics: {args.prompts} prompts × G = {args.group_size}, {args.max_new_tokens} new tokens, "
+    f"{args.steps} steps ({args.measure} measured), judge latency {latency_s:.3f} s median"
+  )
   common.print_table(headers, table)
   if gen_fraction is not None:
-    print(f"\ngeneration is {gen_fraction:.1%} of a DAPO step here. PROJECTION (arithmetic on the measured "
-          f"components, not a measurement): a generation batch = {k:.1f} × RLVR's, so that generation is "
-          f"{args.target_gen_fraction:.0%} of a DAPO step; the judge's latency scaled with RLVR's step (× {s:.2f}).")
-  common.emit_json({
-      "benchmark": "step_economics", "generation_fraction_dapo": None if gen_fraction is None else round(gen_fraction, 4),
-      "judge_latency_s": round(latency_s, 4), "modes": figures,
-      "projection": {"label": "projected, not measured", "target_gen_fraction": args.target_gen_fraction,
-                     "sample_scale": round(k, 3), "judge_latency_scale": round(s, 3),
-                     "modes": {name: {"wall_vs_rlvr": round(projected[name] / projected["rlvr"], 4),
-                                      "wall_vs_dapo": (round(projected[name] / projected["rlvr_dapo"], 4)
-                                                       if dapo else None)}
-                               for name in results}},
-  })
+    print(
+      f"\ngeneration is {gen_fraction:.1%} of a DAPO step here. PROJECTION (arithmetic on the measured "
+      f"components, not a measurement): a generation batch = {k:.1f} × RLVR's, so that generation is "
+      f"{args.target_gen_fraction:.0%} of a DAPO step; the judge's latency scaled with RLVR's step (× {s:.2f})."
+    )
+  common.emit_json(
+    {
+      "benchmark": "step_economics",
+      "generation_fraction_dapo": None if gen_fraction is None else round(gen_fraction, 4),
+      "judge_latency_s": round(latency_s, 4),
+      "modes": figures,
+      "projection": {
+        "label": "projected, not measured",
+        "target_gen_fraction": args.target_gen_fraction,
+        "sample_scale": round(k, 3),
+        "judge_latency_scale": round(s, 3),
+        "modes": {
+          name: {
+            "wall_vs_rlvr": round(projected[name] / projected["rlvr"], 4),
+            "wall_vs_dapo": (round(projected[name] / projected["rlvr_dapo"], 4) if dapo else None),
+          }
+          for name in results
+        },
+      },
+    }
+  )
 
 
 if __name__ == "__main__":

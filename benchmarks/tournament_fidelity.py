@@ -29,6 +29,7 @@ arrivals by `arena.tournaments.arrival_quota`).
 The last line is JSON; its "topologies" entry is the headline: G = 16 (or the largest size run), the
 noise-1.0 judge (or the first), BT aggregation — {name: {"calls", "tau_truth", "tau_round_robin"}}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -127,10 +128,10 @@ def aggregate(scheds, g, shrinkage):
   theta, se = batched_bt(observed, g)
   factors = rl.shrinkage_factors(theta, se, shrinkage)
   return {
-      "native": [s.native_scores() for s in scheds],
-      "win_rate": [win_rates(*o, g) for o in observed],
-      "bt": list(theta),
-      "bt_shrinkage": list(factors * (theta - theta.mean(-1, keepdims=True))),
+    "native": [s.native_scores() for s in scheds],
+    "win_rate": [win_rates(*o, g) for o in observed],
+    "bt": list(theta),
+    "bt_shrinkage": list(factors * (theta - theta.mean(-1, keepdims=True))),
   }
 
 
@@ -144,8 +145,10 @@ def run_cell(g, make_judge, thetas, rr_bt, shrinkage, rng):
   for name in sorted(arena.SCHEDULERS) + [BASELINE]:
     scheds = [arena.play(make(name, g, rng), make_judge(b)) for b in range(len(thetas))]
     scores = aggregate(scheds, g, shrinkage)
-    row = {"calls": float(np.mean([s.num_issued for s in scheds])),
-           "rounds": float(np.mean([s.num_rounds for s in scheds]))}
+    row = {
+      "calls": float(np.mean([s.num_issued for s in scheds])),
+      "rounds": float(np.mean([s.num_rounds for s in scheds])),
+    }
     for agg in AGGREGATIONS:
       row[agg] = {"tau_truth": mean_tau(scores[agg], thetas), "tau_round_robin": mean_tau(scores[agg], rr_bt)}
     results[name] = row
@@ -160,14 +163,23 @@ def budget_curve(g, make_judge, thetas, budgets, rng):
     for budget in budgets:
       scheds = [arena.play(make(name, g, rng, budget=budget), make_judge(b)) for b in range(len(thetas))]
       theta, _ = batched_bt([s.observed() for s in scheds], g)
-      curve[name][str(budget)] = {"calls": float(np.mean([s.num_issued for s in scheds])),
-                                  "tau_truth": mean_tau(theta, thetas)}
+      curve[name][str(budget)] = {
+        "calls": float(np.mean([s.num_issued for s in scheds])),
+        "tau_truth": mean_tau(theta, thetas),
+      }
   return curve
 
 
 def judge_factory(thetas, noise, args, rng):
-  return lambda b: SimulatedJudge(thetas[b], noise=noise, tie_band=args.tie_band, position_bias=args.position_bias,
-                                  debias=not args.no_debias, margin=args.margin, rng=rng)
+  return lambda b: SimulatedJudge(
+    thetas[b],
+    noise=noise,
+    tie_band=args.tie_band,
+    position_bias=args.position_bias,
+    debias=not args.no_debias,
+    margin=args.margin,
+    rng=rng,
+  )
 
 
 def run_judge(noise, sizes, args, rng):
@@ -178,8 +190,10 @@ def run_judge(noise, sizes, args, rng):
     make_judge = judge_factory(thetas, noise, args, rng)
     rr = [arena.play(arena.make_scheduler("round_robin", g), make_judge(b)).observed() for b in range(args.groups)]
     rr_bt = batched_bt(rr, g)[0]
-    out["sizes"][str(g)] = {"topologies": run_cell(g, make_judge, thetas, rr_bt, args.shrinkage, rng),
-                            "round_robin_bt_tau_truth": mean_tau(rr_bt, thetas)}
+    out["sizes"][str(g)] = {
+      "topologies": run_cell(g, make_judge, thetas, rr_bt, args.shrinkage, rng),
+      "round_robin_bt_tau_truth": mean_tau(rr_bt, thetas),
+    }
     if g == args.curve_size:
       out["budget_curve"] = budget_curve(g, make_judge, thetas, args.budgets, rng)
   return out
@@ -191,8 +205,9 @@ def headline(figures, sizes, noises):
   noise = 1.0 if 1.0 in noises else noises[0]
   rows = figures["judges"][str(noise)]["sizes"][str(g)]["topologies"]
   return {"size": g, "noise": noise, "aggregation": "bt"}, {
-      name: {"calls": row["calls"], "tau_truth": row["bt"]["tau_truth"],
-             "tau_round_robin": row["bt"]["tau_round_robin"]} for name, row in rows.items()}
+    name: {"calls": row["calls"], "tau_truth": row["bt"]["tau_truth"], "tau_round_robin": row["bt"]["tau_round_robin"]}
+    for name, row in rows.items()
+  }
 
 
 def play_timed(scheduler, judge, arrival_times, rng):
@@ -223,9 +238,15 @@ def pipelined_live(sizes, args, rng, noise: float):
   out = {}
   for g in sizes:
     thetas = rng.normal(size=(args.groups, g))
-    judge = lambda b: SimulatedJudge(thetas[b], noise=noise, tie_band=args.tie_band,
-                                     position_bias=args.position_bias, debias=not args.no_debias,
-                                     margin=args.margin, rng=rng)
+    judge = lambda b: SimulatedJudge(
+      thetas[b],
+      noise=noise,
+      tie_band=args.tie_band,
+      position_bias=args.position_bias,
+      debias=not args.no_debias,
+      margin=args.margin,
+      rng=rng,
+    )
     runs = {}  # "replicate": a second blocking run of the same groups (the judge's own run-to-run noise)
     for name, wait in (("blocking", True), ("replicate", True), ("pipelined", False)):
       scheds, depth = [], []
@@ -237,12 +258,15 @@ def pipelined_live(sizes, args, rng, noise: float):
       runs[name] = (scheds, batched_bt([s.observed() for s in scheds], g)[0], depth)
     blocking_bt, replicate_bt = runs["blocking"][1], runs.pop("replicate")[1]
     tau = lambda x, y: float(np.mean([kendall(x[b], y[b]) for b in range(args.groups)]))
-    out[str(g)] = {name: {
+    out[str(g)] = {
+      name: {
         "calls": float(np.mean([s.num_issued for s in scheds])),
         "judge_time_after_last_arrival": float(np.mean(depth)),
         "tau_truth": tau(bt, thetas),
         "tau_blocking": tau(bt, replicate_bt if name == "blocking" else blocking_bt),
-    } for name, (scheds, bt, depth) in runs.items()}
+      }
+      for name, (scheds, bt, depth) in runs.items()
+    }
   return out
 
 
@@ -253,53 +277,90 @@ def main(argv=None):
   parser.add_argument("--noises", default="0.5,1.0", help="logistic noise scales: one simulated judge each")
   parser.add_argument("--tie_band", type=float, default=0.25, help="|perceived difference| below this is a tie")
   parser.add_argument("--position_bias", type=float, default=0.5, help="added in favour of the first-shown trace")
-  parser.add_argument("--no_debias", action="store_true", help="present pairs in canonical order (no SPEC §4 randomisation)")
+  parser.add_argument(
+    "--no_debias", action="store_true", help="present pairs in canonical order (no SPEC §4 randomisation)"
+  )
   parser.add_argument("--margin", type=float, default=arena.DEFAULT_MARGIN, help="soft margin m (SPEC §4)")
   parser.add_argument("--shrinkage", type=float, default=1.0, help="κ of the bt_shrinkage aggregation")
   parser.add_argument("--budgets", default="21,42,63,84,120", help="judge calls per group on the budget curve")
   parser.add_argument("--curve_size", type=int, default=16, help="G of the budget curve (skipped if not in --sizes)")
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--arrival_gap", type=float, default=0.25,
-                      help="pipelined live: mean gap between arrivals, in judge latencies")
+  parser.add_argument(
+    "--arrival_gap", type=float, default=0.25, help="pipelined live: mean gap between arrivals, in judge latencies"
+  )
   args = parser.parse_args(argv)
   arena.check_margin(args.margin)
   args.budgets = [int(x) for x in args.budgets.split(",")]
   rng = np.random.default_rng(args.seed)
   sizes = [int(x) for x in args.sizes.split(",")]
   noises = [float(x) for x in args.noises.split(",")]
-  print(f"{args.groups} groups per judge and size; judge noise ∈ {noises}, tie band={args.tie_band}, "
-        f"position bias={args.position_bias}, debias={'off' if args.no_debias else 'on'}, margin={args.margin}, "
-        f"shrinkage κ={args.shrinkage}\n")
-  figures = {"groups": args.groups, "noises": noises, "tie_band": args.tie_band,
-             "position_bias": args.position_bias, "debias": not args.no_debias, "shrinkage": args.shrinkage,
-             "judges": {str(noise): run_judge(noise, sizes, args, rng) for noise in noises}}
+  print(
+    f"{args.groups} groups per judge and size; judge noise ∈ {noises}, tie band={args.tie_band}, "
+    f"position bias={args.position_bias}, debias={'off' if args.no_debias else 'on'}, margin={args.margin}, "
+    f"shrinkage κ={args.shrinkage}\n"
+  )
+  figures = {
+    "groups": args.groups,
+    "noises": noises,
+    "tie_band": args.tie_band,
+    "position_bias": args.position_bias,
+    "debias": not args.no_debias,
+    "shrinkage": args.shrinkage,
+    "judges": {str(noise): run_judge(noise, sizes, args, rng) for noise in noises},
+  }
   rows, curve_rows = [], []
   for noise in noises:
     for g in sizes:
       results = figures["judges"][str(noise)]["sizes"][str(g)]["topologies"]
       for name, row in sorted(results.items(), key=lambda kv: kv[1]["calls"]):
-        rows.append((noise, g, name, row["calls"], row["rounds"],
-                     *(row[agg][key] for key in ("tau_truth", "tau_round_robin") for agg in AGGREGATIONS)))
+        rows.append(
+          (
+            noise,
+            g,
+            name,
+            row["calls"],
+            row["rounds"],
+            *(row[agg][key] for key in ("tau_truth", "tau_round_robin") for agg in AGGREGATIONS),
+          )
+        )
     for name, points in figures["judges"][str(noise)].get("budget_curve", {}).items():
       curve_rows.append((noise, name, *(f"{p['tau_truth']:.3f} ({p['calls']:.0f})" for p in points.values())))
-  common.print_table(["noise", "G", "topology", "calls", "rounds"]
-                     + [f"τ truth {a}" for a in AGGREGATIONS] + [f"τ RR {a}" for a in AGGREGATIONS], rows)
-  print("\nτ: Kendall τ-b per group, averaged; 'τ RR': against a separate round robin of the same group fitted "
-        "by BT (its own τ vs truth: " + "; ".join(
-            f"noise {n}, G={g}: {figures['judges'][str(n)]['sizes'][str(g)]['round_robin_bt_tau_truth']:.3f}"
-            for n in noises for g in sizes) + ").")
+  common.print_table(
+    ["noise", "G", "topology", "calls", "rounds"]
+    + [f"τ truth {a}" for a in AGGREGATIONS]
+    + [f"τ RR {a}" for a in AGGREGATIONS],
+    rows,
+  )
+  print(
+    "\nτ: Kendall τ-b per group, averaged; 'τ RR': against a separate round robin of the same group fitted "
+    "by BT (its own τ vs truth: "
+    + "; ".join(
+      f"noise {n}, G={g}: {figures['judges'][str(n)]['sizes'][str(g)]['round_robin_bt_tau_truth']:.3f}"
+      for n in noises
+      for g in sizes
+    )
+    + ")."
+  )
   if curve_rows:
     print(f"\nBudget curve at G = {args.curve_size}: τ vs truth of the BT fit (calls per group)")
     common.print_table(["noise", "rule"] + [f"budget {b}" for b in args.budgets], curve_rows)
   figures["headline"], figures["topologies"] = headline(figures, sizes, noises)
   figures["pipelined_live"] = pipelined_live(sizes, args, rng, noises[-1])
-  print(f"\nLive tournaments with arrivals spread in time (judge noise {noises[-1]}, mean gap {args.arrival_gap} judge latencies; a "
-        "judgment takes a lognormal time of median 1): blocking opponent choice waits for every earlier "
-        "result, pipelined picks from the standings known when the arrival comes. τ of the BT ranking; "
-        "blocking's τ vs blocking is against a second, independent blocking run of the same groups.")
-  common.print_table(["G", "live", "calls/group", "judge time after last arrival", "τ vs truth", "τ vs blocking"],
-                     [(g, name, r["calls"], r["judge_time_after_last_arrival"], r["tau_truth"], r["tau_blocking"])
-                      for g, by in figures["pipelined_live"].items() for name, r in by.items()])
+  print(
+    f"\nLive tournaments with arrivals spread in time (judge noise {noises[-1]}, mean gap {args.arrival_gap} judge "
+    "latencies; a "
+    "judgment takes a lognormal time of median 1): blocking opponent choice waits for every earlier "
+    "result, pipelined picks from the standings known when the arrival comes. τ of the BT ranking; "
+    "blocking's τ vs blocking is against a second, independent blocking run of the same groups."
+  )
+  common.print_table(
+    ["G", "live", "calls/group", "judge time after last arrival", "τ vs truth", "τ vs blocking"],
+    [
+      (g, name, r["calls"], r["judge_time_after_last_arrival"], r["tau_truth"], r["tau_blocking"])
+      for g, by in figures["pipelined_live"].items()
+      for name, r in by.items()
+    ],
+  )
   common.emit_json(figures)
 
 

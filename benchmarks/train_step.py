@@ -36,6 +36,7 @@ speed-up is plain time / our time. Before timing, both sides take one update fro
 same batch and their losses and gradients (Adam's first moment) are compared: the "agrees" column.
 The last line is JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,12 +58,13 @@ from arena_jax.train import sharding as train_sharding  # noqa: E402
 from arena_jax.train import step as step_lib  # noqa: E402
 
 # (name, model config, rows, prompt length, completion length)
-WIDE = models.tiny_config().replace(d_model=1024, num_layers=2, num_heads=16, num_kv_heads=4, head_dim=64,
-                                    mlp_dim=4096)
+WIDE = models.tiny_config().replace(d_model=1024, num_layers=2, num_heads=16, num_kv_heads=4, head_dim=64, mlp_dim=4096)
 WORKLOADS = (("tiny", models.tiny_config(), 128, 32, 96), ("wide", WIDE, 16, 32, 96))
 # The smoke size (`--smoke`, the test): the same code paths in seconds.
-SMOKE = (("tiny", models.tiny_config().replace(num_layers=2), 16, 8, 8),
-         ("wide", WIDE.replace(d_model=128, num_heads=2, num_kv_heads=1, mlp_dim=256, num_layers=1), 16, 8, 8))
+SMOKE = (
+  ("tiny", models.tiny_config().replace(num_layers=2), 16, 8, 8),
+  ("wide", WIDE.replace(d_model=128, num_heads=2, num_kv_heads=1, mlp_dim=256, num_layers=1), 16, 8, 8),
+)
 
 
 def run_config():
@@ -75,16 +77,18 @@ def run_config():
 
 def train_flops(c: models.ModelConfig, rows: int, prompt_len: int, new_tokens: int) -> float:
   """Forward + backward model FLOPs of one update over full-length rows (module docstring)."""
-  per_token = 2 * c.num_layers * (c.d_model * c.head_dim * (2 * c.num_heads + 2 * c.num_kv_heads)
-                                  + 3 * c.d_model * c.mlp_dim)
+  per_token = (
+    2 * c.num_layers * (c.d_model * c.head_dim * (2 * c.num_heads + 2 * c.num_kv_heads) + 3 * c.d_model * c.mlp_dim)
+  )
   s = prompt_len + new_tokens
   attention = 4 * c.num_layers * c.num_heads * c.head_dim * s * (s + 1) / 2
   head = 2 * c.d_model * c.vocab_size * new_tokens
   return 3 * rows * (s * per_token + attention + head)
 
 
-def make_batch(c: models.ModelConfig, rows: int, prompt_len: int, new_tokens: int, *, seed: int = 0,
-               ragged: bool = False) -> step_lib.Rollout:
+def make_batch(
+  c: models.ModelConfig, rows: int, prompt_len: int, new_tokens: int, *, seed: int = 0, ragged: bool = False
+) -> step_lib.Rollout:
   """A rollout of random tokens, behaviour log-probs near the policy's and advantages; full-length rows, or
   with `ragged` prompts and completions of random lengths (the equivalence test)."""
   rng = np.random.default_rng(seed)
@@ -92,9 +96,14 @@ def make_batch(c: models.ModelConfig, rows: int, prompt_len: int, new_tokens: in
   lengths = rng.integers(1, new_tokens + 1, rows) if ragged else np.full(rows, new_tokens)
   old = rng.normal(size=(rows, new_tokens)) * 0.3 - np.log(c.vocab_size)
   return step_lib.rows_to_rollout(
-      rng.integers(4, c.vocab_size, (rows, prompt_len)), prompt_lengths,
-      rng.integers(4, c.vocab_size, (rows, new_tokens)), lengths, old, rng.normal(size=rows),
-      lengths == new_tokens)
+    rng.integers(4, c.vocab_size, (rows, prompt_len)),
+    prompt_lengths,
+    rng.integers(4, c.vocab_size, (rows, new_tokens)),
+    lengths,
+    old,
+    rng.normal(size=rows),
+    lengths == new_tokens,
+  )
 
 
 # ─────────────────────────────────────── the two sides ───────────────────────────────────────
@@ -106,8 +115,16 @@ def ours(model_config, params, loss_config, optim_config, micro_batches: int):
   mesh = parallel.make_mesh(parallel.mesh_config())
   optimizer = step_lib.make_optimizer(optim_config)
   shardings = train_sharding.train_shardings(model_config, optimizer, mesh)
-  update = train_sharding.train_step_fn(model_config, optimizer, loss_config, mesh, temperature=1.0,
-                                        micro_batches=micro_batches, use_reference=False, shardings=shardings)
+  update = train_sharding.train_step_fn(
+    model_config,
+    optimizer,
+    loss_config,
+    mesh,
+    temperature=1.0,
+    micro_batches=micro_batches,
+    use_reference=False,
+    shardings=shardings,
+  )
   state = train_sharding.init_train_state(jax.tree.map(jnp.copy, params), optimizer, shardings)
   return (lambda s, b: update(s, b, None)), state, lambda batch: jax.device_put(batch, shardings.rollout)
 
@@ -118,8 +135,10 @@ def plain(model_config, params, loss_config, optim_config):
   if loss_config.aggregation != "token_mean" or loss_config.kl_coef or loss_config.mask_truncated:
     raise ValueError("the plain reference implements token-mean CISPO without KL or truncation masking only")
   o = optim_config
-  tx = optax.chain(optax.clip_by_global_norm(o.max_grad_norm),
-                   optax.adamw(o.lr, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay))
+  tx = optax.chain(
+    optax.clip_by_global_norm(o.max_grad_norm),
+    optax.adamw(o.lr, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay),
+  )
 
   def loss_fn(p, batch: step_lib.Rollout):
     plen, n = batch.prompt_tokens.shape[1], batch.tokens.shape[1]
@@ -158,11 +177,15 @@ def agreement(ours_state, ours_metrics, plain_state, plain_loss) -> dict:
   """How far the two sides' first update is apart: the loss, the gradient (as Adam's first moment, relative
   to its largest entry per tensor) and the new params (absolute, against lr)."""
   ours_state, plain_state = jax.device_get((ours_state, plain_state))
-  grad = max(float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-             for a, b in zip(jax.tree.leaves(first_moments(ours_state.opt_state)),
-                             jax.tree.leaves(first_moments(plain_state[1]))))
-  params = max(float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(ours_state.params),
-                                                          jax.tree.leaves(plain_state[0])))
+  grad = max(
+    float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+    for a, b in zip(
+      jax.tree.leaves(first_moments(ours_state.opt_state)), jax.tree.leaves(first_moments(plain_state[1]))
+    )
+  )
+  params = max(
+    float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(ours_state.params), jax.tree.leaves(plain_state[0]))
+  )
   loss = abs(float(ours_metrics["loss"]) - float(plain_loss))
   return {"loss": loss, "grad_rel": grad, "params_abs": params}
 
@@ -213,12 +236,23 @@ def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, loss_c
   flops = train_flops(config, rows, prompt_len, new_tokens)
   tokens = rows * (prompt_len + new_tokens)
   peak = statistics.median(peaks)  # under the load the steps of this workload ran under
-  figures = {"params": config.num_params(), "rows": rows, "tokens": tokens, "gflop_per_update": flops / 1e9,
-             "peak_gflops": peak, "peak_samples": peaks}
+  figures = {
+    "params": config.num_params(),
+    "rows": rows,
+    "tokens": tokens,
+    "gflop_per_update": flops / 1e9,
+    "peak_gflops": peak,
+    "peak_samples": peaks,
+  }
   for label, s in seconds.items():
-    figures[label] = {"seconds": s, "tokens_per_s": tokens / s, "gflops": flops / s / 1e9,
-                      "fraction_of_peak": flops / s / 1e9 / peak, "speedup_vs_plain": seconds["plain"] / s,
-                      "compile_s": compile_s[label]}
+    figures[label] = {
+      "seconds": s,
+      "tokens_per_s": tokens / s,
+      "gflops": flops / s / 1e9,
+      "fraction_of_peak": flops / s / 1e9 / peak,
+      "speedup_vs_plain": seconds["plain"] / s,
+      "compile_s": compile_s[label],
+    }
     if label in agree:
       figures[label]["agreement"] = agree[label]
   return figures
@@ -246,35 +280,54 @@ def main(argv=None) -> dict:
 
   best = common.matmul_peak_gflops()
   figures = {}
-  for name, config, rows, prompt_len, new_tokens in (SMOKE if args.smoke else WORKLOADS):
-    figures[name] = figs = measure(config, rows, prompt_len, new_tokens, args.micro_batches, repeats,
-                                   loss_config, optim_config)
+  for name, config, rows, prompt_len, new_tokens in SMOKE if args.smoke else WORKLOADS:
+    figures[name] = figs = measure(
+      config, rows, prompt_len, new_tokens, args.micro_batches, repeats, loss_config, optim_config
+    )
     c = config
-    print(f"{name}: {c.num_layers} layers, d_model {c.d_model}, {c.num_heads} heads × {c.head_dim} "
-          f"({c.num_kv_heads} KV), SwiGLU {c.mlp_dim}, vocab {c.vocab_size}, {c.num_params() / 1e6:.2f} M params, "
-          f"float32; {rows} rows × ({prompt_len} prompt + {new_tokens} completion) tokens, "
-          f"{figs['gflop_per_update']:.1f} GFLOP per update; matmul peak {figs['peak_gflops']:.1f} GFLOP/s; compile s: "
-          + ", ".join(f"{k} {v['compile_s']:.1f}" for k, v in figs.items() if isinstance(v, dict)))
+    print(
+      f"{name}: {c.num_layers} layers, d_model {c.d_model}, {c.num_heads} heads × {c.head_dim} "
+      f"({c.num_kv_heads} KV), SwiGLU {c.mlp_dim}, vocab {c.vocab_size}, {c.num_params() / 1e6:.2f} M params, "
+      f"float32; {rows} rows × ({prompt_len} prompt + {new_tokens} completion) tokens, "
+      f"{figs['gflop_per_update']:.1f} GFLOP per update; matmul peak {figs['peak_gflops']:.1f} GFLOP/s; compile s: "
+      + ", ".join(f"{k} {v['compile_s']:.1f}" for k, v in figs.items() if isinstance(v, dict))
+    )
   best = max([best] + [p for figs in figures.values() for p in figs["peak_samples"]])
-  print(f"{jax.device_count()} JAX device(s), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-        f"float32 matmul peak per workload: the median of samples before and after its timed rounds "
-        f"(best of the run {best:.1f} GFLOP/s)")
+  print(
+    f"{jax.device_count()} JAX device(s), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+    f"float32 matmul peak per workload: the median of samples before and after its timed rounds "
+    f"(best of the run {best:.1f} GFLOP/s)"
+  )
   print()
   table = []
   for name, figs in figures.items():
     for label, side in figs.items():
       if isinstance(side, dict):
         shown = label.replace("ours_m", "ours M=").replace("ours_bf16", "ours bf16").replace("ours_fp8", "ours fp8")
-        table.append([f"{name}: {shown}", side["seconds"], side["tokens_per_s"], side["gflops"],
-                      side["fraction_of_peak"], side["speedup_vs_plain"], agrees(label, side)])
+        table.append(
+          [
+            f"{name}: {shown}",
+            side["seconds"],
+            side["tokens_per_s"],
+            side["gflops"],
+            side["fraction_of_peak"],
+            side["speedup_vs_plain"],
+            agrees(label, side),
+          ]
+        )
   common.print_table(["train step", "median s", "tokens/s", "GFLOP/s", "of peak", "vs plain", "agrees"], table)
   wide = figures["wide"]
-  out = {"fraction_of_peak": wide["ours_m1"]["fraction_of_peak"],
-         "speedup_vs_plain": wide["ours_m1"]["speedup_vs_plain"],
-         "plain_fraction_of_peak": wide["plain"]["fraction_of_peak"], "peak_gflops": wide["peak_gflops"],
-         "peak_gflops_best": best, "micro_batches": args.micro_batches,
-         # FP8 against bf16 compute (both float32 masters), emulated on a CPU: no target (module docstring).
-         "fp8_speedup_vs_bf16": wide["ours_bf16"]["seconds"] / wide["ours_fp8"]["seconds"], **figures}
+  out = {
+    "fraction_of_peak": wide["ours_m1"]["fraction_of_peak"],
+    "speedup_vs_plain": wide["ours_m1"]["speedup_vs_plain"],
+    "plain_fraction_of_peak": wide["plain"]["fraction_of_peak"],
+    "peak_gflops": wide["peak_gflops"],
+    "peak_gflops_best": best,
+    "micro_batches": args.micro_batches,
+    # FP8 against bf16 compute (both float32 masters), emulated on a CPU: no target (module docstring).
+    "fp8_speedup_vs_bf16": wide["ours_bf16"]["seconds"] / wide["ours_fp8"]["seconds"],
+    **figures,
+  }
   common.emit_json(out)
   return out
 

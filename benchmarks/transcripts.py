@@ -17,6 +17,7 @@ within one setting is the machine's noise: a ratio inside it measures nothing), 
 kib_per_call (compressed),
 writer_ms_per_group, writer_share_of_step, and the sizes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,19 +97,28 @@ def main(argv=None) -> dict:
 
   off, on = statistics.median(walls["off"]), statistics.median(walls["on"])
   figures = {
-      "step_s_off": round(off, 4), "step_s_on": round(on, 4), "ratio_on_off": round(on / off, 3),
-      "run_medians_off": per_run["off"], "run_medians_on": per_run["on"], "steps_measured": len(walls["on"]), "calls_per_step": round(statistics.mean(calls), 1),
-      "groups_written": len(groups), "kib_per_call": round(size / 1024 / max(n_calls, 1), 3),
-      "mib_per_1000_steps": round(size / 1024 ** 2 / args.steps * 1000, 1),
-      "writer_ms_per_group": round(1000 * writer_s / max(len(groups), 1), 3),
-      # the writer thread's work per step as a share of the step (it runs beside training, not in its path)
-      "writer_share_of_step": round(writer_s / max(len(groups), 1) * args.groups / off, 5),
-      "shape": {"groups": args.groups, "group_size": args.group_size, "tokens": args.tokens},
+    "step_s_off": round(off, 4),
+    "step_s_on": round(on, 4),
+    "ratio_on_off": round(on / off, 3),
+    "run_medians_off": per_run["off"],
+    "run_medians_on": per_run["on"],
+    "steps_measured": len(walls["on"]),
+    "calls_per_step": round(statistics.mean(calls), 1),
+    "groups_written": len(groups),
+    "kib_per_call": round(size / 1024 / max(n_calls, 1), 3),
+    "mib_per_1000_steps": round(size / 1024**2 / args.steps * 1000, 1),
+    "writer_ms_per_group": round(1000 * writer_s / max(len(groups), 1), 3),
+    # the writer thread's work per step as a share of the step (it runs beside training, not in its path)
+    "writer_share_of_step": round(writer_s / max(len(groups), 1) * args.groups / off, 5),
+    "shape": {"groups": args.groups, "group_size": args.group_size, "tokens": args.tokens},
   }
-  common.print_table(["transcripts", "median step (s)", "ratio to off"],
-                     [["off", off, 1.0], ["on (all)", on, on / off]])
-  print(f"{figures['calls_per_step']} judge calls per step; {figures['kib_per_call']} KiB per call compressed; "
-        f"writer thread {figures['writer_ms_per_group']} ms per group row")
+  common.print_table(
+    ["transcripts", "median step (s)", "ratio to off"], [["off", off, 1.0], ["on (all)", on, on / off]]
+  )
+  print(
+    f"{figures['calls_per_step']} judge calls per step; {figures['kib_per_call']} KiB per call compressed; "
+    f"writer thread {figures['writer_ms_per_group']} ms per group row"
+  )
   common.emit_json(figures)
   return figures
 

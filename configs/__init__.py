@@ -13,6 +13,7 @@ and meaning), `base_config()` and `validate_config()`; every preset lives here. 
 config as `--config=spec` does: `configs.get_config("configs/arith_rlvr.py:smoke")` or
 `configs.get_config("arith_rlvr", "smoke")`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,12 +29,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 
 def split_spec(spec: str | os.PathLike) -> tuple[str, str | None]:
-  """"configs/sft.py:smoke" → ("configs/sft.py", "smoke"); the argument is what follows the last ':' after
+  """ "configs/sft.py:smoke" → ("configs/sft.py", "smoke"); the argument is what follows the last ':' after
   the file name (a topology such as "v5e:4x4" keeps its own ':')."""
   text = os.fspath(spec)
   stem_at = text.find(".py:")
   if stem_at >= 0:
-    return text[:stem_at + 3], text[stem_at + 4:] or None
+    return text[: stem_at + 3], text[stem_at + 4 :] or None
   return text, None
 
 

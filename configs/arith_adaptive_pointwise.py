@@ -1,5 +1,6 @@
 """Reward mode `adaptive_pointwise` (SPEC §7), on the arithmetic testbed of configs/arith_arena_live.py.
 `:smoke` for seconds."""
+
 from configs import common
 
 

@@ -1,4 +1,5 @@
 """Reward mode `rlaif` (SPEC §7), on the arithmetic testbed of configs/arith_arena_live.py. `:smoke` for seconds."""
+
 from configs import common
 
 

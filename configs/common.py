@@ -1,10 +1,11 @@
 """The arithmetic testbed's presets, shared by every configs/arith_*.py and by the study and benchmarks:
 
-  mode_config(mode, arg)   `base_config()` as the testbed: the SFT policy of `make demo`, its tasks, `mode`
-  smoke(c)                 any run config shrunk to seconds on a CPU (a random tiny policy): what tests run
-  variant(c, arg)          `c` as `--config=configs/arith_<mode>.py:arg` asks (none or "smoke")
-  arith_config(mode, arg)  configs/arith_arena_live.py (every field spelled out) with reward mode `mode`
+mode_config(mode, arg)   `base_config()` as the testbed: the SFT policy of `make demo`, its tasks, `mode`
+smoke(c)                 any run config shrunk to seconds on a CPU (a random tiny policy): what tests run
+variant(c, arg)          `c` as `--config=configs/arith_<mode>.py:arg` asks (none or "smoke")
+arith_config(mode, arg)  configs/arith_arena_live.py (every field spelled out) with reward mode `mode`
 """
+
 import ml_collections
 
 from arena_jax.tasks import config as tasks_config

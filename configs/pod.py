@@ -5,6 +5,7 @@ configs/real_*.py, which differ only in the policy.
   pod_config(topology)   the run on one slice; `topology="smoke"` = `real_smoke` of it
   real_smoke(c)          a real-size config at smoke size with every code path kept (tests/train/test_real_smoke.py)
 """
+
 import ml_collections
 
 from arena_jax import parallel
@@ -16,28 +17,36 @@ from arena_jax.train.config import RUN, base_config
 # the 512-row update of `pod_config`, and the train step's activation rematerialisation (`model.remat`).
 # Each line is checked by launch/aot_compile.py (`make aot`; docs/tpu.md).
 POD_SLICES = {
-    # 8 chips × 95 GiB (v5p-16, 2 hosts): FSDP over 2, heads over the 4 chips of a host; 4 rows per micro-batch.
-    # The activations fit: no recomputation.
-    "v5p:2x2x2": dict(mesh=(1, -1, 4), sample=(), micro_batches=128, remat="none"),
-    # 64 chips × 16 GiB (v5litepod-64, 16 hosts): training splits heads 16 ways (a v5e holds the activations
-    # of one 3072-token row only with 2 heads per chip); sampling splits the 8 KV heads 8 ways.
-    "v5e:8x8": dict(mesh=(1, -1, 16), sample=(1, -1, 8), micro_batches=128, remat="none"),
-    # 16 chips × 16 GiB (v5litepod-16, 4 hosts): holds the train step only by recomputing each block in the
-    # backward pass from its input (without remat: 16.75 GiB per chip at best; recomputing only attention,
-    # `minimal`: 16.12 GiB); heads over the 4 chips of a host, FSDP over the 4 hosts, one row per chip and
-    # micro-batch.
-    "v5e:4x4": dict(mesh=(1, -1, 4), sample=(1, -1, 8), micro_batches=128, remat="full"),
-    # 8 chips × 32 GiB (v4-16, 2 hosts): heads over all 8 chips, one row per micro-batch.
-    "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512, remat="none"),
+  # 8 chips × 95 GiB (v5p-16, 2 hosts): FSDP over 2, heads over the 4 chips of a host; 4 rows per micro-batch.
+  # The activations fit: no recomputation.
+  "v5p:2x2x2": dict(mesh=(1, -1, 4), sample=(), micro_batches=128, remat="none"),
+  # 64 chips × 16 GiB (v5litepod-64, 16 hosts): training splits heads 16 ways (a v5e holds the activations
+  # of one 3072-token row only with 2 heads per chip); sampling splits the 8 KV heads 8 ways.
+  "v5e:8x8": dict(mesh=(1, -1, 16), sample=(1, -1, 8), micro_batches=128, remat="none"),
+  # 16 chips × 16 GiB (v5litepod-16, 4 hosts): holds the train step only by recomputing each block in the
+  # backward pass from its input (without remat: 16.75 GiB per chip at best; recomputing only attention,
+  # `minimal`: 16.12 GiB); heads over the 4 chips of a host, FSDP over the 4 hosts, one row per chip and
+  # micro-batch.
+  "v5e:4x4": dict(mesh=(1, -1, 4), sample=(1, -1, 8), micro_batches=128, remat="full"),
+  # 8 chips × 32 GiB (v4-16, 2 hosts): heads over all 8 chips, one row per micro-batch.
+  "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512, remat="none"),
 }
 
 
-MATH_SYSTEM_PROMPT = ("Solve the problem step by step, concisely. End with the final answer on its own line as "
-                      "'Answer: <answer>'.")
+MATH_SYSTEM_PROMPT = (
+  "Solve the problem step by step, concisely. End with the final answer on its own line as 'Answer: <answer>'."
+)
 
 
-def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
-               slices: dict = POD_SLICES, chat_template_kwargs: dict | None = None) -> ml_collections.ConfigDict:
+def pod_config(
+  topology: str | None,
+  *,
+  model: str,
+  hf_path: str,
+  source: str,
+  slices: dict = POD_SLICES,
+  chat_template_kwargs: dict | None = None,
+) -> ml_collections.ConfigDict:
   """Reasoning Arena-Live at the paper's scale (SPEC §9) on the TPU slice `topology` (a key of `slices`).
 
   Shared by configs/real_*.py, which differ only in the policy: `model` (the named `ModelConfig` that
@@ -48,12 +57,17 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   Qwen3's `enable_thinking`, reach the template).
   """
   if topology == "smoke":
-    return real_smoke(pod_config(None, model=model, hf_path=hf_path, source=source, slices=slices,
-                                 chat_template_kwargs=chat_template_kwargs))
+    return real_smoke(
+      pod_config(
+        None, model=model, hf_path=hf_path, source=source, slices=slices, chat_template_kwargs=chat_template_kwargs
+      )
+    )
   topology = topology or "v5p:2x2x2"
   if topology not in slices:
-    raise ValueError(f"{source}: no settings for topology {topology!r}; use one of {sorted(slices)} "
-                     "(or add a line to its SLICES and check it with launch/aot_compile.py)")
+    raise ValueError(
+      f"{source}: no settings for topology {topology!r}; use one of {sorted(slices)} "
+      "(or add a line to its SLICES and check it with launch/aot_compile.py)"
+    )
   slice_ = slices[topology]
   c = base_config()
   c.reward.mode = "arena_live"
@@ -73,7 +87,7 @@ def pod_config(topology: str | None, *, model: str, hf_path: str, source: str,
   # The judge: DeepSeekMath-V2 (SPEC §9) behind vLLM or SGLang, one URL per server (docs/tpu.md).
   c.judge.urls = ("http://judge-0:8000/v1", "http://judge-1:8000/v1")
   c.judge.model = "deepseek-ai/DeepSeek-Math-V2"
-  c.judge.token_budget = 16_384       # traces are long: keep 16k tokens of each (with a marker)
+  c.judge.token_budget = 16_384  # traces are long: keep 16k tokens of each (with a marker)
   c.judge.max_tokens = 8192
   c.judge.client.concurrency = 128
 

@@ -16,10 +16,17 @@ of a tiny checkpoint of the same architecture (`--config.init.hf_path`), its cha
 math-verify, the judge client over HTTP, the sharded trainer; 2 steps on ≥ 4 CPU devices
 (tests/train/test_real_smoke.py builds the checkpoint and runs it).
 """
+
 from configs import pod
 
 SLICES = pod.POD_SLICES  # add a topology here (a copy of the dict) to try another slice
 
 
 def get_config(arg=None):
-  return pod.pod_config(arg, model="ministral3_8b", hf_path="/mnt/disks/models/Ministral-3-8B-Instruct-2512", source="configs/real_ministral3_8b.py", slices=SLICES)
+  return pod.pod_config(
+    arg,
+    model="ministral3_8b",
+    hf_path="/mnt/disks/models/Ministral-3-8B-Instruct-2512",
+    source="configs/real_ministral3_8b.py",
+    slices=SLICES,
+  )

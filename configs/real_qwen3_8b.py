@@ -16,6 +16,7 @@ of a tiny checkpoint of the same architecture (`--config.init.hf_path`), its cha
 math-verify, the judge client over HTTP, the sharded trainer; 2 steps on ≥ 4 CPU devices
 (tests/train/test_real_smoke.py builds the checkpoint and runs it).
 """
+
 from configs import pod
 
 SLICES = pod.POD_SLICES  # add a topology here (a copy of the dict) to try another slice
@@ -23,5 +24,11 @@ SLICES = pod.POD_SLICES  # add a topology here (a copy of the dict) to try anoth
 
 def get_config(arg=None):
   # Qwen3 thinks at length by default; 2048 new tokens hold concise visible reasoning, not a thinking block.
-  return pod.pod_config(arg, model="qwen3_8b", hf_path="/mnt/disks/models/Qwen3-8B", source="configs/real_qwen3_8b.py",
-                    slices=SLICES, chat_template_kwargs={"enable_thinking": False})
+  return pod.pod_config(
+    arg,
+    model="qwen3_8b",
+    hf_path="/mnt/disks/models/Qwen3-8B",
+    source="configs/real_qwen3_8b.py",
+    slices=SLICES,
+    chat_template_kwargs={"enable_thinking": False},
+  )

@@ -8,6 +8,7 @@ Variants (`arg`): "demo" (default) and "smoke" (everything shrunk for a laptop /
 every declared default of `arena_jax.train.sft.SFT` (each field's default, valid values and meaning are
 declared there and listed in docs/configuration.md); `validate_config` checks every field once, up front.
 """
+
 from arena_jax.train import sft
 
 
@@ -27,7 +28,7 @@ def get_config(arg=None):
     c.num_steps = 12
     c.batch_size = 8
     c.warmup_steps = 2
-    c.learning_rate = 3e-3     # few steps: a slightly higher peak
+    c.learning_rate = 3e-3  # few steps: a slightly higher peak
     c.seq_buckets = (32, 48, 64)
     c.eval.update(dict(num_examples=8, num_samples=2, max_new_tokens=24, batch_size=8))
     c.log_every = 4

@@ -1,15 +1,18 @@
 """Experiments: orchestrators that chain the library's rooms into one job, above them all.
 
   demo      `make demo`: SFT warm start → Reasoning Arena-Live RL → before/after table (`launch/demo.py`)
-  study     `make reproduce`: the reward modes and a judge-quality ablation from the same SFT base → docs/results/ (`launch/compare.py`)
+  study     `make reproduce`: the reward modes and a judge-quality ablation from the same SFT base → docs/results/
+            (`launch/compare.py`)
   stats     the study's statistics: mean ± std over seeds, paired bootstrap intervals of differences
-  testbed   whether an SFT policy's non-diverse groups differ in process (flawed members, first-error spread): one JSON line (`launch/testbed.py`)
+  testbed   whether an SFT policy's non-diverse groups differ in process (flawed members, first-error spread): one
+            JSON line (`launch/testbed.py`)
 
 They sit outside `arena_jax` so that imports keep flowing one way: an orchestrator may import every
 room, no room imports an orchestrator (the evaluator, say, reads what the trainer writes, and the demo
 needs both).
 Config files are found relative to the repository root, not the working directory.
 """
+
 from __future__ import annotations
 
 import os

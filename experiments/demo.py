@@ -7,6 +7,7 @@
 
 The configs are arguments: `launch/demo.py` reads them from `configs/` under the repository root.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,8 +34,13 @@ def eval_config(tasks_config: ml_collections.ConfigDict, **overrides) -> ml_coll
   return c
 
 
-def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.ConfigDict, *, root: str = "runs",
-             rl_steps: int | None = None) -> dict:
+def run_demo(
+  sft_config: ml_collections.ConfigDict,
+  rl_config: ml_collections.ConfigDict,
+  *,
+  root: str = "runs",
+  rl_steps: int | None = None,
+) -> dict:
   """Runs the demo under `root`; returns the summary it prints (see module docstring).
 
   Args:
@@ -53,12 +59,17 @@ def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.Co
 
   # ── 2. the SFT policy's accuracy ──
   rc = copy.deepcopy(rl_config)
-  rc.init.policy_dir, rc.init.hf_path, rc.init.random_model = policy_dir, "", ""  # the SFT policy, whatever rl_config says
+  rc.init.policy_dir, rc.init.hf_path, rc.init.random_model = (
+    policy_dir,
+    "",
+    "",
+  )  # the SFT policy, whatever rl_config says
   rc.tasks = copy.deepcopy(sft_config.tasks)  # the policy's own tasks: its difficulty, its held-out split
   if rl_steps is not None:
     rc.num_steps = rl_steps
-  ec = eval_config(rc.tasks.copy_and_resolve_references(), temperature=rc.rollout.temperature,
-                   max_new_tokens=rc.rollout.max_new_tokens)
+  ec = eval_config(
+    rc.tasks.copy_and_resolve_references(), temperature=rc.rollout.temperature, max_new_tokens=rc.rollout.max_new_tokens
+  )
   print("== 2/4  evaluating the SFT policy on held-out arithmetic ==", flush=True)
   policy = load_policy(policy_dir)
   before = watch.evaluate_params(policy.model, policy.config, policy.tokenizer, ec, add_bos=policy.add_bos)
@@ -68,8 +79,11 @@ def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.Co
   workdir = os.path.join(root, "demo_arena_live")
   if os.path.isdir(workdir):  # the demo's own RL run: every `make demo` trains it afresh
     shutil.rmtree(workdir)
-  print(f"== 3/4  Reasoning Arena-Live RL: {rc.num_steps} steps of {rc.rollout.prompts_per_step} prompts × "
-        f"G={rc.rollout.group_size}, embedded judge server ==", flush=True)
+  print(
+    f"== 3/4  Reasoning Arena-Live RL: {rc.num_steps} steps of {rc.rollout.prompts_per_step} prompts × "
+    f"G={rc.rollout.group_size}, embedded judge server ==",
+    flush=True,
+  )
   rl_summary = train(rc, workdir)
 
   # ── 4. the RL policy's accuracy ──
@@ -77,10 +91,17 @@ def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.Co
   step = watch.checkpoint_steps(workdir)[-1]
   after = watch.evaluate_step(workdir, step, ec)
   watch.pop_samples(after)
-  summary = {"sft": before["arithmetic"], "rl": after["arithmetic"], "sft_shift": before.get("arithmetic_shift", {}),
-             "rl_shift": after.get("arithmetic_shift", {}), "rl_steps": step,
-             "rl_last": rl_summary.get("last", {}), "plot": rl_summary.get("plot"),
-             "sft_cached": bool(sft_summary.get("cached")), "minutes": (time.time() - t0) / 60}
+  summary = {
+    "sft": before["arithmetic"],
+    "rl": after["arithmetic"],
+    "sft_shift": before.get("arithmetic_shift", {}),
+    "rl_shift": after.get("arithmetic_shift", {}),
+    "rl_steps": step,
+    "rl_last": rl_summary.get("last", {}),
+    "plot": rl_summary.get("plot"),
+    "sft_cached": bool(sft_summary.get("cached")),
+    "minutes": (time.time() - t0) / 60,
+  }
   print(format_summary(summary, ec))
   with open(os.path.join(workdir, "demo_summary.json"), "w", encoding="utf-8") as f:
     json.dump(summary, f, indent=1, default=float)
@@ -89,10 +110,14 @@ def run_demo(sft_config: ml_collections.ConfigDict, rl_config: ml_collections.Co
 
 def format_summary(s: dict, ec) -> str:
   """The before/after table `run_demo` prints."""
-  rows = [("greedy accuracy", "greedy_accuracy"), (f"mean pass ratio@{ec.num_samples} (T={ec.temperature})",
-                                                   "mean_pass_ratio"),
-          ("groups all-correct", "frac_all_correct"), ("groups all-wrong", "frac_all_wrong"),
-          ("groups diverse", "frac_diverse"), ("mean response length", "mean_response_length")]
+  rows = [
+    ("greedy accuracy", "greedy_accuracy"),
+    (f"mean pass ratio@{ec.num_samples} (T={ec.temperature})", "mean_pass_ratio"),
+    ("groups all-correct", "frac_all_correct"),
+    ("groups all-wrong", "frac_all_wrong"),
+    ("groups diverse", "frac_diverse"),
+    ("mean response length", "mean_response_length"),
+  ]
   width = max(len(r[0]) for r in rows) + 2  # + the indent of the out-of-distribution lines
   lines = ["", f"held-out arithmetic, {ec.num_examples} problems", f"{'':{width}}  {'SFT':>8}  {'after RL':>8}"]
   for label, key in rows:
@@ -105,8 +130,10 @@ def format_summary(s: dict, ec) -> str:
   last = s["rl_last"]
   if last:
     lines.append("")
-    lines.append(f"RL: {s['rl_steps']} steps; last step: groups routed to the judge {last.get('groups/routed', 0):.2f}, "
-                 f"judge calls {last.get('judge/calls', 0)}, judge failures {last.get('judge/failures', 0)}")
+    lines.append(
+      f"RL: {s['rl_steps']} steps; last step: groups routed to the judge {last.get('groups/routed', 0):.2f}, "
+      f"judge calls {last.get('judge/calls', 0)}, judge failures {last.get('judge/failures', 0)}"
+    )
   if s.get("plot"):
     lines.append(f"training curves: {s['plot']}")
     # the judge's transcripts of the same run, as HTML (docs/judges.md, "Transcripts and the inspector")

@@ -9,6 +9,7 @@ With the study's 5 seeds the percentile bootstrap is an approximation that tends
 see more spread than the few differences show); the interval is what the data support, not a test at an
 exact level. Pure numpy, seeded: the same inputs give the same interval.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -24,8 +25,9 @@ def mean_std(values: Sequence[float | None]) -> tuple[float, float, int]:
   return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0, len(v)
 
 
-def paired_bootstrap(differences: Sequence[float], *, num_resamples: int = 10_000, level: float = 0.95,
-                     seed: int = 0) -> tuple[float, float, float]:
+def paired_bootstrap(
+  differences: Sequence[float], *, num_resamples: int = 10_000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
   """(mean, low, high): the mean of paired differences and its percentile bootstrap interval at `level`.
 
   Each resample draws len(differences) of them with replacement (numpy's PCG64 keyed by `seed`); the

@@ -13,7 +13,8 @@ in the same root is refused rather than mixed in.
 
 Presets (`--study.preset`): `full` (`make reproduce`, the defaults below), `quick` (`make
 reproduce-quick`: 2 seeds, a few steps, a small evaluation, written under runs/study_quick; a smoke run of
-the machinery, not evidence) and `smoke` (the tests' end-to-end run: tiny policy and shapes, seconds a run). A field set on the command line keeps its value under a preset.
+the machinery, not evidence) and `smoke` (the tests' end-to-end run: tiny policy and shapes, seconds a run). A
+field set on the command line keeps its value under a preset.
 
 `write_results` turns the runs into `docs/results/`: what the mechanism predicts, whether its condition
 held (all-correct groups the majority of routed groups by the end), the accuracy and process table (in
@@ -22,6 +23,7 @@ from RLVR with a bootstrap interval (`experiments.stats`), the judge-quality abl
 table (Table 2 and Fig. 5, SPEC §9), curves (training accuracy, faithful accuracy and the all-correct
 share over steps; Fig. 1, SPEC §1) and `study.json` with every run's numbers.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,23 +55,37 @@ STUDY_MODES = ("rlvr", "rlvr_dapo", "rlaif", "arena", "arena_live")
 
 # `--study.preset=quick` (`make reproduce-quick`): the same machinery in minutes once the SFT policy exists.
 PRESETS = {
-    "full": {},
-    # The tests' end-to-end run: the tiny smoke policy and shapes (`configs/sft.py:smoke`, `mode_config(m, "smoke")`).
-    "smoke": dict(modes=("rlvr", "arena_live"), seeds=(0,), num_steps=2, judge_accuracies=(1.0, 0.65),
-                  run_arg="smoke", sft_config="configs/sft.py:smoke", sft_dir="runs/sft_smoke",
-                  root="runs/study_smoke", out_dir="runs/study_smoke/results",
-                  command="python -m launch.compare --study.preset=smoke",
-                  eval=dict(num_examples=4, num_samples=2, max_new_tokens=16, batch_size=4)),
-    "quick": dict(seeds=(0, 1), num_steps=8, judge_accuracies=(1.0, 0.65), root="runs/study_quick",
-                  out_dir="runs/study_quick/results", command="make reproduce-quick",
-                  eval=dict(num_examples=32, num_samples=4, batch_size=32)),
+  "full": {},
+  # The tests' end-to-end run: the tiny smoke policy and shapes (`configs/sft.py:smoke`, `mode_config(m, "smoke")`).
+  "smoke": dict(
+    modes=("rlvr", "arena_live"),
+    seeds=(0,),
+    num_steps=2,
+    judge_accuracies=(1.0, 0.65),
+    run_arg="smoke",
+    sft_config="configs/sft.py:smoke",
+    sft_dir="runs/sft_smoke",
+    root="runs/study_smoke",
+    out_dir="runs/study_smoke/results",
+    command="python -m launch.compare --study.preset=smoke",
+    eval=dict(num_examples=4, num_samples=2, max_new_tokens=16, batch_size=4),
+  ),
+  "quick": dict(
+    seeds=(0, 1),
+    num_steps=8,
+    judge_accuracies=(1.0, 0.65),
+    root="runs/study_quick",
+    out_dir="runs/study_quick/results",
+    command="make reproduce-quick",
+    eval=dict(num_examples=32, num_samples=4, batch_size=32),
+  ),
 }
 
 
 def study_config() -> ml_collections.ConfigDict:
   """The study `launch/compare.py` runs (`--study.<field>` overrides a field)."""
   c = ml_collections.ConfigDict()
-  c.preset = "full"                # a key of PRESETS: its values replace the defaults not set by hand
+  c.preset = "full"  # a key of PRESETS: its values replace the defaults not set by hand
   c.modes = STUDY_MODES
   c.seeds = (0, 1, 2, 3, 4)
   # Long enough that all-correct groups should dominate the routed groups late in training (the regime where
@@ -77,16 +93,19 @@ def study_config() -> ml_collections.ConfigDict:
   c.num_steps = 120
   c.judge_accuracies = (1.0, 0.8, 0.65)  # the ablation: verdict accuracy on pairs that differ in process
   c.ablation_mode = "arena_live"
-  c.final_fraction = 0.1           # the end-of-training routing figures average the last 10% of steps (≥ 5)
+  c.final_fraction = 0.1  # the end-of-training routing figures average the last 10% of steps (≥ 5)
   c.bootstrap = ml_collections.ConfigDict(dict(num_resamples=10_000, level=0.95, seed=0))
-  c.root = "runs/study"            # one workdir per (mode or ablation judge, seed)
+  c.root = "runs/study"  # one workdir per (mode or ablation judge, seed)
   c.out_dir = "docs/results"
-  c.sft_dir = "runs/sft_demo"      # the shared SFT base (trained first from `sft_config` if missing)
+  c.sft_dir = "runs/sft_demo"  # the shared SFT base (trained first from `sft_config` if missing)
   c.sft_config = "configs/sft.py"  # `path[:arg]`; a relative path is read from the repository root
-  c.run_arg = ""                   # each run is `mode_config(mode, run_arg)`: "" the testbed, "smoke" tiny shapes
+  c.run_arg = ""  # each run is `mode_config(mode, run_arg)`: "" the testbed, "smoke" tiny shapes
   # countdown (far out of distribution, 0 for every policy so far) can be added to `benchmarks`.
-  c.eval = ml_collections.ConfigDict(dict(benchmarks=("arithmetic", "arithmetic_shift"), num_examples=200,
-                                          num_samples=8, max_new_tokens=96, batch_size=64))
+  c.eval = ml_collections.ConfigDict(
+    dict(
+      benchmarks=("arithmetic", "arithmetic_shift"), num_examples=200, num_samples=8, max_new_tokens=96, batch_size=64
+    )
+  )
   c.command = "make reproduce"
   return c
 
@@ -98,7 +117,7 @@ def apply_preset(study, keep=()) -> ml_collections.ConfigDict:
     raise ConfigError(f"study.preset: {study.preset!r} is not a preset; choose from {tuple(PRESETS)}")
   out = ml_collections.ConfigDict(study.to_dict())
   for key, value in PRESETS[study.preset].items():
-    for sub, v in (value.items() if isinstance(value, dict) else [(None, value)]):
+    for sub, v in value.items() if isinstance(value, dict) else [(None, value)]:
       path = key if sub is None else f"{key}.{sub}"
       if path not in keep:
         if sub is None:
@@ -128,16 +147,19 @@ def check_study(study) -> None:
     raise ConfigError(f"study.preset: {study.preset!r} is not a preset; choose from {tuple(PRESETS)}")
   unknown = [m for m in (*study.modes, study.ablation_mode) if m not in rl.REWARD_MODES]
   if unknown:
-    raise ConfigError(f"study.modes / study.ablation_mode: {unknown} are not reward modes; choose from "
-                      f"{tuple(rl.REWARD_MODES)}")
+    raise ConfigError(
+      f"study.modes / study.ablation_mode: {unknown} are not reward modes; choose from {tuple(rl.REWARD_MODES)}"
+    )
   if not study.seeds:
     raise ConfigError("study.seeds: no seed; give at least one (two for intervals)")
   bad = [a for a in study.judge_accuracies if not 0 <= a <= 1]
   if bad:
     raise ConfigError(f"study.judge_accuracies: {bad} are not verdict accuracies in [0, 1]")
   if study.judge_accuracies and not rl.REWARD_MODES[study.ablation_mode].uses_judge:
-    raise ConfigError(f"study.ablation_mode: {study.ablation_mode!r} uses no judge; the ablation varies the judge's "
-                      "accuracy (e.g. arena_live), or set study.judge_accuracies=()")
+    raise ConfigError(
+      f"study.ablation_mode: {study.ablation_mode!r} uses no judge; the ablation varies the judge's "
+      "accuracy (e.g. arena_live), or set study.judge_accuracies=()"
+    )
   if not 0 < study.final_fraction <= 1:
     raise ConfigError(f"study.final_fraction: {study.final_fraction} is not in (0, 1]")
 
@@ -161,8 +183,12 @@ def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = 
 
 def run_setup(study, judge_accuracy: float | None) -> dict:
   """What a finished run must share with the study to be reused on a restart (beyond its mode and seed)."""
-  setup = {"num_steps": study.num_steps, "sft_dir": study.sft_dir, "judge_accuracy": judge_accuracy,
-           "eval": study.eval.to_dict()}
+  setup = {
+    "num_steps": study.num_steps,
+    "sft_dir": study.sft_dir,
+    "judge_accuracy": judge_accuracy,
+    "eval": study.eval.to_dict(),
+  }
   return json.loads(json.dumps(setup))  # as eval_final.json holds it (tuples become lists)
 
 
@@ -190,8 +216,10 @@ def run_study(study) -> dict:
         with open(done_file, encoding="utf-8") as f:
           summary = json.load(f)
         if summary.get("setup") != setup:  # e.g. a study of another length left in the same root
-          raise WorkdirError(f"{workdir} holds a finished run of another setup ({summary.get('setup')}, this study: "
-                             f"{setup}); choose another --study.root or delete that directory")
+          raise WorkdirError(
+            f"{workdir} holds a finished run of another setup ({summary.get('setup')}, this study: "
+            f"{setup}); choose another --study.root or delete that directory"
+          )
         runs[name] = summary
         print(f"[{name}] done earlier: skipped", flush=True)
         continue
@@ -204,13 +232,25 @@ def run_study(study) -> dict:
       t1 = time.time()
       results = watch.evaluate_step(workdir, c.num_steps, eval_config(study, c.tasks))
       watch.pop_samples(results)  # study.json keeps metrics; the runs' samples.jsonl keep completions
-      summary = {"group": group, "mode": mode_name, "judge_accuracy": accuracy, "seed": seed, "setup": setup,
-                 "train_s": t1 - t0, "eval_s": time.time() - t1, "eval": results}
+      summary = {
+        "group": group,
+        "mode": mode_name,
+        "judge_accuracy": accuracy,
+        "seed": seed,
+        "setup": setup,
+        "train_s": t1 - t0,
+        "eval_s": time.time() - t1,
+        "eval": results,
+      }
       with open(done_file, "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
       runs[name] = summary
-      scores = ", ".join(f"{b} {k.replace('_', ' ')} {v[k]:.3f}" for b, v in results.items()
-                         for k in ("greedy_accuracy", "faithful_accuracy") if k in v)
+      scores = ", ".join(
+        f"{b} {k.replace('_', ' ')} {v[k]:.3f}"
+        for b, v in results.items()
+        for k in ("greedy_accuracy", "faithful_accuracy")
+        if k in v
+      )
       print(f"[{name}] train {t1 - t0:.0f} s, eval {summary['eval_s']:.0f} s; {scores}", flush=True)
   return runs
 
@@ -235,30 +275,33 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
   steady = rows[1:] or rows  # step 1 carries the compilations
   get = lambda k, rs=steady: np.asarray([r.get(k, 0.0) for r in rs], float)
   calls, groups = get("judge/calls").sum(), get("judge/groups").sum()
-  tail = rows[-max(min(_MIN_FINAL_STEPS, len(rows)), math.ceil(final_fraction * len(rows))):]
+  tail = rows[-max(min(_MIN_FINAL_STEPS, len(rows)), math.ceil(final_fraction * len(rows))) :]
   ac, aw = get("groups/all_correct", tail).sum(), get("groups/all_wrong", tail).sum()
   faithful = [r.get("process/faithful_accuracy") for r in rows]
   return {
-      "rows": rows,
-      "gens_per_step": float(get("gen/trajectories", rows).mean()),
-      "gen_batches_per_step": float(get("gen/batches", rows).mean()),
-      "wall_per_step": float(get("time/wall").mean()),
-      "judge_calls_per_routed_group": float(calls / groups) if groups else 0.0,
-      "judge_calls_per_step": float(get("judge/calls", rows).mean()),
-      "routed_fraction": float(get("groups/routed", rows).mean()),
-      "utilisation": float(get("adv/nonzero_fraction", rows).mean()),
-      "adv_l1": float(get("adv/l1", rows).mean()),
-      "judge_failures": float(get("judge/failures", rows).sum()),
-      # The mechanism's condition at the end of training (routed groups mostly all-correct): over the last
-      # `final_fraction` of steps, the non-diverse share of the trained groups and the all-correct share of those
-      # (None: none trained).
-      "final_steps": len(tail),
-      "final_non_diverse": float((ac + aw) / len(tail)),
-      "final_all_correct_share": float(ac / (ac + aw)) if ac + aw > 0 else None,
-      "final_routed_fraction": float(get("groups/routed", tail).mean()),
-      "curves": {"step": [int(r["step"]) for r in rows], "accuracy": [r.get("accuracy") for r in rows],
-                 "faithful_accuracy": faithful,
-                 "all_correct_share": [None if math.isnan(x) else float(x) for x in _all_correct_share(rows)]},
+    "rows": rows,
+    "gens_per_step": float(get("gen/trajectories", rows).mean()),
+    "gen_batches_per_step": float(get("gen/batches", rows).mean()),
+    "wall_per_step": float(get("time/wall").mean()),
+    "judge_calls_per_routed_group": float(calls / groups) if groups else 0.0,
+    "judge_calls_per_step": float(get("judge/calls", rows).mean()),
+    "routed_fraction": float(get("groups/routed", rows).mean()),
+    "utilisation": float(get("adv/nonzero_fraction", rows).mean()),
+    "adv_l1": float(get("adv/l1", rows).mean()),
+    "judge_failures": float(get("judge/failures", rows).sum()),
+    # The mechanism's condition at the end of training (routed groups mostly all-correct): over the last
+    # `final_fraction` of steps, the non-diverse share of the trained groups and the all-correct share of those
+    # (None: none trained).
+    "final_steps": len(tail),
+    "final_non_diverse": float((ac + aw) / len(tail)),
+    "final_all_correct_share": float(ac / (ac + aw)) if ac + aw > 0 else None,
+    "final_routed_fraction": float(get("groups/routed", tail).mean()),
+    "curves": {
+      "step": [int(r["step"]) for r in rows],
+      "accuracy": [r.get("accuracy") for r in rows],
+      "faithful_accuracy": faithful,
+      "all_correct_share": [None if math.isnan(x) else float(x) for x in _all_correct_share(rows)],
+    },
   }
 
 
@@ -278,18 +321,24 @@ def _fmt_diff(mean: float, lo: float, hi: float) -> str:
 
 # Metrics of the evaluation (`watch.evaluate_step`, `tasks.process`): (benchmark, key, column label). The
 # differences table reads the first list; the process table the second.
-_HEADLINE = (("arithmetic", "greedy_accuracy", "greedy acc"), ("arithmetic", "mean_pass_ratio", "pass ratio@{n}"),
-             ("arithmetic", "faithful_accuracy", "faithful acc@{n}"),
-             ("arithmetic", "greedy_faithful_accuracy", "greedy faithful acc"),
-             ("arithmetic", "compensating_rate", "compensating@{n}"),
-             ("arithmetic_shift", "greedy_accuracy", "OOD greedy acc"),
-             ("arithmetic_shift", "mean_pass_ratio", "OOD pass ratio@{n}"),
-             ("arithmetic_shift", "faithful_accuracy", "OOD faithful acc@{n}"))
-_PROCESS = (("arithmetic", "flawed_correct_rate", "right answer, any flaw@{n}"),
-            ("arithmetic", "bare_answer_rate", "bare answer@{n}"), ("arithmetic", "skipped_rate", "skipped step@{n}"),
-            ("arithmetic", "first_error_step_wrong", "first error step (wrong)@{n}"),
-            ("arithmetic", "all_correct_flawed", "all-correct groups with a flawed member@{n}"),
-            ("arithmetic", "all_wrong_error_spread", "first-error spread, all-wrong groups@{n}"))
+_HEADLINE = (
+  ("arithmetic", "greedy_accuracy", "greedy acc"),
+  ("arithmetic", "mean_pass_ratio", "pass ratio@{n}"),
+  ("arithmetic", "faithful_accuracy", "faithful acc@{n}"),
+  ("arithmetic", "greedy_faithful_accuracy", "greedy faithful acc"),
+  ("arithmetic", "compensating_rate", "compensating@{n}"),
+  ("arithmetic_shift", "greedy_accuracy", "OOD greedy acc"),
+  ("arithmetic_shift", "mean_pass_ratio", "OOD pass ratio@{n}"),
+  ("arithmetic_shift", "faithful_accuracy", "OOD faithful acc@{n}"),
+)
+_PROCESS = (
+  ("arithmetic", "flawed_correct_rate", "right answer, any flaw@{n}"),
+  ("arithmetic", "bare_answer_rate", "bare answer@{n}"),
+  ("arithmetic", "skipped_rate", "skipped step@{n}"),
+  ("arithmetic", "first_error_step_wrong", "first error step (wrong)@{n}"),
+  ("arithmetic", "all_correct_flawed", "all-correct groups with a flawed member@{n}"),
+  ("arithmetic", "all_wrong_error_spread", "first-error spread, all-wrong groups@{n}"),
+)
 # Columns of the ablation table (a subset of the headline).
 _ABLATION = ("greedy acc", "faithful acc@{n}", "compensating@{n}", "OOD greedy acc")
 
@@ -339,11 +388,15 @@ READING_FILE = "reading.md"
 
 def _reading(out_dir: str) -> str:
   if os.path.exists(os.path.join(out_dir, READING_FILE)):
-    return (f"What these numbers say, which predictions held and which did not, is in [{READING_FILE}]({READING_FILE}), "
-            "written by hand from the run recorded in `study.json`. Regenerating this page does not rewrite it: "
-            "after a new run, read the tables again.")
-  return (f"(No `{READING_FILE}` beside this page: the reading of these numbers, which predictions held and where "
-          "the intervals exclude 0, is written by hand after a run.)")
+    return (
+      f"What these numbers say, which predictions held and which did not, is in [{READING_FILE}]({READING_FILE}), "
+      "written by hand from the run recorded in `study.json`. Regenerating this page does not rewrite it: "
+      "after a new run, read the tables again."
+    )
+  return (
+    f"(No `{READING_FILE}` beside this page: the reading of these numbers, which predictions held and where "
+    "the intervals exclude 0, is written by hand after a run.)"
+  )
 
 
 def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
@@ -373,7 +426,7 @@ def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
       continue
     steps, acc = mean_curve(runs, "accuracy")
     rows = [x["rows"] for _, x in runs]
-    tokens = np.mean([np.cumsum([row.get("gen/tokens", 0) for row in r[:len(steps)]]) for r in rows], 0)
+    tokens = np.mean([np.cumsum([row.get("gen/tokens", 0) for row in r[: len(steps)]]) for r in rows], 0)
     a_acc.plot(steps, smooth(acc, 5), label=m)
     a_tok.plot(tokens / 1e3, smooth(acc, 5), label=m)
     steps, faith = mean_curve(runs, "faithful_accuracy")
@@ -382,9 +435,12 @@ def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
     steps, share = ratio_curve(runs)
     if np.isfinite(share).any():
       a_share.plot(steps, share, label=m)
-  for ax, xl, yl in ((a_acc, "optimizer step", "training accuracy"), (a_tok, "generated tokens (k)", "training accuracy"),
-                     (a_faith, "optimizer step", "faithful accuracy (training samples)"),
-                     (a_share, "optimizer step", "all-correct share of non-diverse groups")):
+  for ax, xl, yl in (
+    (a_acc, "optimizer step", "training accuracy"),
+    (a_tok, "generated tokens (k)", "training accuracy"),
+    (a_faith, "optimizer step", "faithful accuracy (training samples)"),
+    (a_share, "optimizer step", "all-correct share of non-diverse groups"),
+  ):
     ax.set_xlabel(xl)
     ax.set_ylabel(yl + " (trailing 5-step mean)", fontsize=8)
     ax.grid(alpha=0.3)
@@ -393,10 +449,16 @@ def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
   ref = groups.get(REFERENCE) or []
   if ref:
     n = min(len(x["rows"]) for _, x in ref)
-    for key, label in (("groups/all_correct", "all-correct"), ("groups/all_wrong", "all-wrong"),
-                       ("groups/diverse", "diverse")):
-      a_comp.plot(np.arange(1, n + 1), smooth(np.mean([[row.get(key, 0.0) for row in x["rows"][:n]] for _, x in ref],
-                                                      0), 5), label=label)
+    for key, label in (
+      ("groups/all_correct", "all-correct"),
+      ("groups/all_wrong", "all-wrong"),
+      ("groups/diverse", "diverse"),
+    ):
+      a_comp.plot(
+        np.arange(1, n + 1),
+        smooth(np.mean([[row.get(key, 0.0) for row in x["rows"][:n]] for _, x in ref], 0), 5),
+        label=label,
+      )
     a_comp.set_title(f"{REFERENCE}: group composition", fontsize=10)
     a_comp.set_xlabel("optimizer step")
     a_comp.legend(fontsize=7)
@@ -418,8 +480,7 @@ def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for label, points in gains.items():
       acc, mean, lo, hi = (np.asarray(v, float) for v in zip(*sorted(points)))
-      ax.errorbar(acc, mean, yerr=np.nan_to_num(np.stack([mean - lo, hi - mean])), marker="o", capsize=3,
-                  label=label)
+      ax.errorbar(acc, mean, yerr=np.nan_to_num(np.stack([mean - lo, hi - mean])), marker="o", capsize=3, label=label)
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xlabel("judge verdict accuracy on pairs that differ in process")
     ax.set_ylabel(f"gain over {REFERENCE} (paired, {study.bootstrap.level:.0%} interval)", fontsize=8)
@@ -451,11 +512,12 @@ def write_results(study, runs: dict) -> str:
   # What the setup was, read off the configs the runs used, so it stays true when they change.
   rc = run_config(study.modes[0], study.seeds[0], study)
   ec = eval_config(study, rc.tasks)
-  judge = ("the embedded rule-based process judge" if not rc.judge.urls
-           else f"the judge at {', '.join(rc.judge.urls)}")
+  judge = "the embedded rule-based process judge" if not rc.judge.urls else f"the judge at {', '.join(rc.judge.urls)}"
   cmd = f"`{study.command}`"
-  tail_note = (f"the last {study.final_fraction:.0%} of the {study.num_steps} steps (at least "
-               f"{min(_MIN_FINAL_STEPS, study.num_steps)})")
+  tail_note = (
+    f"the last {study.final_fraction:.0%} of the {study.num_steps} steps (at least "
+    f"{min(_MIN_FINAL_STEPS, study.num_steps)})"
+  )
 
   # The condition: all-correct groups the majority of routed (non-diverse) groups by the end.
   cond_rows, short = [], []
@@ -468,17 +530,33 @@ def write_results(study, runs: dict) -> str:
     majority = "–" if math.isnan(mean_share) else ("yes" if mean_share > 0.5 else "**no**")
     if majority == "**no**":
       short.append(m)
-    cond_rows.append([m, _fmt_mean_std([x["final_non_diverse"] for x in r]), _fmt_mean_std(shares),
-                      _fmt_mean_std([x["final_routed_fraction"] for x in r]), majority])
-  cond_verdict = (f"All-correct groups are **not** the majority of non-diverse groups by the end for {short}: the "
-                  f"study is too short (or the policy too weak) for the regime the mechanism needs; raise "
-                  f"`--study.num_steps` and run again." if short else
-                  "All-correct groups are the majority of non-diverse groups by the end in every mode that has them.")
+    cond_rows.append(
+      [
+        m,
+        _fmt_mean_std([x["final_non_diverse"] for x in r]),
+        _fmt_mean_std(shares),
+        _fmt_mean_std([x["final_routed_fraction"] for x in r]),
+        majority,
+      ]
+    )
+  cond_verdict = (
+    f"All-correct groups are **not** the majority of non-diverse groups by the end for {short}: the "
+    f"study is too short (or the policy too weak) for the regime the mechanism needs; raise "
+    f"`--study.num_steps` and run again."
+    if short
+    else "All-correct groups are the majority of non-diverse groups by the end in every mode that has them."
+  )
 
-  acc_rows = [[g] + [_fmt_mean_std([_value(s, b, k) for s, _ in groups[g]]) for b, k, _ in headline]
-              for g in study.modes if groups.get(g)]
-  proc_rows = [[g] + [_fmt_mean_std([_value(s, b, k) for s, _ in groups[g]]) for b, k, _ in process]
-               for g in study.modes if groups.get(g)]
+  acc_rows = [
+    [g] + [_fmt_mean_std([_value(s, b, k) for s, _ in groups[g]]) for b, k, _ in headline]
+    for g in study.modes
+    if groups.get(g)
+  ]
+  proc_rows = [
+    [g] + [_fmt_mean_std([_value(s, b, k) for s, _ in groups[g]]) for b, k, _ in process]
+    for g in study.modes
+    if groups.get(g)
+  ]
   diff_rows, diffs = [], {}
   for g in study.modes:
     if g == REFERENCE or not groups.get(g) or not ref:
@@ -518,10 +596,20 @@ def write_results(study, runs: dict) -> str:
       continue
     mean = lambda k, r=r: float(np.mean([x[k] for x in r]))
     rel = lambda x, b: "–" if math.isnan(b) else f"{x / b:.2f}"  # "–": no baseline runs
-    eff_rows.append([m, f"{mean('judge_calls_per_routed_group'):.1f}", f"{mean('routed_fraction'):.2f}",
-                     f"{mean('gens_per_step'):.0f}", rel(mean('gens_per_step'), base_gens),
-                     f"{mean('wall_per_step'):.2f}", rel(mean('wall_per_step'), base_wall),
-                     f"{mean('utilisation'):.2f}", f"{mean('adv_l1'):.3f}", f"{mean('judge_failures'):.0f}"])
+    eff_rows.append(
+      [
+        m,
+        f"{mean('judge_calls_per_routed_group'):.1f}",
+        f"{mean('routed_fraction'):.2f}",
+        f"{mean('gens_per_step'):.0f}",
+        rel(mean('gens_per_step'), base_gens),
+        f"{mean('wall_per_step'):.2f}",
+        rel(mean('wall_per_step'), base_wall),
+        f"{mean('utilisation'):.2f}",
+        f"{mean('adv_l1'):.3f}",
+        f"{mean('judge_failures'):.0f}",
+      ]
+    )
 
   gains = {}  # {metric label: [(verdict accuracy, mean, low, high)]} for ablation.png
   for acc, group, _ in ablation:
@@ -534,16 +622,23 @@ def write_results(study, runs: dict) -> str:
   summaries = [s for g in groups.values() for s, _ in g]
   train_s = sum(s["train_s"] for s in summaries)
   eval_s = sum(s.get("eval_s") or 0.0 for s in summaries)
-  wall = (f"The {len(summaries)} runs took {(train_s + eval_s) / 60:.0f} min in all ({train_s / 60:.0f} min training, "
-          f"{eval_s / 60:.0f} min evaluation)." if summaries else "")
+  wall = (
+    f"The {len(summaries)} runs took {(train_s + eval_s) / 60:.0f} min in all ({train_s / 60:.0f} min training, "
+    f"{eval_s / 60:.0f} min evaluation)."
+    if summaries
+    else ""
+  )
   level = f"{study.bootstrap.level:.0%}"
-  ci_note = (f"Paired by seed (same SFT policy, prompt order and sampling key): the mean of the per-seed "
-             f"differences from `{REFERENCE}` and its {level} percentile bootstrap interval "
-             f"({study.bootstrap.num_resamples} resamples of the seeds, `experiments.stats.paired_bootstrap`); "
-             f"`*` marks an interval that excludes 0. With few seeds such intervals are approximate and tend to be "
-             f"narrow. For `compensating` a negative difference is the predicted direction.")
+  ci_note = (
+    f"Paired by seed (same SFT policy, prompt order and sampling key): the mean of the per-seed "
+    f"differences from `{REFERENCE}` and its {level} percentile bootstrap interval "
+    f"({study.bootstrap.num_resamples} resamples of the seeds, `experiments.stats.paired_bootstrap`); "
+    f"`*` marks an interval that excludes 0. With few seeds such intervals are approximate and tend to be "
+    f"narrow. For `compensating` a negative difference is the predicted direction."
+  )
   heads = lambda first: list(first) + [label for _, _, label in headline]
-  md = "\n".join([
+  md = "\n".join(
+    [
       "# Reproduction study: the reward modes on the arithmetic testbed",
       "",
       f"Regenerate with {cmd} (the study's config: `experiments.study.study_config()`; each run: "
@@ -565,12 +660,13 @@ def write_results(study, runs: dict) -> str:
       "routed (0 for modes without a judge; DAPO trains no non-diverse group, so it has no share). The step count "
       "must be checked against this table, not assumed.",
       "",
-      _table(["mode", "non-diverse groups", "all-correct share of them", "groups routed", "all-correct majority"],
-             cond_rows),
+      _table(
+        ["mode", "non-diverse groups", "all-correct share of them", "groups routed", "all-correct majority"], cond_rows
+      ),
       "",
       cond_verdict,
       "",
-      f"## Accuracy and process (mean ± std over seeds; the paper's Table 1)",
+      "## Accuracy and process (mean ± std over seeds; the paper's Table 1)",
       "",
       f"Made by {cmd}.",
       "",
@@ -596,16 +692,35 @@ def write_results(study, runs: dict) -> str:
       f"a = 1 is the plain `{study.ablation_mode}` run); same seeds, so each accuracy pairs with `{REFERENCE}`. "
       "Mean ± std, then the gain over " + f"`{REFERENCE}` with its {level} interval.",
       "",
-      _table(["verdict accuracy", "flip_rate", "runs"] + [lb for _, _, lb in abl_cols]
-             + [f"gain: {lb}" for _, _, lb in abl_cols], abl_rows) if abl_rows else "(no ablation runs)",
+      _table(
+        ["verdict accuracy", "flip_rate", "runs"]
+        + [lb for _, _, lb in abl_cols]
+        + [f"gain: {lb}" for _, _, lb in abl_cols],
+        abl_rows,
+      )
+      if abl_rows
+      else "(no ablation runs)",
       "",
       *(["![ablation](ablation.png)", ""] if gains else []),
       f"## Efficiency (means over runs; relative to `{BASELINE}`, RLVR with dynamic sampling; Table 2, Fig. 5)",
       "",
       f"Made by {cmd}.",
       "",
-      _table(["mode", "judge calls / routed group", "groups routed", "generations / step", f"× {BASELINE}",
-              "wall s / step", f"× {BASELINE}", "sample utilisation", "advantage L1", "judge failures"], eff_rows),
+      _table(
+        [
+          "mode",
+          "judge calls / routed group",
+          "groups routed",
+          "generations / step",
+          f"× {BASELINE}",
+          "wall s / step",
+          f"× {BASELINE}",
+          "sample utilisation",
+          "advantage L1",
+          "judge failures",
+        ],
+        eff_rows,
+      ),
       "",
       "Sample utilisation: the fraction of trajectories with a non-zero advantage. Wall-clock per step excludes step 1 "
       "(compilation).",
@@ -622,13 +737,27 @@ def write_results(study, runs: dict) -> str:
       "",
       _reading(study.out_dir),
       "",
-  ])
+    ]
+  )
   with open(os.path.join(study.out_dir, "README.md"), "w", encoding="utf-8") as f:
     f.write(md)
-  raw = {g: [{"seed": s["seed"], "mode": s["mode"], "judge_accuracy": s.get("judge_accuracy"), "eval": s["eval"],
-              "train_s": s["train_s"], "eval_s": s.get("eval_s"), **{k: v for k, v in r.items() if k != "rows"}}
-             for s, r in groups[g]] for g in groups}
+  raw = {
+    g: [
+      {
+        "seed": s["seed"],
+        "mode": s["mode"],
+        "judge_accuracy": s.get("judge_accuracy"),
+        "eval": s["eval"],
+        "train_s": s["train_s"],
+        "eval_s": s.get("eval_s"),
+        **{k: v for k, v in r.items() if k != "rows"},
+      }
+      for s, r in groups[g]
+    ]
+    for g in groups
+  }
   with open(os.path.join(study.out_dir, "study.json"), "w", encoding="utf-8") as f:
-    json.dump({"config": study.to_dict(), "runs": raw, "differences": diffs, "ablation": abl_diffs}, f, indent=1,
-              default=list)
+    json.dump(
+      {"config": study.to_dict(), "runs": raw, "differences": diffs, "ablation": abl_diffs}, f, indent=1, default=list
+    )
   return md

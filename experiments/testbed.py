@@ -1,4 +1,5 @@
-"""The testbed condition, measured on an SFT policy's own groups (`launch/testbed.py`): whether its non-diverse groups differ in process.
+"""The testbed condition, measured on an SFT policy's own groups (`launch/testbed.py`): whether its non-diverse
+groups differ in process.
 
 The paper's mechanism can only act where reward-non-diverse groups differ in process (SPEC §1, §3): an
 all-correct group of G samples needs a flawed member (compensating error, skipped or redundant step, bare
@@ -17,6 +18,7 @@ arithmetic with G = `DEMO_EVAL` samples per problem at the RL rollout's temperat
 The figures come from `experiments.demo.eval_config` and `arena_jax.eval.watch.evaluate_params`: the
 same evaluation `make demo` prints.
 """
+
 from __future__ import annotations
 
 import collections
@@ -31,9 +33,23 @@ from arena_jax.train import load_policy, train_sft
 from experiments import demo
 
 # The figures of the report line, per benchmark (the rest of `evaluate`'s metrics stay in `full`).
-KEYS = ("greedy_accuracy", "mean_pass_ratio", "pass@8", "frac_all_correct", "frac_all_wrong", "frac_diverse",
-        "all_correct_flawed", "all_wrong_error_spread", "faithful_accuracy", "flawed_correct_rate",
-        "compensating_rate", "skipped_rate", "bare_answer_rate", "first_error_step_wrong", "mean_response_length")
+KEYS = (
+  "greedy_accuracy",
+  "mean_pass_ratio",
+  "pass@8",
+  "frac_all_correct",
+  "frac_all_wrong",
+  "frac_diverse",
+  "all_correct_flawed",
+  "all_wrong_error_spread",
+  "faithful_accuracy",
+  "flawed_correct_rate",
+  "compensating_rate",
+  "skipped_rate",
+  "bare_answer_rate",
+  "first_error_step_wrong",
+  "mean_response_length",
+)
 
 
 def demo_kind_shares(tasks_config: ml_collections.ConfigDict, num: int = 2000) -> dict[str, float]:
@@ -43,8 +59,15 @@ def demo_kind_shares(tasks_config: ml_collections.ConfigDict, num: int = 2000) -
   return {k: counts[k] / total for k in tasks.DEMO_KINDS}
 
 
-def measure(sft_config: ml_collections.ConfigDict, policy_dir: str, *, num_examples: int = 200,
-            temperature: float = 1.0, max_new_tokens: int = 96, train: bool = True) -> dict:
+def measure(
+  sft_config: ml_collections.ConfigDict,
+  policy_dir: str,
+  *,
+  num_examples: int = 200,
+  temperature: float = 1.0,
+  max_new_tokens: int = 96,
+  train: bool = True,
+) -> dict:
   """Trains the SFT policy into `policy_dir` (or reuses it, when it holds one of an equal config) and returns
   the testbed figures of its groups (module docstring), the shifted split's figures with a `shift_` prefix.
 
@@ -54,14 +77,25 @@ def measure(sft_config: ml_collections.ConfigDict, policy_dir: str, *, num_examp
   t0 = time.time()
   summary = train_sft(sft_config, policy_dir) if train else {"cached": True}
   policy = load_policy(policy_dir)
-  ec = demo.eval_config(sft_config.tasks.copy_and_resolve_references(), num_examples=num_examples,
-                        temperature=temperature, max_new_tokens=max_new_tokens, samples_per_benchmark=0)
-  results = watch.evaluate_params(policy.model, policy.config, policy.tokenizer, ec, add_bos=policy.add_bos,
-                                  progress=False)
-  out = {"policy_dir": policy_dir, "sft_cached": bool(summary.get("cached")),
-         "sft_steps": sft_config.num_steps, "fractions": dict(sft_config.tasks.sft.fractions),
-         "demo_kinds": {k: round(v, 3) for k, v in demo_kind_shares(sft_config.tasks).items()},
-         "num_examples": num_examples, "group_size": ec.num_samples}
+  ec = demo.eval_config(
+    sft_config.tasks.copy_and_resolve_references(),
+    num_examples=num_examples,
+    temperature=temperature,
+    max_new_tokens=max_new_tokens,
+    samples_per_benchmark=0,
+  )
+  results = watch.evaluate_params(
+    policy.model, policy.config, policy.tokenizer, ec, add_bos=policy.add_bos, progress=False
+  )
+  out = {
+    "policy_dir": policy_dir,
+    "sft_cached": bool(summary.get("cached")),
+    "sft_steps": sft_config.num_steps,
+    "fractions": dict(sft_config.tasks.sft.fractions),
+    "demo_kinds": {k: round(v, 3) for k, v in demo_kind_shares(sft_config.tasks).items()},
+    "num_examples": num_examples,
+    "group_size": ec.num_samples,
+  }
   for prefix, bench in (("", "arithmetic"), ("shift_", "arithmetic_shift")):
     out.update({prefix + k: round(v, 4) for k, v in results.get(bench, {}).items() if k in KEYS})
   out["minutes"] = round((time.time() - t0) / 60, 2)

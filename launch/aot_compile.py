@@ -16,6 +16,7 @@ are cached in `--cache_dir` by the lowered program and the compiler's version: a
 recompiles nothing (`--cache_dir=` to always compile).
 This file is intentionally short: the work is `arena_jax.aot.aot_compile`.
 """
+
 import os
 import sys
 
@@ -28,13 +29,19 @@ from ml_collections import config_flags  # noqa: E402
 from arena_jax import aot  # noqa: E402
 from arena_jax import cli  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/real_ministral3_8b.py", "Real-size run config.",
-                                          lock_config=True)
-_TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v5p:2x2x2, v5e:4x4, v4:2x2x2 "
-                                "(default: config.aot.topology).")
+_CONFIG = config_flags.DEFINE_config_file(
+  "config", "configs/real_ministral3_8b.py", "Real-size run config.", lock_config=True
+)
+_TOPOLOGY = flags.DEFINE_string(
+  "topology", None, "TPU topology, e.g. v5p:2x2x2, v5e:4x4, v4:2x2x2 (default: config.aot.topology)."
+)
 _PROGRAMS = flags.DEFINE_list("programs", ["train", "prefill", "decode"], "Programs to compile.")
-_RUNS = flags.DEFINE_list("runs", [], "Instead of --config: several `config file:topology`, each compiled by its "
-                          "own process (`aot.compile_many`), --jobs at a time.")
+_RUNS = flags.DEFINE_list(
+  "runs",
+  [],
+  "Instead of --config: several `config file:topology`, each compiled by its "
+  "own process (`aot.compile_many`), --jobs at a time.",
+)
 _JOBS = flags.DEFINE_integer("jobs", 2, "Processes compiling at once with --runs.")
 _CACHE_DIR = flags.DEFINE_string("cache_dir", ".aot_cache", "Reports of programs already compiled ('' = none).")
 
@@ -53,8 +60,10 @@ def main(argv):
   log(aot.format_reports(topology, [(r.name, r.memory) for r in reports]))
   log(aot.format_roofline(topology, [(r.name.split()[0], r.cost) for r in reports]))
   if not all(r.memory.fits for r in reports):
-    print(f"does not fit: {[r.name.split()[0] for r in reports if not r.memory.fits]} exceed the HBM of {topology}",
-          file=sys.stderr)
+    print(
+      f"does not fit: {[r.name.split()[0] for r in reports if not r.memory.fits]} exceed the HBM of {topology}",
+      file=sys.stderr,
+    )
     sys.exit(1)
 
 

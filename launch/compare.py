@@ -8,6 +8,7 @@ Finished runs are skipped on a restart. A preset's values replace the defaults, 
 command line. The SFT base's config (`--study.sft_config`) is read from the repository root, whatever the
 working directory. This file is intentionally short: see `experiments/study.py`.
 """
+
 from absl import flags
 from absl import logging
 from ml_collections import config_flags

@@ -7,6 +7,7 @@
 The configs default to the repository's files, whatever the working directory. This file is
 intentionally short: the steps live in `experiments/demo.py`.
 """
+
 from absl import flags
 from absl import logging
 from ml_collections import config_flags

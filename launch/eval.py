@@ -12,6 +12,7 @@ completions as text). `--step` prints the table and the completions instead.
 The problems are the run's own: its task settings are read from <workdir>/tasks.json (a flag that
 contradicts the trained task's settings is an error naming both values).
 """
+
 import signal
 
 from absl import flags
@@ -25,8 +26,11 @@ _CONFIG = config_flags.DEFINE_config_dict("config", watch_lib.default_config(), 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.", required=True)
 _OUT = flags.DEFINE_string("out_dir", None, "Where results go (default <workdir>/eval).")
 _STEP = flags.DEFINE_integer("step", None, "Evaluate this checkpoint only.")
-_WATCH = flags.DEFINE_boolean("watch", False, "Keep polling for new checkpoints until --stop_after_step, "
-                              "--timeout_s or, with neither, Ctrl-C / SIGTERM.")
+_WATCH = flags.DEFINE_boolean(
+  "watch",
+  False,
+  "Keep polling for new checkpoints until --stop_after_step, --timeout_s or, with neither, Ctrl-C / SIGTERM.",
+)
 _STOP = flags.DEFINE_integer("stop_after_step", None, "With --watch: stop once this step is evaluated.")
 _POLL = flags.DEFINE_float("poll_s", 30.0, "With --watch: seconds between polls.")
 _TIMEOUT = flags.DEFINE_float("timeout_s", None, "With --watch: stop after this long without a new checkpoint.")
@@ -45,9 +49,15 @@ def main(argv):
     return
   if _WATCH.value:  # SIGTERM (a scheduler stopping the job) ends the watch as Ctrl-C does: cleanly
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-  rows = watch_lib.watch(_WORKDIR.value, _CONFIG.value, out_dir=_OUT.value, poll_s=_POLL.value,
-                         stop_after_step=_STOP.value if _WATCH.value else None,
-                         timeout_s=_TIMEOUT.value if _WATCH.value else None, follow=_WATCH.value)
+  rows = watch_lib.watch(
+    _WORKDIR.value,
+    _CONFIG.value,
+    out_dir=_OUT.value,
+    poll_s=_POLL.value,
+    stop_after_step=_STOP.value if _WATCH.value else None,
+    timeout_s=_TIMEOUT.value if _WATCH.value else None,
+    follow=_WATCH.value,
+  )
   out_dir = _OUT.value or f"{_WORKDIR.value}/eval"
   print(f"evaluated {len(rows)} new checkpoint(s); table: {out_dir}/{watch_lib.TABLE_FILE}")
   print(watch_lib.markdown_table(watch_lib.read_results(out_dir)))

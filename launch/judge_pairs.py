@@ -6,9 +6,11 @@
 Input rows: {"problem", "reference", "trace_a", "trace_b"[, "id"]}. Output rows: {"row", "id",
 "verdict" (A / B / tie / null), "outcome" (soft score of trace_a, SPEC §4), "judge_text" (the judge's
 words), "judge_text_order" (which input trace its "Trace A" is), "failure_reason", ...}, in input order.
-Resumable: rows already in the output are skipped (--retry_failed judges failed ones again). Without --judge_url the embedded judge server is started for the run. Every
-judge setting is a `--judge.<field>` flag (`arena_jax.judges.default_config()`).
+Resumable: rows already in the output are skipped (--retry_failed judges failed ones again). Without --judge_url
+the embedded judge server is started for the run. Every judge setting is a `--judge.<field>` flag
+(`arena_jax.judges.default_config()`).
 """
+
 import asyncio
 import json
 
@@ -30,8 +32,11 @@ def main(argv):
   del argv
   config = judges.cli_config(_JUDGE.value, _URL.value)
   with judges.judge_endpoints(config) as urls:
-    summary = asyncio.run(judges.judge_pairs_file(config, _INPUT.value, _OUTPUT.value, urls=urls,
-                                                  retry_failed=_RETRY.value, progress=_PROGRESS.value))
+    summary = asyncio.run(
+      judges.judge_pairs_file(
+        config, _INPUT.value, _OUTPUT.value, urls=urls, retry_failed=_RETRY.value, progress=_PROGRESS.value
+      )
+    )
   print(json.dumps(summary))
 
 

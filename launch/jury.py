@@ -10,6 +10,7 @@ error. With labels it prints ProcessBench acc1 / acc2 / F1 and step-level balanc
 --jurors the embedded judge server is started and asked as --judge.jury.num_jurors jurors (each
 with its own seed). Every setting is a `--judge.<field>` flag (`arena_jax.judges.default_config()`).
 """
+
 import asyncio
 import json
 
@@ -41,8 +42,11 @@ def main(argv):
     config.jury.consolidator = _CONSOLIDATOR.value
   judges.validate_config(config)
   with judges.judge_endpoints(config) as urls:
-    summary = asyncio.run(judges.jury_file(config, _INPUT.value, _OUTPUT.value, urls=urls,
-                                           retry_failed=_RETRY.value, progress=_PROGRESS.value))
+    summary = asyncio.run(
+      judges.jury_file(
+        config, _INPUT.value, _OUTPUT.value, urls=urls, retry_failed=_RETRY.value, progress=_PROGRESS.value
+      )
+    )
   if "metrics" in summary:
     print(judges.format_jury_metrics(summary["metrics"]))
   print(json.dumps(summary))

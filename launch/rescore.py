@@ -12,6 +12,7 @@ Kendall τ between the two judges' Bradley–Terry strengths per group, each jud
 setting is a `--judge.<field>` flag (`arena_jax.judges.default_config()`); `debias` is ignored (the
 run's presentation orders are replayed).
 """
+
 import json
 
 from absl import flags
@@ -23,11 +24,15 @@ from arena_jax import report
 from arena_jax.report import inspector
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory (with judge transcripts).", required=True)
-_URL = flags.DEFINE_string("judge_url", "", "Comma-separated URLs of the judge to compare; empty = start the "
-                           "embedded server (its settings: --judge.server.*).")
+_URL = flags.DEFINE_string(
+  "judge_url",
+  "",
+  "Comma-separated URLs of the judge to compare; empty = start the embedded server (its settings: --judge.server.*).",
+)
 _STEP = flags.DEFINE_string("step", None, "Only these steps: 40, 10,20 or 10-20 (default: every stored step).")
-_MAX_CALLS = flags.DEFINE_integer("max_calls", None, "Re-judge only the first that many stored calls (a cheap look "
-                                  "before paying for all of them).")
+_MAX_CALLS = flags.DEFINE_integer(
+  "max_calls", None, "Re-judge only the first that many stored calls (a cheap look before paying for all of them)."
+)
 _JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_config=True)
 
 
@@ -35,8 +40,9 @@ def main(argv):
   del argv
   config = judges.cli_config(_JUDGE.value, _URL.value)
   with judges.judge_endpoints(config) as urls:
-    result = report.rescore(_WORKDIR.value, config, urls, steps=inspector.parse_ints(_STEP.value, "step"),
-                            max_calls=_MAX_CALLS.value)
+    result = report.rescore(
+      _WORKDIR.value, config, urls, steps=inspector.parse_ints(_STEP.value, "step"), max_calls=_MAX_CALLS.value
+    )
   print(result.table())
   print(json.dumps(result.summary()))
 

@@ -8,6 +8,7 @@ Every knob of `arena_jax.judges.server_config()` is a `--server.<knob>` flag. It
 unless --host says otherwise; a bearer key is read from the env var named by --server.api_key_env.
 This is the judge server's only command line (`judges.EmbeddedJudgeServer` starts its child without one).
 """
+
 from absl import flags
 from ml_collections import config_flags
 

@@ -7,6 +7,7 @@
 A run whose config equals the one stored in the policy directory returns at once (the cache that
 `make demo` relies on). This file is intentionally short: the work is in `arena_jax.train.sft`.
 """
+
 import json
 
 from absl import flags
@@ -27,8 +28,10 @@ def main(argv):
   summary = sft.train_sft(_CONFIG.value, _WORKDIR.value)
   summary.pop("loss_history", None)
   state = "cached policy" if summary["cached"] else "trained policy"
-  print(f"{state} in {summary['output_dir']} ({summary['wall_time_s']:.0f}s): "
-        f"held-out {json.dumps({k: round(v, 3) for k, v in summary.get('eval', {}).items()})}")
+  print(
+    f"{state} in {summary['output_dir']} ({summary['wall_time_s']:.0f}s): "
+    f"held-out {json.dumps({k: round(v, 3) for k, v in summary.get('eval', {}).items()})}"
+  )
 
 
 if __name__ == "__main__":

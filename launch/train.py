@@ -8,6 +8,7 @@
 
 This file is intentionally short: the loop lives in `arena_jax.train`.
 """
+
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
@@ -25,8 +26,10 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
   summary = train.train(_CONFIG.value, _WORKDIR.value)
   if summary["interrupted"]:
-    print(f"interrupted after step {summary['steps']} (checkpoint saved); resume with the same command and "
-          "--config.resume=True")
+    print(
+      f"interrupted after step {summary['steps']} (checkpoint saved); resume with the same command and "
+      "--config.resume=True"
+    )
   else:
     print(f"done: {summary['steps']} steps in {summary['workdir']}")
 

@@ -1,6 +1,7 @@
 """Test-wide JAX set-up, before JAX starts: CPU backend, 8 fake CPU devices for the mesh tests
 (jit without shardings still runs on device 0), and a persistent compilation cache that the xdist
 workers share so a program compiled once is reused across test files."""
+
 import os
 import pathlib
 

@@ -1,6 +1,7 @@
 """benchmarks.train_step: its plain reference is the same update as the trainer's (so the speed-up compares
 like with like), and the benchmark runs end to end at its smoke size and ends with its JSON line (no timing
 is checked)."""
+
 import json
 
 import jax
@@ -10,8 +11,9 @@ import numpy as np
 from arena_jax import models
 from benchmarks import train_step
 
-CONFIG = models.tiny_config().replace(num_layers=2, d_model=64, num_heads=2, num_kv_heads=1, head_dim=32,
-                                      mlp_dim=128, vocab_size=128)
+CONFIG = models.tiny_config().replace(
+  num_layers=2, d_model=64, num_heads=2, num_kv_heads=1, head_dim=32, mlp_dim=128, vocab_size=128
+)
 
 
 def first_updates(micro_batches, batch, *, plain_batch=None, states=False):
@@ -41,16 +43,19 @@ def test_plain_reference_computes_our_update_on_ragged_rows():
     # The two sides sum the same float32 terms in different orders: the loss agrees to float32 round-off of a
     # mean over the batch's tokens, the gradient (Adam's first moment) to a few ulps of its largest entry.
     tokens = int(np.asarray(batch.mask).sum())
-    assert agree["loss"] < 4 * tokens * 2.0 ** -24 * max(1.0, abs(loss)), (m, agree)
+    assert agree["loss"] < 4 * tokens * 2.0**-24 * max(1.0, abs(loss)), (m, agree)
     assert agree["grad_rel"] < 1e-4, (m, agree)
     # AdamW's first step moves each weight by lr · u(g), u(g) = g / (|g| + ε) after bias correction (plus the
     # decay lr · wd · w, the same on both sides). u is 1/ε-Lipschitz and bounded by 1, so a gradient difference
     # Δg moves the new weights apart by at most lr · min(2, |Δg| / ε), and each side rounds w + step to float32
     # (half a spacing each). Δg comes from the first moments: m = (1 − b1) · g.
-    for mu_a, mu_b, w_a, w_b, w0 in zip(jax.tree.leaves(train_step.first_moments(ours.opt_state)),
-                                        jax.tree.leaves(train_step.first_moments(plain[1])),
-                                        jax.tree.leaves(ours.params), jax.tree.leaves(plain[0]),
-                                        jax.tree.leaves(models.pure_params(models.init_model(CONFIG, seed=0)))):
+    for mu_a, mu_b, w_a, w_b, w0 in zip(
+      jax.tree.leaves(train_step.first_moments(ours.opt_state)),
+      jax.tree.leaves(train_step.first_moments(plain[1])),
+      jax.tree.leaves(ours.params),
+      jax.tree.leaves(plain[0]),
+      jax.tree.leaves(models.pure_params(models.init_model(CONFIG, seed=0))),
+    ):
       dg = np.abs(np.asarray(mu_a, np.float64) - np.asarray(mu_b, np.float64)) / (1 - o.b1)
       bound = o.lr * np.minimum(2.0, dg / o.eps) + np.spacing(np.abs(np.asarray(w0, np.float32)) * 2)
       assert np.all(np.abs(np.asarray(w_a, np.float64) - np.asarray(w_b, np.float64)) <= bound), m
@@ -89,7 +94,7 @@ def test_benchmark_runs_at_smoke_size_and_ends_with_json(capsys):
     # roundings per matmul, through the layers' chain). FP8 rounds to 4 bits forward (e4m3) and 3 backward (e5m2,
     # ≤ 2⁻³ relative): coarser than bf16, and still no entry off by the largest one.
     bf16, fp8 = (figures[name][side]["agreement"]["grad_rel"] for side in ("ours_bf16", "ours_fp8"))
-    assert 1e-5 < bf16 < 2.0 ** -4, name
+    assert 1e-5 < bf16 < 2.0**-4, name
     assert bf16 < fp8 < 1.0, name
   assert figures["fp8_speedup_vs_bf16"] > 0
   assert figures["fraction_of_peak"] == figures["wide"]["ours_m1"]["fraction_of_peak"] > 0

@@ -1,6 +1,7 @@
 """Chat templates: `load_tokenizer(path).apply_chat_template` renders a checkpoint's own Jinja template as
 transformers does (text and token ids), on tiny tokenizers built here with Llama-3-, Qwen3- and
 Mistral-style templates (tests/data/chat_templates)."""
+
 import json
 import pathlib
 
@@ -11,20 +12,33 @@ from arena_jax import tokenizer as tok
 
 TEMPLATES = pathlib.Path(__file__).parent / "data" / "chat_templates"
 FAMILIES = {  # special tokens, tokenizer_config entries, where the template is stored
-    "llama3": (["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"],
-               {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "config"),
-    "qwen3": (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"],
-              {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, "file"),
-    "mistral": (["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[THINK]",
-                 "[/THINK]"], {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}, "config"),
+  "llama3": (
+    ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"],
+    {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+    "config",
+  ),
+  "qwen3": (
+    ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"],
+    {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    "file",
+  ),
+  "mistral": (
+    ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[THINK]", "[/THINK]"],
+    {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
+    "config",
+  ),
 }
 SYSTEM = {"role": "system", "content": "Solve the problem. End with 'Answer: <number>'."}
 USER = {"role": "user", "content": "Compute 3 + 4, then times 2."}
 CONVERSATIONS = {
-    "user": [USER],
-    "system+user": [SYSTEM, USER],
-    "multi-turn": [SYSTEM, USER, {"role": "assistant", "content": "3 + 4 = 7.\n\nAnswer: 14", "reasoning_content": "7*2"},
-                   {"role": "user", "content": "And times 3?", "name": None}],
+  "user": [USER],
+  "system+user": [SYSTEM, USER],
+  "multi-turn": [
+    SYSTEM,
+    USER,
+    {"role": "assistant", "content": "3 + 4 = 7.\n\nAnswer: 14", "reasoning_content": "7*2"},
+    {"role": "user", "content": "And times 3?", "name": None},
+  ],
 }
 
 
@@ -34,8 +48,9 @@ def build(family, root):
   model = tokenizers.Tokenizer(tokenizers.models.BPE())
   model.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
   model.decoder = tokenizers.decoders.ByteLevel()
-  trainer = tokenizers.trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                           initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+  trainer = tokenizers.trainers.BpeTrainer(
+    vocab_size=400, special_tokens=specials, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()
+  )
   model.train_from_iterator([SYSTEM["content"], USER["content"], "assistant user system think"] * 4, trainer)
   d = root / family
   d.mkdir()
@@ -106,8 +121,16 @@ def test_a_tokenizer_without_a_template_says_so(tmp_path):
 
 
 def test_named_templates_use_the_default(tmp_path):
-  (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": [
-      {"name": "tool_use", "template": "tools"}, {"name": "default", "template": "{{ messages[0].content }}"}]}))
+  (tmp_path / "tokenizer_config.json").write_text(
+    json.dumps(
+      {
+        "chat_template": [
+          {"name": "tool_use", "template": "tools"},
+          {"name": "default", "template": "{{ messages[0].content }}"},
+        ]
+      }
+    )
+  )
   assert chat_template.render(chat_template.load_chat_template(tmp_path), [USER]) == USER["content"]
   (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": [{"name": "x", "template": "t"}]}))
   with pytest.raises(chat_template.ChatTemplateError, match="no 'default'"):
@@ -129,8 +152,12 @@ def test_tasks_render_prompts_through_the_chat_template(built):
   task = tasks.get_task("arithmetic", cfg)
   (text,) = task.prompt_texts([example], qwen)
   ref = transformers.AutoTokenizer.from_pretrained(str(built["qwen3"]))
-  assert text == ref.apply_chat_template([SYSTEM, {"role": "user", "content": task.prompt(example)}], tokenize=False,
-                                         add_generation_prompt=True, enable_thinking=False)
+  assert text == ref.apply_chat_template(
+    [SYSTEM, {"role": "user", "content": task.prompt(example)}],
+    tokenize=False,
+    add_generation_prompt=True,
+    enable_thinking=False,
+  )
   assert task.chat and text.endswith("<think>\n\n</think>\n\n")
   cfg.system_prompt = ""
   assert "system" not in tasks.get_task("arithmetic", cfg).prompt_texts([example], qwen)[0]

@@ -1,5 +1,6 @@
 """Package-level promises: the public API names that benchmarks and notebooks rely on exist; the default
 import stays light."""
+
 import json
 import subprocess
 import sys
@@ -20,9 +21,13 @@ def test_design_public_api_names_exist():
 
 @pytest.mark.parametrize("module", ["arena_jax", "arena_jax.arena", "arena_jax.rl"])
 def test_default_import_is_light_and_quiet(module):
-  code = (f"import sys, json; import {module}; "
-          "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'libtpu', 'tensorflow', 'jaxopt') if m in sys.modules)))")
-  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                        env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+  code = (
+    f"import sys, json; import {module}; "
+    "heavy = ('torch', 'transformers', 'libtpu', 'tensorflow', 'jaxopt'); "
+    "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"JAX_PLATFORMS": "cpu", "PATH": ""}
+  )
   assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
   assert proc.stderr == "", proc.stderr

@@ -1,4 +1,5 @@
 """Tokenizers: SentencePiece training from an iterable, round trips, batching, special ids, HF tokenizer.json."""
+
 import json
 
 import numpy as np
@@ -12,8 +13,10 @@ def _corpus():
   """A generator (any iterable of strings works), in the built-in tasks' style: steps at blank lines."""
   for a in range(30):
     for b in range(1, 9):
-      yield (f"Problem: compute {a} + {b} * {a % 7}.\n\nStep 1: {b} * {a % 7} = {b * (a % 7)}.\n\n"
-             f"Step 2: {a} + {b * (a % 7)} = {a + b * (a % 7)}.\n\nAnswer: {a + b * (a % 7)}")
+      yield (
+        f"Problem: compute {a} + {b} * {a % 7}.\n\nStep 1: {b} * {a % 7} = {b * (a % 7)}.\n\n"
+        f"Step 2: {a} + {b * (a % 7)} = {a + b * (a % 7)}.\n\nAnswer: {a + b * (a % 7)}"
+      )
 
 
 @pytest.fixture(scope="module")
@@ -22,18 +25,23 @@ def sp():
 
 
 def test_trained_model_has_the_fixed_special_ids(sp):
-  assert (sp.pad_id, sp.eos_id, sp.bos_id, sp.unk_id) == (tok.PAD_ID, tok.EOS_ID, tok.BOS_ID, tok.UNK_ID) == (0, 1, 2, 3)
+  assert (
+    (sp.pad_id, sp.eos_id, sp.bos_id, sp.unk_id) == (tok.PAD_ID, tok.EOS_ID, tok.BOS_ID, tok.UNK_ID) == (0, 1, 2, 3)
+  )
   assert 20 < sp.vocab_size <= 128
   sp.check_vocab(models.tiny_config().vocab_size)
   with pytest.raises(ValueError, match="vocab_size"):
     sp.check_vocab(sp.vocab_size - 1)
 
 
-@pytest.mark.parametrize("text", [
+@pytest.mark.parametrize(
+  "text",
+  [
     "Problem: compute 12 + 3 * 4.\n\nStep 1: 3 * 4 = 12.\n\nAnswer: 24",
     "  Step 2:  compute  Problems\n\n\nAnswer: 7 ",  # leading, double, trailing spaces; 3 newlines
     "Answer: 987654321",
-])
+  ],
+)
 def test_round_trip_is_byte_exact(sp, text):
   ids = sp.encode(text)
   assert sp.decode(ids) == text
@@ -82,8 +90,11 @@ def test_hf_tokenizer_json(tmp_path):
   model = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
   model.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
   model.decoder = tokenizers.decoders.ByteLevel()
-  trainer = tokenizers.trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "</s>", "<s>", "<unk>"],
-                                           initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+  trainer = tokenizers.trainers.BpeTrainer(
+    vocab_size=300,
+    special_tokens=["<pad>", "</s>", "<s>", "<unk>"],
+    initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+  )
   model.train_from_iterator(_corpus(), trainer)
   model.save(str(tmp_path / "tokenizer.json"))
   (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "pad_token": {"content": "<pad>"}}))

@@ -28,6 +28,7 @@ Host references, float64 and not jittable: `fit_bradley_terry_scipy` (per-group 
 literal match-list objective, the paper's method) and `fit_bradley_terry_host` (NumPy Newton for one
 small group, used by the live tournament's leaderboard).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -172,8 +173,8 @@ def _solve_newton(w, l2, options: SolverOptions):
     trial = dense_eval(theta - direction, w, l2)
     full_ok = armijo(trial[0], loss, 1.0, slope)
     alpha, fallback = jax.lax.cond(
-        full_ok.all(), lambda: (jnp.ones_like(loss), trial),
-        lambda: backtrack(theta, direction, loss, slope))
+      full_ok.all(), lambda: (jnp.ones_like(loss), trial), lambda: backtrack(theta, direction, loss, slope)
+    )
     pick = lambda a, b: jnp.where(full_ok.reshape(full_ok.shape + (1,) * (a.ndim - 1)), a, b)
     evaluated = jax.tree.map(pick, trial, fallback)
     alpha = jnp.where(full_ok, 1.0, alpha)
@@ -216,15 +217,23 @@ def _solve_jaxopt_lbfgs(w, l2, options: SolverOptions):
     warnings.simplefilter("ignore", DeprecationWarning)
     import jaxopt  # pylint: disable=g-import-not-at-top  (kept local: only this solver needs it)
 
-  solver = jaxopt.LBFGS(fun=_joint_value_and_grad(l2), value_and_grad=True, maxiter=options.max_iter,
-                        history_size=10, linesearch="zoom", implicit_diff=False)
+  solver = jaxopt.LBFGS(
+    fun=_joint_value_and_grad(l2),
+    value_and_grad=True,
+    maxiter=options.max_iter,
+    history_size=10,
+    linesearch="zoom",
+    implicit_diff=False,
+  )
   theta0 = jnp.zeros(w.shape[:-1], w.dtype)
 
   def cond(carry):
     _, state = carry
     return (state.iter_num < options.max_iter) & ~_scaled_grad_converged(state.grad, w, options.tol)
 
-  theta, _ = jax.lax.while_loop(cond, lambda c: tuple(solver.update(c[0], c[1], w)), (theta0, solver.init_state(theta0, w)))
+  theta, _ = jax.lax.while_loop(
+    cond, lambda c: tuple(solver.update(c[0], c[1], w)), (theta0, solver.init_state(theta0, w))
+  )
   return theta
 
 
@@ -367,16 +376,35 @@ def _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter,
   n, m = f.shape
   nb, mb = _bucket(n, MIN_BATCH_BUCKET), _bucket(m, MIN_MATCH_BUCKET)
   pad = lambda a: xp.pad(a, ((0, nb - n), (0, mb - m)))  # zero weight: padding carries nothing
-  out = _fit_jit(pad(f), pad(s), pad(o), pad(w), num_players=int(num_players), l2=float(l2),
-                 solver=solver, options=SolverOptions(tol=float(tol), max_iter=int(max_iter)),
-                 rewards=rewards, errors=errors)
+  out = _fit_jit(
+    pad(f),
+    pad(s),
+    pad(o),
+    pad(w),
+    num_players=int(num_players),
+    l2=float(l2),
+    solver=solver,
+    options=SolverOptions(tol=float(tol), max_iter=int(max_iter)),
+    rewards=rewards,
+    errors=errors,
+  )
   unpad = lambda a: a[:n].reshape(tuple(batch_shape) + (num_players,))
   return unpad(out) if errors is None else tuple(unpad(a) for a in out)
 
 
-def fit_bradley_terry(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,
-                      solver: str = DEFAULT_SOLVER, tol: float = 1e-6, max_iter: int = 100,
-                      errors: str | None = None):
+def fit_bradley_terry(
+  first,
+  second,
+  outcome,
+  weight,
+  num_players: int,
+  *,
+  l2: float = DEFAULT_L2,
+  solver: str = DEFAULT_SOLVER,
+  tol: float = 1e-6,
+  max_iter: int = 100,
+  errors: str | None = None,
+):
   """Fits Bradley–Terry log-strengths θ [..., num_players] to soft outcomes (SPEC §6).
 
   Args:
@@ -393,12 +421,21 @@ def fit_bradley_terry(first, second, outcome, weight, num_players: int, *, l2: f
   The batch and match axes are padded to powers of two before the jitted fit, so varying numbers of
   groups or matches per step reuse a few compiled programs. Mirroring happens inside.
   """
-  return _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards=False,
-              errors=errors)
+  return _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards=False, errors=errors)
 
 
-def bt_rewards(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,
-               solver: str = DEFAULT_SOLVER, tol: float = 1e-6, max_iter: int = 100):
+def bt_rewards(
+  first,
+  second,
+  outcome,
+  weight,
+  num_players: int,
+  *,
+  l2: float = DEFAULT_L2,
+  solver: str = DEFAULT_SOLVER,
+  tol: float = 1e-6,
+  max_iter: int = 100,
+):
   """`fit_bradley_terry` followed by min–max normalisation per group: rewards in [0, 1] (SPEC §6)."""
   return _run(first, second, outcome, weight, num_players, l2, solver, tol, max_iter, rewards=True)
 
@@ -414,8 +451,18 @@ def min_max_normalise(theta, eps: float = 1e-6):
 # ──────────────────────────────────────── host references (float64) ────────────────────────────────────────
 
 
-def fit_bradley_terry_host(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,
-                           init=None, tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+def fit_bradley_terry_host(
+  first,
+  second,
+  outcome,
+  weight,
+  num_players: int,
+  *,
+  l2: float = DEFAULT_L2,
+  init=None,
+  tol: float = 1e-10,
+  max_iter: int = 100,
+) -> np.ndarray:
   """Float64 NumPy Newton fit of ONE group (1-D match arrays); cheap for the small G of a group.
 
   Used on the host by schedulers that need current strengths between judge calls (the live
@@ -440,8 +487,9 @@ def fit_bradley_terry_host(first, second, outcome, weight, num_players: int, *, 
   return theta
 
 
-def laplace_covariance_host(first, second, outcome, weight, num_players: int, theta, *,
-                            l2: float = DEFAULT_L2) -> np.ndarray:
+def laplace_covariance_host(
+  first, second, outcome, weight, num_players: int, theta, *, l2: float = DEFAULT_L2
+) -> np.ndarray:
   """Float64 Laplace covariance Σ = 2·(∇²L(θ))⁻¹ of ONE group at the fit θ (see `LAPLACE_SCALE`)."""
   f, s = np.asarray(first, np.int64), np.asarray(second, np.int64)
   o = np.asarray(outcome, np.float64)
@@ -451,8 +499,9 @@ def laplace_covariance_host(first, second, outcome, weight, num_players: int, th
   return LAPLACE_SCALE * np.linalg.inv(hess)
 
 
-def fit_bradley_terry_scipy(first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2,
-                            gtol: float = 1e-10) -> np.ndarray:
+def fit_bradley_terry_scipy(
+  first, second, outcome, weight, num_players: int, *, l2: float = DEFAULT_L2, gtol: float = 1e-10
+) -> np.ndarray:
   """Reference: scipy L-BFGS-B per group, float64, on the literal mirrored match-list objective.
 
   Shapes as `fit_bradley_terry`. This is the paper's method (a host loop over groups) and the
@@ -461,8 +510,11 @@ def fit_bradley_terry_scipy(first, second, outcome, weight, num_players: int, *,
   import scipy.optimize  # pylint: disable=g-import-not-at-top
 
   first, second, outcome, weight = np.broadcast_arrays(
-      np.asarray(first), np.asarray(second), np.asarray(outcome, np.float64),
-      np.ones(np.shape(outcome)) if weight is None else np.asarray(weight, np.float64))
+    np.asarray(first),
+    np.asarray(second),
+    np.asarray(outcome, np.float64),
+    np.ones(np.shape(outcome)) if weight is None else np.asarray(weight, np.float64),
+  )
   batch_shape, m = first.shape[:-1], first.shape[-1]
   out = np.zeros((int(np.prod(batch_shape, dtype=np.int64)), num_players))
   rows = zip(*(a.reshape(-1, m) for a in (first, second, outcome, weight)))
@@ -482,7 +534,12 @@ def fit_bradley_terry_scipy(first, second, outcome, weight, num_players: int, *,
       grad = np.bincount(fi, coef, num_players) - np.bincount(si, coef, num_players) + 2.0 * l2 * theta
       return value, grad
 
-    res = scipy.optimize.minimize(fun, np.zeros(num_players), jac=True, method="L-BFGS-B",
-                                  options=dict(gtol=gtol, ftol=1e-15, maxiter=10_000, maxcor=20))
+    res = scipy.optimize.minimize(
+      fun,
+      np.zeros(num_players),
+      jac=True,
+      method="L-BFGS-B",
+      options=dict(gtol=gtol, ftol=1e-15, maxiter=10_000, maxcor=20),
+    )
     out[b] = res.x
   return out.reshape(batch_shape + (num_players,))

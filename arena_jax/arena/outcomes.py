@@ -10,6 +10,7 @@ because the "second wins" outcome is computed as 1 âˆ’ (1/2 + m), never as 1/2 â
 
 Every function here works on Python scalars and NumPy arrays; `mirror_matches` also works on jax arrays.
 """
+
 from __future__ import annotations
 
 import enum

@@ -4,6 +4,7 @@
 known truth without a model or a judge server. Nothing in the library proper uses this module (without
 a real model the trainer talks to the embedded judge server, which has a simulated judge of its own).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,9 @@ import numpy as np
 from arena_jax.arena.tournaments.base import Judge
 
 
-def strength_judge(strengths: Iterable[float], *, margin: float = 0.4, noise: float = 0.0,
-                   fail_rate: float = 0.0, seed: int = 0) -> Judge:
+def strength_judge(
+  strengths: Iterable[float], *, margin: float = 0.4, noise: float = 0.0, fail_rate: float = 0.0, seed: int = 0
+) -> Judge:
   """A synthetic judge for tests and benchmarks: verdicts from latent strengths (SPEC §4 soft outcomes).
 
   Noiseless (`noise=0`): the stronger wins, equal strengths tie. Otherwise i beats j with probability

@@ -13,6 +13,7 @@ train room may not import this one, which reads what train writes); they are exp
 
 The watcher reads what `arena_jax.train` writes (checkpoints, the run's policy spec).
 """
+
 from arena_jax.sampling.accuracy import default_ks, evaluate, flatten_metrics, generate, pass_at_k
 from arena_jax.eval import watch
 from arena_jax.eval.watch import evaluate_params, evaluate_step, pop_samples, read_results

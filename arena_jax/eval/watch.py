@@ -13,6 +13,7 @@ skips finished steps and a step interrupted mid-evaluation is simply evaluated a
 written for a step until all its benchmarks are done. A step whose checkpoint fails verification
 (`checkpoint.CheckpointError`: damaged or missing files, non-finite values) is logged and skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,24 +46,35 @@ def _unchecked(default, valid: str, meaning: str) -> cs.Field:
 
 # What `launch/eval.py` evaluates, declared once (default, valid values, meaning; docs/configuration.md).
 # Nothing checks these up front: a bad value fails when the evaluation reaches it.
-EVAL = cs.Section(dict(
-    benchmarks=_unchecked(("arithmetic", "arithmetic_shift"), "task names", "Benchmarks per checkpoint: arithmetic "
-                          "(in distribution), arithmetic_shift (out of distribution: arithmetic no training problem "
-                          "could be), countdown (a different task, far out of distribution), jsonl "
-                          "(`tasks.jsonl.test_path`)."),
+EVAL = cs.Section(
+  dict(
+    benchmarks=_unchecked(
+      ("arithmetic", "arithmetic_shift"),
+      "task names",
+      "Benchmarks per checkpoint: arithmetic "
+      "(in distribution), arithmetic_shift (out of distribution: arithmetic no training problem "
+      "could be), countdown (a different task, far out of distribution), jsonl "
+      "(`tasks.jsonl.test_path`).",
+    ),
     num_examples=_unchecked(200, "int ≥ 1", "Problems per benchmark (the first ones of the test split)."),
-    num_samples=_unchecked(16, "int ≥ 0", "n: mean pass ratio@n (the paper's pass ratio@16) and pass@k for k ≤ n; "
-                           "0 = greedy only."),
+    num_samples=_unchecked(
+      16, "int ≥ 0", "n: mean pass ratio@n (the paper's pass ratio@16) and pass@k for k ≤ n; 0 = greedy only."
+    ),
     temperature=_unchecked(1.0, "> 0", "Temperature of the n samples."),
     greedy=_unchecked(True, "bool", "Also decode each problem greedily (greedy accuracy)."),
     max_new_tokens=_unchecked(96, "int ≥ 1", "Completion budget; a truncated completion is scored as it is."),
     batch_size=_unchecked(64, "int ≥ 1", "Prompts per sampler call."),
     seed=_unchecked(0, "int", "Sampling key (folded with the benchmark index)."),
-    samples_per_benchmark=_unchecked(4, "int ≥ 0", "Completions kept per benchmark and checkpoint (the greedy one "
-                                     "and the first sampled one of the first problems) in `<out_dir>/samples.jsonl` "
-                                     "and TensorBoard text: what the policy wrote. 0 = none."),
+    samples_per_benchmark=_unchecked(
+      4,
+      "int ≥ 0",
+      "Completions kept per benchmark and checkpoint (the greedy one "
+      "and the first sampled one of the first problems) in `<out_dir>/samples.jsonl` "
+      "and TensorBoard text: what the policy wrote. 0 = none.",
+    ),
     tasks=tasks_config.TASKS.but(documented_apart=True),
-))
+  )
+)
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -103,11 +115,22 @@ def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = 
     task = tasks.get_task(name, config.tasks)
     examples = tasks.load_split(config.tasks, name, "test")
     examples = [examples[i] for i in range(min(config.num_examples, len(examples)))]
-    res = evaluate(params, tokenizer, task, examples, num_samples=config.num_samples, temperature=config.temperature,
-                   max_new_tokens=config.max_new_tokens, batch_size=config.batch_size,
-                   rng=jax.random.fold_in(jax.random.key(config.seed), k), greedy=config.greedy,
-                   add_bos=add_bos, config=model_config, progress=f"eval {name}" if progress else None,
-                   return_details=keep > 0)
+    res = evaluate(
+      params,
+      tokenizer,
+      task,
+      examples,
+      num_samples=config.num_samples,
+      temperature=config.temperature,
+      max_new_tokens=config.max_new_tokens,
+      batch_size=config.batch_size,
+      rng=jax.random.fold_in(jax.random.key(config.seed), k),
+      greedy=config.greedy,
+      add_bos=add_bos,
+      config=model_config,
+      progress=f"eval {name}" if progress else None,
+      return_details=keep > 0,
+    )
     out[name] = flatten_metrics(res)
     if keep > 0:
       out[name][SAMPLES] = _samples(task, tokenizer, examples, res, keep, config.num_samples)
@@ -123,11 +146,20 @@ def _samples(task, tokenizer, examples, details: dict, keep: int, n: int) -> lis
   rows = []
   shown = task.prompt_texts(examples[:keep], tokenizer)
   for i in range(len(examples)):
-    for kind, texts, rewards, row in (("greedy", "greedy_completions", "greedy_rewards", i),
-                                      ("sampled", "completions", "rewards", i * max(n, 1))):
+    for kind, texts, rewards, row in (
+      ("greedy", "greedy_completions", "greedy_rewards", i),
+      ("sampled", "completions", "rewards", i * max(n, 1)),
+    ):
       if len(rows) < keep and texts in details:
-        rows.append({"problem": i, "kind": kind, "prompt": shown[i], "completion": details[texts][row],
-                     "verifier": float(np.ravel(details[rewards])[row])})
+        rows.append(
+          {
+            "problem": i,
+            "kind": kind,
+            "prompt": shown[i],
+            "completion": details[texts][row],
+            "verifier": float(np.ravel(details[rewards])[row]),
+          }
+        )
   return rows
 
 
@@ -147,8 +179,9 @@ def run_config(workdir: str, config) -> ml_collections.ConfigDict:
   """
   recorded = policy_io.load_run_tasks(workdir)
   if recorded is None:
-    logging.warning("%s records no task settings (written before they were saved): evaluating with "
-                    "config.tasks as given", workdir)
+    logging.warning(
+      "%s records no task settings (written before they were saved): evaluating with config.tasks as given", workdir
+    )
     return config
   given, default = _flat(config.tasks.to_dict()), _flat(tasks_config.TASKS.defaults().to_dict())
   ran = _flat(recorded)
@@ -165,8 +198,10 @@ def run_config(workdir: str, config) -> ml_collections.ConfigDict:
         clashes.append(f"config.tasks.{k}={given[k]!r} but the run trained with {ran[k]!r}")
       merged[k] = given[k]
   if clashes:
-    raise ValueError(f"the evaluation's settings of the trained task {trained!r} differ from the run's (drop "
-                     "these flags to use the run's): " + "; ".join(clashes))
+    raise ValueError(
+      f"the evaluation's settings of the trained task {trained!r} differ from the run's (drop "
+      "these flags to use the run's): " + "; ".join(clashes)
+    )
   out = config.copy_and_resolve_references()
   with out.unlocked():
     out.tasks = ml_collections.ConfigDict(_unflat(merged))
@@ -206,8 +241,9 @@ def evaluate_step(workdir: str, step: int, config) -> dict:
   """{benchmark: metrics} of checkpoint `step` of a run (its policy spec: `policy_io.load_run_policy`), on
   the run's own task settings (`run_config`)."""
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
-  return evaluate_params(load_params(workdir, step), model_config, tokenizer, run_config(workdir, config),
-                         add_bos=add_bos)
+  return evaluate_params(
+    load_params(workdir, step), model_config, tokenizer, run_config(workdir, config), add_bos=add_bos
+  )
 
 
 # ───────────────────────────────────────────── watching ─────────────────────────────────────────────
@@ -244,8 +280,11 @@ def _write_samples(out_dir: str, step: int, samples: dict) -> None:
 
 def samples_markdown(rows: list[dict]) -> str:
   """Completions as markdown (prompt and completion as a code block under a one-line header)."""
-  return "\n\n".join(f"**problem {r['problem']}, {r['kind']}, verifier {r['verifier']:g}**\n\n    "
-                      + (r["prompt"] + r["completion"]).replace("\n", "\n    ") for r in rows)
+  return "\n\n".join(
+    f"**problem {r['problem']}, {r['kind']}, verifier {r['verifier']:g}**\n\n    "
+    + (r["prompt"] + r["completion"]).replace("\n", "\n    ")
+    for r in rows
+  )
 
 
 def read_results(out_dir: str) -> list[dict]:
@@ -268,9 +307,18 @@ def _fmt(v):
   return "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
-def watch(workdir: str, config, *, out_dir: str | None = None, poll_s: float = 10.0,
-          stop_after_step: int | None = None, timeout_s: float | None = None, follow: bool | None = None,
-          evaluate_fn: Callable[[str, int, object], dict] = evaluate_step, tensorboard: bool = True) -> list[dict]:
+def watch(
+  workdir: str,
+  config,
+  *,
+  out_dir: str | None = None,
+  poll_s: float = 10.0,
+  stop_after_step: int | None = None,
+  timeout_s: float | None = None,
+  follow: bool | None = None,
+  evaluate_fn: Callable[[str, int, object], dict] = evaluate_step,
+  tensorboard: bool = True,
+) -> list[dict]:
   """Evaluates every new checkpoint of `workdir` once; returns the rows written by this call.
 
   `follow` (`launch.eval --watch`; default: on when a stop condition is given) keeps polling every

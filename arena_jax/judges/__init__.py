@@ -25,39 +25,41 @@
 
 Importing this package starts nothing: servers, sessions and event loops are created on use.
 """
+
 from arena_jax.judges import embedded, hygiene, prompts
+
 # The embedded server's modules stay reachable as `judges.server`, `judges.hostile` and `judges.simulated`.
 from arena_jax.judges.embedded import hostile, server, simulated
 from arena_jax.judges.backends import (
-    BACKENDS,
-    check_judge_urls,
-    configured_urls,
-    judge_endpoints,
-    make_judge,
-    make_jury,
-    register_backend,
+  BACKENDS,
+  check_judge_urls,
+  configured_urls,
+  judge_endpoints,
+  make_judge,
+  make_jury,
+  register_backend,
 )
 from arena_jax.judges.client import (
-    ClientStats,
-    Completion,
-    JudgeClient,
-    JudgeUnreachableError,
-    ResponseCache,
-    backoff_delay,
-    chat_completions_url,
-    check_endpoints,
-    models_url,
-    retry_after_seconds,
-    split_urls,
+  ClientStats,
+  Completion,
+  JudgeClient,
+  JudgeUnreachableError,
+  ResponseCache,
+  backoff_delay,
+  chat_completions_url,
+  check_endpoints,
+  models_url,
+  retry_after_seconds,
+  split_urls,
 )
 from arena_jax.judges.config import (
-    DEBIAS_MODES,
-    JURY_MODES,
-    cli_config,
-    default_config,
-    server_config,
-    validate_config,
-    validate_server_config,
+  DEBIAS_MODES,
+  JURY_MODES,
+  cli_config,
+  default_config,
+  server_config,
+  validate_config,
+  validate_server_config,
 )
 from arena_jax.judges.embedded import EmbeddedJudgeServer, JudgeLogic, make_app, run_server, serve_in_process
 from arena_jax.judges.files import format_jury_metrics, judge_pairs_file, jury_file, jury_metrics
@@ -67,14 +69,14 @@ from arena_jax.judges.metrics import balanced_f1, processbench_scores, processbe
 from arena_jax.judges.pairwise import JudgeCall, JudgeResult, PairRequest, PairwiseJudge, derive_seed
 from arena_jax.judges.pointwise import PointwiseJudge, ScoreRequest, ScoreResult
 from arena_jax.judges.prompts import (
-    Templates,
-    load_templates,
-    parse_flaws,
-    parse_moderator,
-    parse_pairwise,
-    parse_positions,
-    parse_rating,
-    parse_sections,
+  Templates,
+  load_templates,
+  parse_flaws,
+  parse_moderator,
+  parse_pairwise,
+  parse_positions,
+  parse_rating,
+  parse_sections,
 )
 from arena_jax.judges.tournament import TournamentJob, TournamentRun, run_tournament, run_tournaments
 from arena_jax.judges.usage import Usage

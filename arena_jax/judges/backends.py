@@ -12,11 +12,12 @@
 Adding a backend touches one file: a factory `(config, urls) -> judge` decorated with
 `@register_backend("name")`; the config check reads the registry (`BACKENDS`).
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 from arena_jax.judges import config as config_lib
 from arena_jax.judges.client import JudgeClient, check_endpoints, split_urls
@@ -36,8 +37,10 @@ def register_backend(name: str):
 def _urls(config, urls) -> tuple[str, ...]:
   urls = split_urls(urls if urls is not None else config.urls)
   if not urls:
-    raise ValueError("judge.urls is empty: give judge URLs, or wrap the code in `with judges.judge_endpoints(config) "
-                     "as urls:` to start the embedded judge server")
+    raise ValueError(
+      "judge.urls is empty: give judge URLs, or wrap the code in `with judges.judge_endpoints(config) "
+      "as urls:` to start the embedded judge server"
+    )
   return urls
 
 
@@ -77,7 +80,8 @@ def make_judge(config, urls: Sequence[str] | str | None = None):
 
 @contextlib.contextmanager
 def judge_endpoints(config) -> Iterator[tuple[str, ...]]:
-  """The judge URLs of `config`, or those of an embedded server started for the block (the embedded default: one machine, no downloads)."""
+  """The judge URLs of `config`, or those of an embedded server started for the block (the embedded default:
+  one machine, no downloads)."""
   needs = not config.urls and not (config.backend == "jury" and config.jury.jurors)
   if not needs:
     yield tuple(config.urls)
@@ -102,5 +106,4 @@ def check_judge_urls(config) -> None:
   serve `config.model`.
   """
   api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-  check_endpoints(configured_urls(config), api_key=api_key, timeout_s=config.client.startup_check_s,
-                  model=config.model)
+  check_endpoints(configured_urls(config), api_key=api_key, timeout_s=config.client.startup_check_s, model=config.model)

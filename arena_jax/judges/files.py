@@ -17,6 +17,7 @@ Jury:   {"problem", "trace" (or "steps": [...]), "reference"?, "label"?, "flawed
         → {"row", "id", "flaws", "consensus", "num_steps", "flagged_steps", "predicted_error_step", "label"}
         With labels, `jury_file` returns ProcessBench acc1 / acc2 / F1 and step-level balanced F1 (SPEC §8).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,9 +40,9 @@ _VERDICT_NAMES = {1: "A", 0: "tie", -1: "B"}
 # (debias == "both", swapped). The verdict and outcome are already in the input's naming; only the
 # judge's text, kept verbatim, is not.
 TEXT_ORDER = {
-    (False, False): "as given",
-    (False, True): "swapped: the judge's Trace A is trace_b",
-    (True, False): "both: as given, then swapped (in the second answer the judge's Trace A is trace_b)",
+  (False, False): "as given",
+  (False, True): "swapped: the judge's Trace A is trace_b",
+  (True, False): "both: as given, then swapped (in the second answer the judge's Trace A is trace_b)",
 }
 
 
@@ -66,15 +67,21 @@ def _resume(output_path: str, retry_failed: bool) -> dict[int, dict]:
 
 def _usage_fields(u: Usage, *, http_requests: bool = True) -> dict:
   """The cost columns of an output row."""
-  fields = {"calls": u.calls, "http_requests": u.http_requests, "prompt_tokens": u.prompt_tokens,
-            "completion_tokens": u.completion_tokens, "latency_s": round(u.latency_s, 4)}
+  fields = {
+    "calls": u.calls,
+    "http_requests": u.http_requests,
+    "prompt_tokens": u.prompt_tokens,
+    "completion_tokens": u.completion_tokens,
+    "latency_s": round(u.latency_s, 4),
+  }
   if not http_requests:
     del fields["http_requests"]
   return fields
 
 
-async def _run_rows(todo: Sequence[int], work: Callable, output_path: str, *, workers: int, progress: bool,
-                    desc: str) -> list[dict]:
+async def _run_rows(
+  todo: Sequence[int], work: Callable, output_path: str, *, workers: int, progress: bool, desc: str
+) -> list[dict]:
   """Runs `work(i)` for every row index with `workers` in flight; appends each output row as it lands
   (an interruption loses nothing), then puts the file in input order (rows finish out of order)."""
   written = []
@@ -97,8 +104,15 @@ async def _run_rows(todo: Sequence[int], work: Callable, output_path: str, *, wo
   return written
 
 
-async def judge_pairs_file(config, input_path: str, output_path: str, *, urls: Sequence[str] | None = None,
-                           retry_failed: bool = False, progress: bool = True) -> dict:
+async def judge_pairs_file(
+  config,
+  input_path: str,
+  output_path: str,
+  *,
+  urls: Sequence[str] | None = None,
+  retry_failed: bool = False,
+  progress: bool = True,
+) -> dict:
   """Judges every pair of `input_path` into `output_path` (module docstring); returns a summary."""
   rows = fileio.read_jsonl(input_path, strict=True, required=[("problem",), ("trace_a",), ("trace_b",)])
   done = _resume(output_path, retry_failed)
@@ -109,11 +123,19 @@ async def judge_pairs_file(config, input_path: str, output_path: str, *, urls: S
   async def work(i: int) -> dict:
     r = rows[i]
     res = await judge.compare(r["problem"], r.get("reference") or "", r["trace_a"], r["trace_b"], key=("row", i))
-    return {"row": i, "id": r.get("id"), "verdict": None if res.verdict is None else _VERDICT_NAMES[int(res.verdict)],
-            "outcome": res.outcome, "judge_text": res.raw,
-            "judge_text_order": TEXT_ORDER[(judge.debias == "both", bool(res.swapped))], "reasoning": res.reasoning,
-            "failure_reason": res.failure_reason, "failure_detail": res.failure_detail, "swapped": res.swapped,
-            **_usage_fields(res.usage)}
+    return {
+      "row": i,
+      "id": r.get("id"),
+      "verdict": None if res.verdict is None else _VERDICT_NAMES[int(res.verdict)],
+      "outcome": res.outcome,
+      "judge_text": res.raw,
+      "judge_text_order": TEXT_ORDER[(judge.debias == "both", bool(res.swapped))],
+      "reasoning": res.reasoning,
+      "failure_reason": res.failure_reason,
+      "failure_detail": res.failure_detail,
+      "swapped": res.swapped,
+      **_usage_fields(res.usage),
+    }
 
   workers = config.client.concurrency * len(judge.client.urls)
   try:
@@ -121,10 +143,14 @@ async def judge_pairs_file(config, input_path: str, output_path: str, *, urls: S
   finally:
     await judge.close()
   every = list(done.values()) + written
-  return {"rows": len(rows), "judged": len(written), "resumed": len(done),
-          "failed": sum(bool(r["failure_reason"]) for r in every),
-          "verdicts": dict(collections.Counter(str(r["verdict"]) for r in every)),
-          "client": judge.client.stats.as_dict()}
+  return {
+    "rows": len(rows),
+    "judged": len(written),
+    "resumed": len(done),
+    "failed": sum(bool(r["failure_reason"]) for r in every),
+    "verdicts": dict(collections.Counter(str(r["verdict"]) for r in every)),
+    "client": judge.client.stats.as_dict(),
+  }
 
 
 def _jury_input(row: dict) -> tuple[str | list[str], dict[int, bool] | None]:
@@ -168,8 +194,16 @@ def jury_metrics(rows: Sequence[dict], outputs: Iterable[dict], min_impact: str)
   return result
 
 
-async def jury_file(config, input_path: str, output_path: str, *, urls: Sequence[str] | None = None,
-                    mode: str | None = None, retry_failed: bool = False, progress: bool = True) -> dict:
+async def jury_file(
+  config,
+  input_path: str,
+  output_path: str,
+  *,
+  urls: Sequence[str] | None = None,
+  mode: str | None = None,
+  retry_failed: bool = False,
+  progress: bool = True,
+) -> dict:
   """Audits every trace of `input_path` with the Reasoning Jury into `output_path`; returns a summary
   with metrics when the rows carry labels (module docstring)."""
   rows = fileio.read_jsonl(input_path, strict=True, required=[("problem",), ("trace", "completion", "steps")])
@@ -183,9 +217,16 @@ async def jury_file(config, input_path: str, output_path: str, *, urls: Sequence
     trace, _ = _jury_input(r)
     reference = r.get("reference") or r.get("answer") or ""
     v = await jury.audit(str(r["problem"]), trace, str(reference), key=("row", i, r.get("id")))
-    out = {"row": i, "id": r.get("id"), **v.to_json(), "num_steps": v.num_steps,
-           "flagged_steps": sorted(v.flagged_steps(min_impact)), "predicted_error_step": v.first_error_step(min_impact),
-           "failure_reason": v.failure_reason, **_usage_fields(v.usage, http_requests=False)}
+    out = {
+      "row": i,
+      "id": r.get("id"),
+      **v.to_json(),
+      "num_steps": v.num_steps,
+      "flagged_steps": sorted(v.flagged_steps(min_impact)),
+      "predicted_error_step": v.first_error_step(min_impact),
+      "failure_reason": v.failure_reason,
+      **_usage_fields(v.usage, http_requests=False),
+    }
     if "label" in r:
       out["label"] = r["label"]
     return out
@@ -199,9 +240,14 @@ async def jury_file(config, input_path: str, output_path: str, *, urls: Sequence
       await c.close()
   every = list(done.values()) + written
   summary: dict[str, Any] = {
-      "rows": len(rows), "audited": len(written), "resumed": len(done), "mode": jury.mode,
-      "jurors": len(jury.jurors), "failed": sum(bool(r.get("failure_reason")) for r in every),
-      "calls_per_trace": sum(r.get("calls", 0) for r in written) / len(written) if written else 0.0}
+    "rows": len(rows),
+    "audited": len(written),
+    "resumed": len(done),
+    "mode": jury.mode,
+    "jurors": len(jury.jurors),
+    "failed": sum(bool(r.get("failure_reason")) for r in every),
+    "calls_per_trace": sum(r.get("calls", 0) for r in written) / len(written) if written else 0.0,
+  }
   m = jury_metrics(rows, every, min_impact)
   if m is not None:
     summary["metrics"] = m
@@ -210,13 +256,18 @@ async def jury_file(config, input_path: str, output_path: str, *, urls: Sequence
 
 def format_jury_metrics(m: dict) -> str:
   """The metrics of `jury_metrics` as a few readable lines (percentages, as ProcessBench reports)."""
-  lines = [f"traces with labels: {m['rows']} (failed audits: {m['failed']}); "
-           f"errors = flaws of impact >= {m['min_impact']}"]
+  lines = [
+    f"traces with labels: {m['rows']} (failed audits: {m['failed']}); errors = flaws of impact >= {m['min_impact']}"
+  ]
   if "processbench" in m:
     p = m["processbench"]
-    lines.append(f"ProcessBench  acc1 (erroneous, n={p['num_erroneous']}) {100 * p['acc1']:.1f}   "
-                 f"acc2 (correct, n={p['num_correct']}) {100 * p['acc2']:.1f}   F1 {100 * p['f1']:.1f}")
-  lines.append(f"step level    TPR {100 * m['tpr']:.1f}   TNR {100 * m['tnr']:.1f}   "
-               f"balanced F1 {100 * m['balanced_f1']:.1f}"
-               f"   (tp {m['tp']}, fn {m['fn']}, tn {m['tn']}, fp {m['fp']})")
+    lines.append(
+      f"ProcessBench  acc1 (erroneous, n={p['num_erroneous']}) {100 * p['acc1']:.1f}   "
+      f"acc2 (correct, n={p['num_correct']}) {100 * p['acc2']:.1f}   F1 {100 * p['f1']:.1f}"
+    )
+  lines.append(
+    f"step level    TPR {100 * m['tpr']:.1f}   TNR {100 * m['tnr']:.1f}   "
+    f"balanced F1 {100 * m['balanced_f1']:.1f}"
+    f"   (tp {m['tp']}, fn {m['fn']}, tn {m['tn']}, fp {m['fp']})"
+  )
   return "\n".join(lines)

@@ -35,12 +35,13 @@ is an attack surface:
 Over-long traces (SPEC §9: a pair can exceed 160k tokens) are cut to a token budget (`truncate`):
 the head, the tail (where the final answer is), and between them an outline of the middle — the first
 line of every step (a step: a paragraph, or a line when the middle has no blank lines; a line cut to 24,
-12 or 6 tokens as the budget needs), or, when even those do not fit, of steps sampled evenly — so that a long middle of wrong steps still reaches the
-judge; visible markers say how much was cut. Token counts are approximate (a word of up to 8
-letters, up to 3 digits, one other character, or a run of 2–8 whitespace characters is one token),
-which over-counts typical BPE slightly: a budget is never exceeded by much, and whitespace padding
-counts.
+12 or 6 tokens as the budget needs), or, when even those do not fit, of steps sampled evenly — so that a long
+middle of wrong steps still reaches the judge; visible markers say how much was cut. Token counts are
+approximate (a word of up to 8 letters, up to 3 digits, one other character, or a run of 2–8 whitespace
+characters is one token), which over-counts typical BPE slightly: a budget is never exceeded by much, and
+whitespace padding counts.
 """
+
 from __future__ import annotations
 
 import functools
@@ -55,11 +56,17 @@ _CONTROL_OPEN = re.compile(r"<([|｜])")
 _CONTROL_CLOSE = re.compile(r"([|｜])>")
 # Angle-bracket control tags: thinking tags (what prompts.split_reasoning reads), Gemma's turns, the
 # sentencepiece specials and Qwen's tool calls.
-_THINK_OPEN = re.compile(r"<(?=/?(?:think(?:ing)?|reasoning|start_of_turn|end_of_turn|start_of_image|"
-                         r"end_of_image|s|bos|eos|pad|unk|tool_call|tool_response)\s*>)", re.IGNORECASE)
+_THINK_OPEN = re.compile(
+  r"<(?=/?(?:think(?:ing)?|reasoning|start_of_turn|end_of_turn|start_of_image|"
+  r"end_of_image|s|bos|eos|pad|unk|tool_call|tool_response)\s*>)",
+  re.IGNORECASE,
+)
 # Llama 2 / Mistral bracket tags and Llama 2's system markers.
-_BRACKET_TAG = re.compile(r"\[(\s*/?\s*(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT|"
-                          r"THINK|IMG|IMG_BREAK|IMG_END)\s*)\]", re.IGNORECASE)
+_BRACKET_TAG = re.compile(
+  r"\[(\s*/?\s*(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT|"
+  r"THINK|IMG|IMG_BREAK|IMG_END)\s*)\]",
+  re.IGNORECASE,
+)
 _SYS_TAG = re.compile(r"<<(\s*/?\s*SYS\s*)>>", re.IGNORECASE)
 _FORGED_MARKER = re.compile(r"\[([^\[\]\n]*\b(?:tokens?|steps?|lines?)\s+omitted\b[^\[\]\n]*)\]", re.IGNORECASE)
 TOKEN_PIECE = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]|\s{2,8}")
@@ -67,13 +74,41 @@ _PIECE = TOKEN_PIECE
 
 # Invisible characters: zero-width spaces and joiners, soft hyphen, word joiner, invisible operators,
 # bidi controls, byte-order mark. They carry nothing a judge needs and can split any marker.
-_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e\u200b-\u200f\u202a-\u202e"
-                        "\u2060-\u2064\u2066-\u206f\ufeff]")
+_INVISIBLE = re.compile(
+  "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+)
 # Look-alike brackets and bars: folded everywhere (in a math trace they only ever stand for the ASCII ones).
-_BRACKETS = str.maketrans({"［": "[", "］": "]", "⟦": "[[", "⟧": "]]", "〚": "[[", "〛": "]]", "〔": "[", "〕": "]",
-                           "⁅": "[", "⁆": "]", "﹝": "[", "﹞": "]", "【": "[", "】": "]", "＜": "<", "＞": ">",
-                           "﹤": "<", "﹥": ">", "‹": "<", "›": ">", "〈": "<", "〉": ">", "⟨": "<", "⟩": ">",
-                           "∣": "|", "ǀ": "|", "￨": "|"})
+_BRACKETS = str.maketrans(
+  {
+    "［": "[",
+    "］": "]",
+    "⟦": "[[",
+    "⟧": "]]",
+    "〚": "[[",
+    "〛": "]]",
+    "〔": "[",
+    "〕": "]",
+    "⁅": "[",
+    "⁆": "]",
+    "﹝": "[",
+    "﹞": "]",
+    "【": "[",
+    "】": "]",
+    "＜": "<",
+    "＞": ">",
+    "﹤": "<",
+    "﹥": ">",
+    "‹": "<",
+    "›": ">",
+    "〈": "<",
+    "〉": ">",
+    "⟨": "<",
+    "⟩": ">",
+    "∣": "|",
+    "ǀ": "|",
+    "￨": "|",
+  }
+)
 # Look-alike letters, digits and dashes: folded only inside a bracketed span (a marker's candidate).
 _LOOKALIKE = {chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F) if chr(c) not in "［］＜＞｜"}
 _LOOKALIKE.update(zip("АВЕКМНОРСТХаеорсухіјѕԁһӏΑΒΕΖΗΙΚΜΝΟΡΤΥΧονι", "ABEKMHOPCTXaeopcyxijsdhlABEZHIKMNOPTYXovi"))
@@ -84,8 +119,8 @@ _SPAN = re.compile(r"\[[^\[\]\n]{0,80}\]|<[^<>\n]{0,80}>")
 TRUNCATION_MARKER = "[… {omitted} tokens omitted: the trace was truncated to fit the judge's budget …]"
 STEPS_MARKER = "[… {omitted} step(s) omitted …]"
 OUTLINE_NOTE = "[the middle follows as the first line of each step, or of steps spread evenly over it]"
-HEAD_FRACTION = 0.25    # of the budget: the head; the tail takes `tail_fraction`; the outline the rest
-STEP_LINE_TOKENS = 24   # an outlined step keeps at most this many tokens of its first line
+HEAD_FRACTION = 0.25  # of the budget: the head; the tail takes `tail_fraction`; the outline the rest
+STEP_LINE_TOKENS = 24  # an outlined step keeps at most this many tokens of its first line
 
 
 @functools.lru_cache(maxsize=32)
@@ -163,7 +198,7 @@ def _first_line(step: str, cap: int) -> str:
   pieces = list(_PIECE.finditer(line))
   if len(pieces) <= cap:
     return line
-  return line[:pieces[cap - 1].end()] + " …"
+  return line[: pieces[cap - 1].end()] + " …"
 
 
 def _outline(middle: str, budget: int) -> str:
@@ -204,8 +239,9 @@ def _outline(middle: str, budget: int) -> str:
   return "\n".join(out)
 
 
-def sanitize(text: str, budget: int | None = None, *, tail_fraction: float = 0.25,
-             delimiters: Sequence[str] = ()) -> str:
+def sanitize(
+  text: str, budget: int | None = None, *, tail_fraction: float = 0.25, delimiters: Sequence[str] = ()
+) -> str:
   """`neutralise`, then `truncate` to `budget` tokens (None = no limit). What every trace goes through."""
   text = neutralise(text or "", delimiters)
   return text if budget is None else truncate(text, budget, tail_fraction=tail_fraction)

@@ -35,6 +35,7 @@ determine (the Phase-1 majority; the accepted claims), marked `consensus.fallbac
 `JuryJudge` is the jury as a pointwise judge backend: score = max(0, 1 − Σ severity weight) over the
 consensus flaws (`jury.severity_weights`, default minor 0.1, major 0.4, fatal 1).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -62,7 +63,7 @@ class Claim:
 
   id: str
   flaw: dict
-  stances: dict[int, bool | None]            # juror (0-based among the active) → agrees / disagrees / no position
+  stances: dict[int, bool | None]  # juror (0-based among the active) → agrees / disagrees / no position
   arguments: list[dict] = dataclasses.field(default_factory=list)
 
   def status(self, quorum: int) -> str:
@@ -114,18 +115,30 @@ class JuryVerdict:
     return min(flagged) if flagged else -1
 
   def to_json(self) -> dict:
-    return {"flaws": self.flaws, "consensus": {
-        "mode": self.mode, "jurors_answered": sum(p is not None for p in self.phase1), "jurors": len(self.phase1),
-        "rounds": self.rounds, "converged": self.converged, "fallback": self.fallback, "calls": self.usage.calls,
-        "failed_calls": self.failed_calls, "failure_reason": self.failure_reason, "phase1": self.phase1,
-        "transcript": self.transcript}}
+    return {
+      "flaws": self.flaws,
+      "consensus": {
+        "mode": self.mode,
+        "jurors_answered": sum(p is not None for p in self.phase1),
+        "jurors": len(self.phase1),
+        "rounds": self.rounds,
+        "converged": self.converged,
+        "fallback": self.fallback,
+        "calls": self.usage.calls,
+        "failed_calls": self.failed_calls,
+        "failure_reason": self.failure_reason,
+        "phase1": self.phase1,
+        "transcript": self.transcript,
+      },
+    }
 
 
 class Jury:
   """A jury of judges (module docstring). `jurors`: one `JudgeClient` per juror (may repeat)."""
 
-  def __init__(self, jurors: Sequence[JudgeClient], config, *, moderator: JudgeClient | None = None,
-               mode: str | None = None):
+  def __init__(
+    self, jurors: Sequence[JudgeClient], config, *, moderator: JudgeClient | None = None, mode: str | None = None
+  ):
     if not jurors:
       raise ValueError("a jury needs at least one juror (judge.jury.jurors / num_jurors)")
     self.jurors = list(jurors)
@@ -139,8 +152,9 @@ class Jury:
   # ── bookkeeping ──
 
   def _clean(self, text: str, budget: int | None = None) -> str:
-    return hygiene.sanitize(text or "", budget, tail_fraction=self.config.tail_fraction,
-                            delimiters=self.templates.delimiters)
+    return hygiene.sanitize(
+      text or "", budget, tail_fraction=self.config.tail_fraction, delimiters=self.templates.delimiters
+    )
 
   @staticmethod
   def _count(verdict: JuryVerdict, c: Completion) -> Completion:
@@ -155,8 +169,9 @@ class Jury:
 
   # ── the audit ──
 
-  async def audit(self, problem: str, trace: str | Sequence[str], reference: str = "", *,
-                  key: Any = None) -> JuryVerdict:
+  async def audit(
+    self, problem: str, trace: str | Sequence[str], reference: str = "", *, key: Any = None
+  ) -> JuryVerdict:
     """Phase 1 and the configured Phase 2 for one trace (a string, or its steps)."""
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -172,16 +187,24 @@ class Jury:
         steps = [hygiene.truncate(s, share, tail_fraction=self.config.tail_fraction) for s in steps]
     steps = [s.strip() or "(empty)" for s in steps]
     final = tasks.extract_answer("\n\n".join(steps))
-    fields = dict(problem=self._clean(problem), reference=self._clean(reference) if reference else prompts.NOT_GIVEN,
-                  marked_trace=tasks.mark_steps(steps), final_answer=final or prompts.NOT_GIVEN)
+    fields = dict(
+      problem=self._clean(problem),
+      reference=self._clean(reference) if reference else prompts.NOT_GIVEN,
+      marked_trace=tasks.mark_steps(steps),
+      final_answer=final or prompts.NOT_GIVEN,
+    )
     if key is None:
       key = text_key(fields["problem"], fields["marked_trace"])
     verdict = JuryVerdict([], [], self.mode, len(steps))
     parse = functools.partial(prompts.parse_flaws, num_steps=len(steps))
-    answers = await asyncio.gather(*(
-        juror.chat(self.templates.messages("juror", **fields), parse=parse,
-                   seed=derive_seed(self.config.seed, "juror", j, key))
-        for j, juror in enumerate(self.jurors)))
+    answers = await asyncio.gather(
+      *(
+        juror.chat(
+          self.templates.messages("juror", **fields), parse=parse, seed=derive_seed(self.config.seed, "juror", j, key)
+        )
+        for j, juror in enumerate(self.jurors)
+      )
+    )
     answers = [self._count(verdict, c) for c in answers]
     verdict.phase1 = [c.parsed if c.ok else None for c in answers]
     active = [j for j, p in enumerate(verdict.phase1) if p is not None]
@@ -216,9 +239,14 @@ class Jury:
   async def _consolidate(self, verdict, fields, active, key):
     verdicts = [{"juror": n + 1, "flaws": [_neutralised(f) for f in verdict.phase1[j]]} for n, j in enumerate(active)]
     parse = functools.partial(prompts.parse_flaws, num_steps=verdict.num_steps, num_jurors=len(active))
-    c = self._count(verdict, await self.moderator.chat(
+    c = self._count(
+      verdict,
+      await self.moderator.chat(
         self.templates.messages("consolidation", verdicts=json.dumps(verdicts, ensure_ascii=False, indent=1), **fields),
-        parse=parse, seed=derive_seed(self.config.seed, "consolidator", key)))
+        parse=parse,
+        seed=derive_seed(self.config.seed, "consolidator", key),
+      ),
+    )
     if c.ok:
       verdict.flaws = [{**f, "jurors": [active[n - 1] + 1 for n in f.get("jurors", [])]} for f in c.parsed]
     else:
@@ -228,12 +256,20 @@ class Jury:
     """The consensus state the moderator sees: claims, stances, arguments — never the problem or trace."""
     rows = []
     for c in claims:
-      rows.append({"id": c.id, "statement_refs": c.flaw["statement_refs"],
-                   "what_went_wrong": hygiene.neutralise(c.flaw["what_went_wrong"]), "impact": c.flaw["impact"],
-                   "stances": {str(a + 1): _stance_word(v) for a, v in c.stances.items()},
-                   "status": c.status(quorum), "arguments": c.arguments})
-    return json.dumps({"num_jurors": num_active, "quorum": quorum, "final": final, "claims": rows},
-                      ensure_ascii=False, indent=1)
+      rows.append(
+        {
+          "id": c.id,
+          "statement_refs": c.flaw["statement_refs"],
+          "what_went_wrong": hygiene.neutralise(c.flaw["what_went_wrong"]),
+          "impact": c.flaw["impact"],
+          "stances": {str(a + 1): _stance_word(v) for a, v in c.stances.items()},
+          "status": c.status(quorum),
+          "arguments": c.arguments,
+        }
+      )
+    return json.dumps(
+      {"num_jurors": num_active, "quorum": quorum, "final": final, "claims": rows}, ensure_ascii=False, indent=1
+    )
 
   async def _deliberate(self, verdict, fields, active, key):
     cfg = self.config.jury
@@ -249,23 +285,47 @@ class Jury:
         verdict.converged = True
         break
       parse = functools.partial(prompts.parse_moderator, num_jurors=len(active), claim_ids=list(by_id))
-      m = self._count(verdict, await self.moderator.chat(
-          self.templates.messages("moderator", state=self._state(claims, len(active), quorum),
-                                  transcript=_transcript_text(transcript), num_jurors=len(active), quorum=quorum),
-          parse=parse, seed=mod_seed + turn))
+      m = self._count(
+        verdict,
+        await self.moderator.chat(
+          self.templates.messages(
+            "moderator",
+            state=self._state(claims, len(active), quorum),
+            transcript=_transcript_text(transcript),
+            num_jurors=len(active),
+            quorum=quorum,
+          ),
+          parse=parse,
+          seed=mod_seed + turn,
+        ),
+      )
       verdict.rounds += 1
       if not m.ok or m.parsed["action"] == "stop":
         transcript.append({"turn": turn + 1, "moderator": "stop" if m.ok else f"failed ({m.failure_reason})"})
         break
       speaker, asked = m.parsed["speaker"], [by_id[i] for i in m.parsed["claims"]]
-      transcript.append({"turn": turn + 1, "moderator": hygiene.neutralise(m.parsed["question"]),
-                         "speaker": speaker + 1, "claims": [c.id for c in asked]})
+      transcript.append(
+        {
+          "turn": turn + 1,
+          "moderator": hygiene.neutralise(m.parsed["question"]),
+          "speaker": speaker + 1,
+          "claims": [c.id for c in asked],
+        }
+      )
       shown = [{"id": c.id, **_neutralised(c.flaw), "arguments": c.arguments} for c in asked]
-      r = self._count(verdict, await self.jurors[active[speaker]].chat(
-          self.templates.messages("debate", claims=json.dumps(shown, ensure_ascii=False, indent=1),
-                                  question=hygiene.neutralise(m.parsed["question"]), **fields),
+      r = self._count(
+        verdict,
+        await self.jurors[active[speaker]].chat(
+          self.templates.messages(
+            "debate",
+            claims=json.dumps(shown, ensure_ascii=False, indent=1),
+            question=hygiene.neutralise(m.parsed["question"]),
+            **fields,
+          ),
           parse=functools.partial(prompts.parse_positions, claim_ids=[c.id for c in asked]),
-          seed=derive_seed(self.config.seed, "juror", active[speaker], key)))
+          seed=derive_seed(self.config.seed, "juror", active[speaker], key),
+        ),
+      )
       changed = False
       for c in asked:
         if r.ok and c.id in r.parsed:
@@ -284,18 +344,37 @@ class Jury:
       verdict.converged = True
       return
     parse = functools.partial(prompts.parse_flaws, num_steps=verdict.num_steps, num_jurors=len(active))
-    s = self._count(verdict, await self.moderator.chat(
-        self.templates.messages("synthesis", state=self._state(claims, len(active), quorum, final=True),
-                                transcript=_transcript_text(transcript), num_jurors=len(active), quorum=quorum),
-        parse=parse, seed=derive_seed(self.config.seed, "synthesis", key)))
+    s = self._count(
+      verdict,
+      await self.moderator.chat(
+        self.templates.messages(
+          "synthesis",
+          state=self._state(claims, len(active), quorum, final=True),
+          transcript=_transcript_text(transcript),
+          num_jurors=len(active),
+          quorum=quorum,
+        ),
+        parse=parse,
+        seed=derive_seed(self.config.seed, "synthesis", key),
+      ),
+    )
     if s.ok:
       evidence = {tuple(c.flaw["statement_refs"]): c.flaw.get("evidence", "") for c in claims}
-      verdict.flaws = [{**f, "evidence": f["evidence"] or evidence.get(tuple(f["statement_refs"]), ""),
-                        "jurors": [active[n - 1] + 1 for n in f.get("jurors", [])]} for f in s.parsed]
+      verdict.flaws = [
+        {
+          **f,
+          "evidence": f["evidence"] or evidence.get(tuple(f["statement_refs"]), ""),
+          "jurors": [active[n - 1] + 1 for n in f.get("jurors", [])],
+        }
+        for f in s.parsed
+      ]
     else:
       verdict.fallback = True
-      verdict.flaws = [{**c.flaw, "jurors": [active[a] + 1 for a, v in c.stances.items() if v]}
-                       for c in claims if c.status(quorum) == "accepted"]
+      verdict.flaws = [
+        {**c.flaw, "jurors": [active[a] + 1 for a, v in c.stances.items() if v]}
+        for c in claims
+        if c.status(quorum) == "accepted"
+      ]
 
 
 def _step_order(flaw: dict):

@@ -9,6 +9,7 @@
 ProcessBench labels say nothing about steps after the first error, so those steps are unlabelled
 in the step-level counts (`processbench_step_truth`).
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence

@@ -16,6 +16,7 @@ Order debiasing (`config.debias`):
 A query's key is whatever identifies it in the caller's bookkeeping (the tournament runner uses
 (group id, i, j)); without one, a hash of the texts.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,8 +46,9 @@ def settle(c: Completion) -> Completion:
   the judgment is dropped and counted (SPEC §4); the reason says which.
   """
   if c.failure_reason == "unparseable" and prompts.split_reasoning(c.content).truncated:
-    return dataclasses.replace(c, failure_reason="truncated",
-                               failure_detail="the judge's thinking never ended (an unclosed <think> block)")
+    return dataclasses.replace(
+      c, failure_reason="truncated", failure_detail="the judge's thinking never ended (an unclosed <think> block)"
+    )
   return c
 
 
@@ -122,14 +124,17 @@ class BaseJudge:
 
   def clean(self, text: str, *, budget: bool = True) -> str:
     """Trace hygiene (`hygiene.sanitize`): neutralised, and truncated to the token budget when `budget`."""
-    return hygiene.sanitize(text or "", self.config.token_budget if budget else None,
-                            tail_fraction=self.config.tail_fraction, delimiters=self.templates.delimiters)
+    return hygiene.sanitize(
+      text or "",
+      self.config.token_budget if budget else None,
+      tail_fraction=self.config.tail_fraction,
+      delimiters=self.templates.delimiters,
+    )
 
   def clean_context(self, problem: str, reference: str) -> tuple[str, str]:
     """The problem and reference answer as the judge is shown them (no token budget; no reference reads
     "(not given)")."""
-    return (self.clean(problem, budget=False),
-            self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN)
+    return (self.clean(problem, budget=False), self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN)
 
   def trace(self, text: str) -> str:
     """What the judge is shown of a policy completion: its `judge.trace_view` (`tasks.trace_view`: the
@@ -156,32 +161,39 @@ class PairwiseJudge(BaseJudge):
 
   async def _ask(self, problem: str, reference: str, first: str, second: str, swapped: bool, key: Any) -> Completion:
     shown_a, shown_b = (second, first) if swapped else (first, second)
-    messages = self.templates.messages("pairwise", problem=problem, reference=reference, trace_a=shown_a,
-                                       trace_b=shown_b)
+    messages = self.templates.messages(
+      "pairwise", problem=problem, reference=reference, trace_a=shown_a, trace_b=shown_b
+    )
     seed = derive_seed(self.config.seed, "request", key, swapped)
     return settle(await self.client.chat(messages, parse=prompts.parse_pairwise, seed=seed))
 
-  async def compare(self, problem: str, reference: str, trace_first: str, trace_second: str, *,
-                    key: Any = None) -> JudgeResult:
+  async def compare(
+    self, problem: str, reference: str, trace_first: str, trace_second: str, *, key: Any = None
+  ) -> JudgeResult:
     """Judges one pair; `outcome` = soft score of `trace_first` (SPEC §4), None if the judgment failed."""
     problem, reference = self.clean_context(problem, reference)
     first, second = self.trace(trace_first), self.trace(trace_second)
     if key is None:
       key = text_key(problem, reference, first, second)
     if self.debias == "both":
-      done = await asyncio.gather(self._ask(problem, reference, first, second, False, key),
-                                  self._ask(problem, reference, first, second, True, key))
+      done = await asyncio.gather(
+        self._ask(problem, reference, first, second, False, key),
+        self._ask(problem, reference, first, second, True, key),
+      )
       return self._combine(list(zip(done, (False, True))))
     swapped = self.presentation_swapped(key)
     completion = await self._ask(problem, reference, first, second, swapped, key)
     return self._combine([(completion, swapped)])
 
   def _combine(self, answers: list[tuple[Completion, bool]]) -> JudgeResult:
-    totals = dict(usage=Usage.parallel(*(c.usage for c, _ in answers)), cached=all(c.cached for c, _ in answers),
-                  raw="\n\n-----\n\n".join(c.content or "" for c, _ in answers),
-                  reasoning="\n\n-----\n\n".join(c.reasoning or "" for c, _ in answers),
-                  swapped=answers[0][1] if len(answers) == 1 else False,
-                  calls=tuple(JudgeCall(swapped, c) for c, swapped in answers))
+    totals = dict(
+      usage=Usage.parallel(*(c.usage for c, _ in answers)),
+      cached=all(c.cached for c, _ in answers),
+      raw="\n\n-----\n\n".join(c.content or "" for c, _ in answers),
+      reasoning="\n\n-----\n\n".join(c.reasoning or "" for c, _ in answers),
+      swapped=answers[0][1] if len(answers) == 1 else False,
+      calls=tuple(JudgeCall(swapped, c) for c, swapped in answers),
+    )
     failed = [c for c, _ in answers if not c.ok]
     if failed:
       return JudgeResult(None, None, failed[0].failure_reason, failed[0].failure_detail, **totals)
@@ -195,5 +207,8 @@ class PairwiseJudge(BaseJudge):
 
   async def judge_pairs(self, requests: Sequence[PairRequest]) -> list[JudgeResult]:
     """Judges many pairs concurrently (the client's per-endpoint limits bound the load)."""
-    return list(await asyncio.gather(*(self.compare(r.problem, r.reference, r.trace_first, r.trace_second, key=r.key)
-                                       for r in requests)))
+    return list(
+      await asyncio.gather(
+        *(self.compare(r.problem, r.reference, r.trace_first, r.trace_second, key=r.key) for r in requests)
+      )
+    )

@@ -4,6 +4,7 @@
 (`config.rubric_levels`, default 0 / 0.5 / 1 as in DeepSeekMath-V2's proof scoring) and returns a
 `ScoreResult` whose `score` is the level normalised to [0, 1], or None when the judgment failed.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,8 +49,17 @@ class ScoreResult:
 
 
 def result_from_completion(c: Completion, score: float | None) -> ScoreResult:
-  return ScoreResult(score, c.failure_reason, c.failure_detail, c.content or "", c.reasoning or "", (), c.usage,
-                     c.cached, (JudgeCall(False, c),))
+  return ScoreResult(
+    score,
+    c.failure_reason,
+    c.failure_detail,
+    c.content or "",
+    c.reasoning or "",
+    (),
+    c.usage,
+    c.cached,
+    (JudgeCall(False, c),),
+  )
 
 
 class PointwiseJudge(BaseJudge):
@@ -68,8 +78,9 @@ class PointwiseJudge(BaseJudge):
     trace = self.trace(trace)
     if key is None:
       key = text_key(problem, reference, trace)
-    messages = self.templates.messages("pointwise", problem=problem, reference=reference, trace=trace,
-                                       rubric=self.rubric)
+    messages = self.templates.messages(
+      "pointwise", problem=problem, reference=reference, trace=trace, rubric=self.rubric
+    )
     c = settle(await self.client.chat(messages, parse=self._parse, seed=derive_seed(self.config.seed, "score", key)))
     return result_from_completion(c, c.parsed if c.ok else None)
 

@@ -26,6 +26,7 @@ format. They return None for an answer that cannot be parsed (the client then re
 final failure is reported as such — never as a tie); `read_answer` also names the failure ("truncated"
 when the thinking never ended).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -44,13 +45,13 @@ TEMPLATE_DIR = os.path.join(os.path.dirname(__file__), "templates")
 
 # Required fields, then optional ones (a user's template may leave those out).
 FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "pairwise": (("problem", "reference", "trace_a", "trace_b"), ()),
-    "pointwise": (("problem", "reference", "trace"), ("rubric",)),
-    "juror": (("problem", "marked_trace"), ("reference", "final_answer")),
-    "consolidation": (("problem", "marked_trace", "verdicts"), ("reference", "final_answer")),
-    "moderator": (("state",), ("transcript", "num_jurors", "quorum")),
-    "debate": (("problem", "marked_trace", "claims"), ("reference", "final_answer", "question")),
-    "synthesis": (("state",), ("transcript", "num_jurors", "quorum")),
+  "pairwise": (("problem", "reference", "trace_a", "trace_b"), ()),
+  "pointwise": (("problem", "reference", "trace"), ("rubric",)),
+  "juror": (("problem", "marked_trace"), ("reference", "final_answer")),
+  "consolidation": (("problem", "marked_trace", "verdicts"), ("reference", "final_answer")),
+  "moderator": (("state",), ("transcript", "num_jurors", "quorum")),
+  "debate": (("problem", "marked_trace", "claims"), ("reference", "final_answer", "question")),
+  "synthesis": (("state",), ("transcript", "num_jurors", "quorum")),
 }
 TEMPLATE_NAMES = tuple(FIELDS)
 NOT_GIVEN = "(not given)"
@@ -77,8 +78,10 @@ class Templates:
       required, optional = FIELDS[name]
       missing = [k for k in required if "{" + k + "}" not in text]
       if missing:
-        raise ValueError(f"judge template {path!r} lacks the field(s) {missing}; the {name!r} template "
-                         f"needs {list(required)} (optional: {list(optional)})")
+        raise ValueError(
+          f"judge template {path!r} lacks the field(s) {missing}; the {name!r} template "
+          f"needs {list(required)} (optional: {list(optional)})"
+        )
       self.texts[name] = text
       self.sources[name] = path
     self._patterns = {name: re.compile(r"\{(" + "|".join(sum(FIELDS[name], ())) + r")\}") for name in TEMPLATE_NAMES}
@@ -138,7 +141,7 @@ def parse_sections(text: str) -> dict[str, str]:
     k = bisect.bisect_left(positions, m.end())
     if k == len(positions):
       continue
-    body = text[m.end():positions[k]]
+    body = text[m.end() : positions[k]]
     out[name.strip()] = body[:-1] if body.endswith("\n") else body
   return out
 
@@ -204,8 +207,9 @@ def split_reasoning(content: str | None, reasoning: str | None = None, finish_re
   return Answer(split.visible, "\n\n".join(t.strip() for t in thought), split.unclosed or finish_reason == "length")
 
 
-def read_answer(parse: Callable[[str], Any], content: str | None, reasoning: str | None = None,
-                finish_reason: str | None = None) -> tuple[Any, str | None]:
+def read_answer(
+  parse: Callable[[str], Any], content: str | None, reasoning: str | None = None, finish_reason: str | None = None
+) -> tuple[Any, str | None]:
   """(value, None), or (None, "truncated" | "unparseable"): what the judges make of one completion.
 
   `parse` is one of the parsers below; it sees the content only, never `reasoning`. Truncated — cut at
@@ -243,30 +247,39 @@ _NUMBER_TOKEN = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
 _VERDICT = re.compile(r"\[\[\s*(" + _PAIR_TOKEN + r")\s*\]\]", re.IGNORECASE)
 _RATING = re.compile(r"\[\[\s*(" + _NUMBER_TOKEN + r")\s*\]\]")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}")
-_LATEX_WRAP = re.compile(r"\\(?:text|textbf|textrm|textsf|texttt|textit|mathrm|mathbf|mathsf|mbox|operatorname)"
-                         r"\s*\{([^{}]*)\}")
+_LATEX_WRAP = re.compile(
+  r"\\(?:text|textbf|textrm|textsf|texttt|textit|mathrm|mathbf|mathsf|mbox|operatorname)"
+  r"\s*\{([^{}]*)\}"
+)
 _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 _MARKUP = r"[ \t*_`]*"
 # A label, a separator (":", "is", a dash; "**Final Verdict:**" and "verdict is:" too), then the verdict.
 _SEPARATOR = r"(?:" + _MARKUP + r"(?:\bis\b|[:：=–—-]))+" + _MARKUP
 _WHO = r"(?:(?:trace|solution|response|option)[ \t]+)?"
 _LABELED_VERDICT = re.compile(
-    r"\b(?:final[ \t]+verdict|verdict|final[ \t]+decision|decision|final[ \t]+judg(?:e)?ment|judg(?:e)?ment"
-    r"|winner|better[ \t]+trace)" + _SEPARATOR + _WHO + r"(" + _PAIR_TOKEN + r")(?![\w>=])"
-    r"(?![ \t]*(?:,|/|\bor\b|\band\b)" + _MARKUP + _WHO + r"(?:[abc]|tie)\b)"  # "A, B or C": options, not a verdict
-    r"(?=" + _MARKUP + r"(?:$|[.!;,:)]|\s+(?:is[ \t]+(?:the[ \t]+)?(?:better|superior|stronger|preferred)|wins|"
-    r"because|since|\()))", re.IGNORECASE | re.MULTILINE)
-_LINE_VERDICT = re.compile(r"^[ \t#*_`]*" + _WHO + r"(" + _PAIR_TOKEN + r")" + _MARKUP + r"[.!]?" + _MARKUP + r"$",
-                           re.IGNORECASE | re.MULTILINE)
+  r"\b(?:final[ \t]+verdict|verdict|final[ \t]+decision|decision|final[ \t]+judg(?:e)?ment|judg(?:e)?ment"
+  r"|winner|better[ \t]+trace)" + _SEPARATOR + _WHO + r"(" + _PAIR_TOKEN + r")(?![\w>=])"
+  r"(?![ \t]*(?:,|/|\bor\b|\band\b)" + _MARKUP + _WHO + r"(?:[abc]|tie)\b)"  # "A, B or C": options, not a verdict
+  r"(?=" + _MARKUP + r"(?:$|[.!;,:)]|\s+(?:is[ \t]+(?:the[ \t]+)?(?:better|superior|stronger|preferred)|wins|"
+  r"because|since|\()))",
+  re.IGNORECASE | re.MULTILINE,
+)
+_LINE_VERDICT = re.compile(
+  r"^[ \t#*_`]*" + _WHO + r"(" + _PAIR_TOKEN + r")" + _MARKUP + r"[.!]?" + _MARKUP + r"$", re.IGNORECASE | re.MULTILINE
+)
 _LABELED_RATING = re.compile(
-    r"\b(?:final[ \t]+)?(?:rating|score|grade)" + _SEPARATOR + r"(" + _NUMBER_TOKEN + r")(?![\w/]|\.\d)",
-    re.IGNORECASE)
+  r"\b(?:final[ \t]+)?(?:rating|score|grade)" + _SEPARATOR + r"(" + _NUMBER_TOKEN + r")(?![\w/]|\.\d)", re.IGNORECASE
+)
 _LIST_GAP = re.compile(r"(?:[ \t\"'`*_,;/|()]|\bor\b|\band\b)*", re.IGNORECASE)
-_CONDITIONAL = re.compile(r"[ \t\"'`*_)\]]*(?:if|when|whenever|means|for[ \t]+(?:a[ \t]+)?(?:tie|draw)|→|->|⇒)(?!\w)",
-                          re.IGNORECASE)
+_CONDITIONAL = re.compile(
+  r"[ \t\"'`*_)\]]*(?:if|when|whenever|means|for[ \t]+(?:a[ \t]+)?(?:tie|draw)|→|->|⇒)(?!\w)", re.IGNORECASE
+)
 _DEFINITION = re.compile(r"[ \t\"'`*_)\]]*(?:[:：]|[ \t][-–—])[ \t]*\w")
-_EXAMPLE = re.compile(r"(?:e\.g\.|i\.e\.|for[ \t]+example|for[ \t]+instance|such[ \t]+as)[\s,:\"'`(]*"
-                      r"(?:(?:rating|score|verdict)[ \t]*:[ \t]*)?[\"'`(]*$", re.IGNORECASE)
+_EXAMPLE = re.compile(
+  r"(?:e\.g\.|i\.e\.|for[ \t]+example|for[ \t]+instance|such[ \t]+as)[\s,:\"'`(]*"
+  r"(?:(?:rating|score|verdict)[ \t]*:[ \t]*)?[\"'`(]*$",
+  re.IGNORECASE,
+)
 # "…, not [[A]]", "rather than [[A]]": the verdict named to be rejected.
 _NEGATED = re.compile(r"(?:\bnot|\brather[ \t]+than|\binstead[ \t]+of|\bover)[ \t\"'`*_(]*$", re.IGNORECASE)
 _MAX_LIST_GAP = 40
@@ -286,9 +299,13 @@ def _last_verdict(hits: list[_Hit], text: str) -> Any:
   for h in hits:
     if not unique or h.start >= unique[-1].end:  # one verdict read by two forms counts once
       unique.append(h)
-  kept = [h for h in unique if not _CONDITIONAL.match(text, h.end, h.end + 40)
-          and not _EXAMPLE.search(text, max(0, h.start - 40), h.start)
-          and not _NEGATED.search(text, max(0, h.start - 20), h.start)]
+  kept = [
+    h
+    for h in unique
+    if not _CONDITIONAL.match(text, h.end, h.end + 40)
+    and not _EXAMPLE.search(text, max(0, h.start - 40), h.start)
+    and not _NEGATED.search(text, max(0, h.start - 20), h.start)
+  ]
   runs: list[list[_Hit]] = []
   for h in kept:
     gap = (runs[-1][-1].end, h.start) if runs else None
@@ -403,8 +420,11 @@ def _is_format_echo(obj: dict) -> bool:
       for k, v in item.items():
         if k in _PLACEHOLDER_KEYS and isinstance(v, str) and _PLACEHOLDER.fullmatch(v):
           return True
-        if k == "statement_refs" and isinstance(v, list) and any(isinstance(r, str) and _PLACEHOLDER.fullmatch(r)
-                                                                  for r in v):
+        if (
+          k == "statement_refs"
+          and isinstance(v, list)
+          and any(isinstance(r, str) and _PLACEHOLDER.fullmatch(r) for r in v)
+        ):
           return True
         if isinstance(v, (dict, list)):
           stack.append(v)
@@ -486,19 +506,30 @@ def normalise_flaw(flaw: Any, num_steps: int | None, *, num_jurors: int | None =
   steps = sorted({i for i in (step_ref_index(r, num_steps) for r in refs) if i is not None})
   if refs and not steps:
     return None
-  out = {"what_went_wrong": what, "statement_refs": [f"STEP-{i + 1}" for i in steps], "impact": impact,
-         "evidence": str(flaw.get("evidence") or "")}
+  out = {
+    "what_went_wrong": what,
+    "statement_refs": [f"STEP-{i + 1}" for i in steps],
+    "impact": impact,
+    "evidence": str(flaw.get("evidence") or ""),
+  }
   jurors = flaw.get("jurors")
   if isinstance(jurors, list):
-    valid = sorted({int(j) for j in jurors if isinstance(j, int) and not isinstance(j, bool) and j >= 1
-                    and (num_jurors is None or j <= num_jurors)})
+    valid = sorted(
+      {
+        int(j)
+        for j in jurors
+        if isinstance(j, int) and not isinstance(j, bool) and j >= 1 and (num_jurors is None or j <= num_jurors)
+      }
+    )
     out["jurors"] = valid
   return out
 
 
 _WORD = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
-_FILLER = frozenset("a an the of in on at to by for from with and or is are was were be it its this that these "
-                    "those step steps which as than then there here".split())
+_FILLER = frozenset(
+  "a an the of in on at to by for from with and or is are was were be it its this that these "
+  "those step steps which as than then there here".split()
+)
 SAME_FLAW_OVERLAP = 0.25  # word-set Jaccard of two descriptions above which they are one flaw (same step)
 
 

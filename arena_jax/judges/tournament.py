@@ -7,6 +7,7 @@ back â€” a failed judgment as None, which the scheduler drops and counts (SPEC Â
 is (group id, i, j), so presentation orders and request seeds do not depend on completion order.
 `run_tournaments` runs many groups concurrently (the client's per-endpoint limits bound the load).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,9 +49,17 @@ class TournamentRun:
     return sum(not r.ok for _, _, r in self.results)
 
 
-async def run_tournament(scheduler: Scheduler, judge: PairwiseJudge, problem: str, reference: str,
-                         traces: Sequence[str], *, group_id: Any = 0, run: TournamentRun | None = None,
-                         arrivals: asyncio.Event | None = None) -> TournamentRun:
+async def run_tournament(
+  scheduler: Scheduler,
+  judge: PairwiseJudge,
+  problem: str,
+  reference: str,
+  traces: Sequence[str],
+  *,
+  group_id: Any = 0,
+  run: TournamentRun | None = None,
+  arrivals: asyncio.Event | None = None,
+) -> TournamentRun:
   """Plays `scheduler` to completion with `judge` (see module docstring); returns the run.
 
   `run`: the `TournamentRun` to fill (a caller that may cancel the tournament keeps the results so far).
@@ -72,8 +81,9 @@ async def run_tournament(scheduler: Scheduler, judge: PairwiseJudge, problem: st
         return run
       if arrivals is None:
         if not running:
-          raise RuntimeError(f"{scheduler!r} is not done but has nothing to issue (a streaming live tournament "
-                             "run without `arrivals`?)")
+          raise RuntimeError(
+            f"{scheduler!r} is not done but has nothing to issue (a streaming live tournament run without `arrivals`?)"
+          )
       elif waiter is None:
         waiter = asyncio.ensure_future(arrivals.wait())
       finished, _ = await asyncio.wait([*running, *([waiter] if waiter else [])], return_when=asyncio.FIRST_COMPLETED)
@@ -93,5 +103,8 @@ async def run_tournament(scheduler: Scheduler, judge: PairwiseJudge, problem: st
 
 async def run_tournaments(judge: PairwiseJudge, jobs: Sequence[TournamentJob]) -> list[TournamentRun]:
   """Runs the tournaments of many groups concurrently; results in the order of `jobs`."""
-  return list(await asyncio.gather(*(run_tournament(j.scheduler, judge, j.problem, j.reference, j.traces,
-                                                    group_id=j.group_id) for j in jobs)))
+  return list(
+    await asyncio.gather(
+      *(run_tournament(j.scheduler, judge, j.problem, j.reference, j.traces, group_id=j.group_id) for j in jobs)
+    )
+  )

@@ -4,6 +4,7 @@
 of work done concurrently: counts add up, the latency is the slowest one's (the two orders of a
 `both`-debiased pair). `sum(usages, Usage())` totals many.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +24,13 @@ class Usage:
   def __add__(self, other: "Usage") -> "Usage":
     if not isinstance(other, Usage):
       return NotImplemented
-    return Usage(self.calls + other.calls, self.http_requests + other.http_requests,
-                 self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
-                 self.latency_s + other.latency_s)
+    return Usage(
+      self.calls + other.calls,
+      self.http_requests + other.http_requests,
+      self.prompt_tokens + other.prompt_tokens,
+      self.completion_tokens + other.completion_tokens,
+      self.latency_s + other.latency_s,
+    )
 
   @classmethod
   def parallel(cls, *usages: "Usage") -> "Usage":

@@ -3,7 +3,8 @@
   Transformer          the model; `model(tokens [B, T])` → logits [B, T, V]
   ModelConfig          frozen, hashable config; `RopeScaling` for linear / llama3 / yarn RoPE
   tiny_config()        the embedded demo's policy; `get_model_config(name)` for named real-size configs
-  load_hf(path)        a local HF checkpoint (a family of `models.hf`: Llama, Mistral, Qwen2, Qwen3, Ministral-3) as a `Transformer`
+  load_hf(path)        a local HF checkpoint as a `Transformer` (a family of `models.hf`: Llama, Mistral,
+                       Qwen2, Qwen3, Ministral-3)
   token_logprobs(...)  teacher-forced log π(completion token | prompt, prefix), memory-aware
   KVCache              the sampler's cache: the prompt once per group, completions in chunks
   pure_params(m)       a Module / nnx.State → the pure parameter dict (what jit, orbax and the sampler take)
@@ -12,46 +13,47 @@
 
 Importing this room never imports torch or transformers.
 """
+
 from arena_jax.models.config import (
-    MODEL_CONFIGS,
-    MODEL_DTYPES,
-    QUANTIZATIONS,
-    REMAT_POLICIES,
-    ModelConfig,
-    RopeScaling,
-    get_model_config,
-    register_model_config,
-    rope_frequencies,
-    sampling_config,
-    tiny_config,
-    with_precision,
+  MODEL_CONFIGS,
+  MODEL_DTYPES,
+  QUANTIZATIONS,
+  REMAT_POLICIES,
+  ModelConfig,
+  RopeScaling,
+  get_model_config,
+  register_model_config,
+  rope_frequencies,
+  sampling_config,
+  tiny_config,
+  with_precision,
 )
 from arena_jax.models.hf import (
-    SUPPORTED_ARCHITECTURES,
-    InvalidCheckpointError,
-    UnsupportedCheckpointError,
-    config_from_hf,
-    config_to_hf,
-    load_hf,
-    read_safetensors,
+  SUPPORTED_ARCHITECTURES,
+  InvalidCheckpointError,
+  UnsupportedCheckpointError,
+  config_from_hf,
+  config_to_hf,
+  load_hf,
+  read_safetensors,
 )
 from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.logprobs import chunked_logprobs, token_logprobs
 from arena_jax.models.params import pure_params
 from arena_jax.models.quantization import quantize_for_training
 from arena_jax.models.sharding import (
-    LOGICAL_AXIS_RULES,
-    MESH_AXES,
-    logical_sharding,
-    logical_to_spec,
-    make_mesh,
-    num_batch_shards,
-    param_shardings,
+  LOGICAL_AXIS_RULES,
+  MESH_AXES,
+  logical_sharding,
+  logical_to_spec,
+  make_mesh,
+  num_batch_shards,
+  param_shardings,
 )
 from arena_jax.models.transformer import (
-    Transformer,
-    abstract_model,
-    apply_rope,
-    init_model,
-    rope_tables,
+  Transformer,
+  abstract_model,
+  apply_rope,
+  init_model,
+  rope_tables,
 )

@@ -14,6 +14,7 @@ Named configs (`get_model_config(name)`, `MODEL_CONFIGS`):
                  decoder with YaRN RoPE and Llama-4 attention scaling (`query_scale_beta`).
 Real-size configs are meant for `jax.eval_shape` / AOT compiles on this machine, not for running here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,10 +41,10 @@ QUANTIZATIONS = ("", "fp8")
 #                  attention (scores, softmax, probabilities), the part that grows with T²
 #   full           keep only each block's input: recompute the whole block (≈ one more forward pass)
 REMAT_POLICIES = {
-    "none": None,
-    "dots_saveable": "dots_saveable",
-    "minimal": "dots_with_no_batch_dims_saveable",
-    "full": "nothing_saveable",
+  "none": None,
+  "dots_saveable": "dots_saveable",
+  "minimal": "dots_with_no_batch_dims_saveable",
+  "full": "nothing_saveable",
 }
 
 
@@ -75,8 +76,9 @@ class RopeScaling:
   def __post_init__(self):
     if self.rope_type not in ("linear", "llama3", "yarn"):
       raise ValueError(
-          f"RopeScaling.rope_type={self.rope_type!r} is not supported; use 'linear', 'llama3' or 'yarn' "
-          "(or rope_scaling=None for plain RoPE).")
+        f"RopeScaling.rope_type={self.rope_type!r} is not supported; use 'linear', 'llama3' or 'yarn' "
+        "(or rope_scaling=None for plain RoPE)."
+      )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,8 +201,11 @@ class ModelConfig:
   def num_params(self) -> int:
     """Parameter count (embeddings included once when tied)."""
     d, h, n, k, f = self.d_model, self.head_dim, self.num_heads, self.num_kv_heads, self.mlp_dim
-    attn = (d * h * (2 * n + 2 * k) + (h * (n + 2 * k) if self.attention_bias or self.qkv_bias else 0)
-            + (d if self.attention_bias else 0))
+    attn = (
+      d * h * (2 * n + 2 * k)
+      + (h * (n + 2 * k) if self.attention_bias or self.qkv_bias else 0)
+      + (d if self.attention_bias else 0)
+    )
     mlp = 3 * d * f + (2 * f + d if self.mlp_bias else 0)
     norms = 2 * d + (2 * h if self.qk_norm else 0)
     emb = self.vocab_size * d * (1 if self.tie_embeddings else 2)
@@ -304,40 +309,91 @@ def tiny_config() -> ModelConfig:
   """The embedded demo's policy: 4 layers, d_model 256, 4 heads of 64 (2 KV heads), SwiGLU 768,
   vocab 512 (the built-in tasks' SentencePiece size), tied embeddings, float32; ≈3.3 M parameters."""
   return ModelConfig(
-      vocab_size=512, d_model=256, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=64, mlp_dim=768,
-      rope_theta=10_000.0, rms_norm_eps=1e-6, tie_embeddings=True, max_position_embeddings=2048)
+    vocab_size=512,
+    d_model=256,
+    num_layers=4,
+    num_heads=4,
+    num_kv_heads=2,
+    head_dim=64,
+    mlp_dim=768,
+    rope_theta=10_000.0,
+    rms_norm_eps=1e-6,
+    tie_embeddings=True,
+    max_position_embeddings=2048,
+  )
 
 
 @register_model_config("llama3_8b")
 def llama3_8b() -> ModelConfig:
   return ModelConfig(
-      vocab_size=128_256, d_model=4096, num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
-      mlp_dim=14_336, rope_theta=500_000.0, rms_norm_eps=1e-5, param_dtype="bfloat16", dtype="bfloat16",
-      max_position_embeddings=8192)
+    vocab_size=128_256,
+    d_model=4096,
+    num_layers=32,
+    num_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    mlp_dim=14_336,
+    rope_theta=500_000.0,
+    rms_norm_eps=1e-5,
+    param_dtype="bfloat16",
+    dtype="bfloat16",
+    max_position_embeddings=8192,
+  )
 
 
 @register_model_config("llama3_1_8b")
 def llama3_1_8b() -> ModelConfig:
   return llama3_8b().replace(
-      rope_scaling=RopeScaling("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                               original_max_position_embeddings=8192),
-      max_position_embeddings=131_072)
+    rope_scaling=RopeScaling(
+      "llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192
+    ),
+    max_position_embeddings=131_072,
+  )
 
 
 @register_model_config("qwen3_8b")
 def qwen3_8b() -> ModelConfig:
   return ModelConfig(
-      vocab_size=151_936, d_model=4096, num_layers=36, num_heads=32, num_kv_heads=8, head_dim=128,
-      mlp_dim=12_288, rope_theta=1_000_000.0, rms_norm_eps=1e-6, qk_norm=True, param_dtype="bfloat16",
-      dtype="bfloat16", max_position_embeddings=40_960)
+    vocab_size=151_936,
+    d_model=4096,
+    num_layers=36,
+    num_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    mlp_dim=12_288,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    qk_norm=True,
+    param_dtype="bfloat16",
+    dtype="bfloat16",
+    max_position_embeddings=40_960,
+  )
 
 
 @register_model_config("ministral3_8b")
 def ministral3_8b() -> ModelConfig:
   return ModelConfig(
-      vocab_size=131_072, d_model=4096, num_layers=34, num_heads=32, num_kv_heads=8, head_dim=128,
-      mlp_dim=14_336, rope_theta=1_000_000.0, rms_norm_eps=1e-5,
-      rope_scaling=RopeScaling("yarn", factor=16.0, original_max_position_embeddings=16_384,
-                               beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0),
-      param_dtype="bfloat16", dtype="bfloat16", max_position_embeddings=262_144,
-      query_scale_beta=0.1, query_scale_length=16_384)
+    vocab_size=131_072,
+    d_model=4096,
+    num_layers=34,
+    num_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    mlp_dim=14_336,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-5,
+    rope_scaling=RopeScaling(
+      "yarn",
+      factor=16.0,
+      original_max_position_embeddings=16_384,
+      beta_fast=32.0,
+      beta_slow=1.0,
+      mscale=1.0,
+      mscale_all_dim=1.0,
+    ),
+    param_dtype="bfloat16",
+    dtype="bfloat16",
+    max_position_embeddings=262_144,
+    query_scale_beta=0.1,
+    query_scale_length=16_384,
+  )

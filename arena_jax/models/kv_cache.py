@@ -15,6 +15,7 @@ by reading this cache from memory, and the unwritten tail is never read.
 
 Row r = b·G + g. A completion slot t of row r has RoPE position prompt_lengths[b] + t.
 """
+
 from __future__ import annotations
 
 import flax.struct
@@ -70,11 +71,12 @@ def init_cache(prompt_kv, prompt_lengths: jax.Array, group: int, num_chunks: int
   zeros_k = jnp.zeros((rows, kh, h, chunk), dtype)
   zeros_v = jnp.zeros((rows, kh, chunk, h), dtype)
   return KVCache(
-      prompt_k=tuple(k.astype(dtype).transpose(0, 1, 3, 2) for k, _ in prompt_kv),
-      prompt_v=tuple(v.astype(dtype) for _, v in prompt_kv),
-      k=tuple((zeros_k,) * num_chunks for _ in prompt_kv),
-      v=tuple((zeros_v,) * num_chunks for _ in prompt_kv),
-      prompt_lengths=prompt_lengths.astype(jnp.int32))
+    prompt_k=tuple(k.astype(dtype).transpose(0, 1, 3, 2) for k, _ in prompt_kv),
+    prompt_v=tuple(v.astype(dtype) for _, v in prompt_kv),
+    k=tuple((zeros_k,) * num_chunks for _ in prompt_kv),
+    v=tuple((zeros_v,) * num_chunks for _ in prompt_kv),
+    prompt_lengths=prompt_lengths.astype(jnp.int32),
+  )
 
 
 def write(chunk_k: jax.Array, chunk_v: jax.Array, k: jax.Array, v: jax.Array, local: jax.Array):
@@ -84,8 +86,9 @@ def write(chunk_k: jax.Array, chunk_v: jax.Array, k: jax.Array, v: jax.Array, lo
   return chunk_k, chunk_v
 
 
-def attend_cached(q: jax.Array, prompt_k: jax.Array, prompt_v: jax.Array, ks, vs, prompt_mask: jax.Array,
-                  chunk_mask: jax.Array) -> jax.Array:
+def attend_cached(
+  q: jax.Array, prompt_k: jax.Array, prompt_v: jax.Array, ks, vs, prompt_mask: jax.Array, chunk_mask: jax.Array
+) -> jax.Array:
   """One query per row against the shared prompt part and the first len(ks) completion chunks.
 
   Args:
@@ -119,5 +122,5 @@ def attend_cached(q: jax.Array, prompt_k: jax.Array, prompt_v: jax.Array, ks, vs
     out = jnp.einsum("bgkrp,bkph->bgkrh", p_prompt.reshape(b, g, kh, r, p), prompt_v).reshape(rows, kh, r, h)
   c = ks[0].shape[-1] if ks else 0
   for i, v in enumerate(vs):
-    out = out + jnp.einsum("nkrc,nkch->nkrh", probs[..., p + i * c:p + (i + 1) * c], v)
+    out = out + jnp.einsum("nkrc,nkch->nkrh", probs[..., p + i * c : p + (i + 1) * c], v)
   return out.reshape(rows, kh * r, h)

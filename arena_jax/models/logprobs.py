@@ -12,6 +12,7 @@ Memory: only the N completion positions reach the output projection, in chunks o
 [B, C, V] logits are rematerialised in the backward pass (`jax.checkpoint`), so peak memory holds one
 chunk of logits, not [B, P + N, V].
 """
+
 from __future__ import annotations
 
 import jax
@@ -21,9 +22,17 @@ import jax.numpy as jnp
 _CHUNK_ELEMENTS = 1 << 24
 
 
-def token_logprobs(model, prompt_tokens: jax.Array, prompt_lengths: jax.Array, completion_tokens: jax.Array,
-                   completion_mask: jax.Array | None = None, *, temperature: float = 1.0,
-                   chunk_size: int | None = None, return_entropy: bool = False):
+def token_logprobs(
+  model,
+  prompt_tokens: jax.Array,
+  prompt_lengths: jax.Array,
+  completion_tokens: jax.Array,
+  completion_mask: jax.Array | None = None,
+  *,
+  temperature: float = 1.0,
+  chunk_size: int | None = None,
+  return_entropy: bool = False,
+):
   """Per-token log-probs of `completion_tokens` given the prompts.
 
   Args:
@@ -48,23 +57,33 @@ def token_logprobs(model, prompt_tokens: jax.Array, prompt_lengths: jax.Array, c
   prompt_lengths = prompt_lengths.astype(jnp.int32)
   tokens = jnp.concatenate([prompt_tokens, completion_tokens], axis=1).astype(jnp.int32)
   valid = jnp.concatenate([jnp.arange(p)[None, :] < prompt_lengths[:, None], completion_mask], axis=1)
-  positions = jnp.concatenate([jnp.broadcast_to(jnp.arange(p, dtype=jnp.int32), (b, p)),
-                               prompt_lengths[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]], axis=1)
+  positions = jnp.concatenate(
+    [
+      jnp.broadcast_to(jnp.arange(p, dtype=jnp.int32), (b, p)),
+      prompt_lengths[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :],
+    ],
+    axis=1,
+  )
   h = model.hidden(tokens, positions, valid)
   # The state that predicts completion token t: the last prompt token for t = 0, else slot P + t − 1.
   prev = jnp.concatenate([prompt_lengths[:, None] - 1, jnp.broadcast_to(p + jnp.arange(n - 1), (b, n - 1))], axis=1)
   h_prev = jnp.take_along_axis(h, prev[:, :, None], axis=1)
   w = model.output_projection()
-  lp, ent = chunked_logprobs(h_prev, w, completion_tokens.astype(jnp.int32), temperature, chunk_size,
-                             return_entropy)
+  lp, ent = chunked_logprobs(h_prev, w, completion_tokens.astype(jnp.int32), temperature, chunk_size, return_entropy)
   lp = jnp.where(completion_mask, lp, 0.0)
   if return_entropy:
     return lp, jnp.where(completion_mask, ent, 0.0)
   return lp
 
 
-def chunked_logprobs(h: jax.Array, w: jax.Array, targets: jax.Array, temperature: float = 1.0,
-                     chunk_size: int | None = None, return_entropy: bool = False):
+def chunked_logprobs(
+  h: jax.Array,
+  w: jax.Array,
+  targets: jax.Array,
+  temperature: float = 1.0,
+  chunk_size: int | None = None,
+  return_entropy: bool = False,
+):
   """log softmax(h·w / T)[targets] for h [B, N, D], w [D, V], targets [B, N], chunked over N.
 
   Returns (log-probs [B, N], entropy [B, N] or None), float32.

@@ -1,5 +1,6 @@
 """The parameters of a model as a pure nested dict: the one form the sampler, the trainer and the
 policy directory pass around (jit arguments, orbax trees, `nnx.merge` inputs)."""
+
 from __future__ import annotations
 
 from typing import Any

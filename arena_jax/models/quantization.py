@@ -23,6 +23,7 @@ every layer, and maxtext's current FP8 path is Qwix (`use_qwix_quantization`).
 
 Qwix is imported only when a model is quantized: `import arena_jax` never loads it.
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -36,8 +37,13 @@ def fp8_rule():
   """Qwix's rule of FP8 training: e4m3 forward operands, e5m2 backward gradients, on `QUANTIZED_MODULES`."""
   import qwix  # pylint: disable=g-import-not-at-top  (optional: only FP8 runs load it)
 
-  return qwix.QtRule(module_path=QUANTIZED_MODULES, op_names=("dot_general",), weight_qtype=jnp.float8_e4m3fn,
-                     act_qtype=jnp.float8_e4m3fn, bwd_qtype=jnp.float8_e5m2)
+  return qwix.QtRule(
+    module_path=QUANTIZED_MODULES,
+    op_names=("dot_general",),
+    weight_qtype=jnp.float8_e4m3fn,
+    act_qtype=jnp.float8_e4m3fn,
+    bwd_qtype=jnp.float8_e5m2,
+  )
 
 
 def quantize_for_training(model):
@@ -52,5 +58,6 @@ def quantize_for_training(model):
   import qwix  # pylint: disable=g-import-not-at-top
 
   # `skip_nnx_init`: dynamic scales need no initialising forward pass (Qwix wants some input all the same).
-  return qwix.quantize_model(model, qwix.QtProvider([fp8_rule()]), jnp.zeros((1, 1), jnp.int32),
-                             methods=("hidden",), skip_nnx_init=True)
+  return qwix.quantize_model(
+    model, qwix.QtProvider([fp8_rule()]), jnp.zeros((1, 1), jnp.int32), methods=("hidden",), skip_nnx_init=True
+  )

@@ -6,6 +6,7 @@ to mesh axes the way maxtext does: batch over `data` and `fsdp`, heads / MLP / v
 `tensor`, the embedding dimension over `fsdp`. A dimension that a rule would split unevenly is
 replicated instead (e.g. 2 KV heads on a 4-way `tensor` axis), so any config runs on any mesh.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -19,16 +20,16 @@ MESH_AXES = ("data", "fsdp", "tensor")
 
 # (logical name, mesh axis | tuple of mesh axes | None)
 LOGICAL_AXIS_RULES: tuple[tuple[str, Any], ...] = (
-    ("batch", ("data", "fsdp")),
-    ("vocab", "tensor"),
-    ("embed", "fsdp"),
-    ("heads", "tensor"),
-    ("kv_heads", "tensor"),
-    ("mlp", "tensor"),
-    ("head_dim", None),
-    ("norm", None),
-    ("length", None),
-    ("cache_seq", None),
+  ("batch", ("data", "fsdp")),
+  ("vocab", "tensor"),
+  ("embed", "fsdp"),
+  ("heads", "tensor"),
+  ("kv_heads", "tensor"),
+  ("mlp", "tensor"),
+  ("head_dim", None),
+  ("norm", None),
+  ("length", None),
+  ("cache_seq", None),
 )
 
 
@@ -42,8 +43,12 @@ def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices: Sequence[j
   return Mesh(grid, MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 3)
 
 
-def logical_to_spec(names: Sequence[str | None], shape: Sequence[int] | None = None, mesh: Mesh | None = None,
-                    rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> PartitionSpec:
+def logical_to_spec(
+  names: Sequence[str | None],
+  shape: Sequence[int] | None = None,
+  mesh: Mesh | None = None,
+  rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+) -> PartitionSpec:
   """PartitionSpec for an array whose dimensions carry logical `names`.
 
   With `shape` and `mesh`, mesh axes absent from the mesh are dropped and a dimension that the
@@ -70,8 +75,9 @@ def logical_to_spec(names: Sequence[str | None], shape: Sequence[int] | None = N
   return PartitionSpec(*spec)
 
 
-def logical_sharding(names: Sequence[str | None], shape: Sequence[int], mesh: Mesh,
-                     rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> NamedSharding:
+def logical_sharding(
+  names: Sequence[str | None], shape: Sequence[int], mesh: Mesh, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES
+) -> NamedSharding:
   return NamedSharding(mesh, logical_to_spec(names, shape, mesh, rules))
 
 

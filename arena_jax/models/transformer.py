@@ -15,6 +15,7 @@ before RoPE; Mistral's sliding window limits a query at position p to keys at po
 Parameters carry logical axis names (`out_sharding` metadata, see `sharding.py`). Cached decoding
 (`prefill`, `decode`) uses `kv_cache.KVCache`: the prompt stored once per group, completions in chunks.
 """
+
 from __future__ import annotations
 
 import jax
@@ -45,7 +46,7 @@ def matmul(x: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def _lecun(fan_in: int):
-  return jax.nn.initializers.normal(stddev=fan_in ** -0.5)
+  return jax.nn.initializers.normal(stddev=fan_in**-0.5)
 
 
 class RMSNorm(nnx.Module):
@@ -138,7 +139,7 @@ class Attention(nnx.Module):
   def qkv(self, x: jax.Array, rope: tuple[jax.Array, jax.Array]):
     """q [..., K, R, H] (rotated, scaled by 1/√H), k and v [..., K, H] (k rotated); x [..., D]."""
     q, k, v = self.project(x)
-    q = apply_rope(q, rope) * jnp.asarray(self.head_dim ** -0.5, x.dtype)
+    q = apply_rope(q, rope) * jnp.asarray(self.head_dim**-0.5, x.dtype)
     if len(rope) == 3:  # Llama-4 attention scaling: a per-position factor on the rotated queries
       q = q * rope[2][..., None, None].astype(x.dtype)
     k = apply_rope(k, rope)
@@ -240,9 +241,10 @@ class Transformer(nnx.Module):
     self.config = config
     c = config
     pd = _dtype(c.param_dtype)
-    std = c.init_std if c.init_std is not None else c.d_model ** -0.5
-    self.embedding = _param(rngs, jax.nn.initializers.normal(stddev=std), (c.vocab_size, c.d_model),
-                            ("vocab", "embed"), pd)
+    std = c.init_std if c.init_std is not None else c.d_model**-0.5
+    self.embedding = _param(
+      rngs, jax.nn.initializers.normal(stddev=std), (c.vocab_size, c.d_model), ("vocab", "embed"), pd
+    )
     self.layers = nnx.List([Block(c, i, rngs=rngs) for i in range(c.num_layers)])
     self.final_norm = RMSNorm(c.d_model, c.rms_norm_eps, "norm", pd, rngs=rngs)
     if c.tie_embeddings:
@@ -279,8 +281,14 @@ class Transformer(nnx.Module):
 
   # ── full-sequence forward (training, scoring, parity) ──
 
-  def hidden(self, tokens: jax.Array, positions: jax.Array | None = None, valid: jax.Array | None = None,
-             *, return_kv: bool = False):
+  def hidden(
+    self,
+    tokens: jax.Array,
+    positions: jax.Array | None = None,
+    valid: jax.Array | None = None,
+    *,
+    return_kv: bool = False,
+  ):
     """Final (normed) hidden states [B, T, D] under causal attention.
 
     Args:
@@ -306,14 +314,23 @@ class Transformer(nnx.Module):
     h = self.final_norm(x)
     return (h, tuple(kvs)) if return_kv else h
 
-  def __call__(self, tokens: jax.Array, positions: jax.Array | None = None,
-               valid: jax.Array | None = None) -> jax.Array:
+  def __call__(
+    self, tokens: jax.Array, positions: jax.Array | None = None, valid: jax.Array | None = None
+  ) -> jax.Array:
     return self.logits(self.hidden(tokens, positions, valid))
 
   # ── cached inference (sampler) ──
 
-  def prefill(self, tokens: jax.Array, lengths: jax.Array, *, group: int = 1, num_chunks: int = 1,
-              chunk: int = 16, cache_dtype=None) -> tuple[jax.Array, kv_cache.KVCache]:
+  def prefill(
+    self,
+    tokens: jax.Array,
+    lengths: jax.Array,
+    *,
+    group: int = 1,
+    num_chunks: int = 1,
+    chunk: int = 16,
+    cache_dtype=None,
+  ) -> tuple[jax.Array, kv_cache.KVCache]:
     """Runs right-padded prompts: (logits at each prompt's last token [B, V], a fresh `KVCache`).
 
     tokens [B, P] hold prompt b in [0, lengths[b]). The cache keeps the prompt once per prompt and
@@ -326,8 +343,9 @@ class Transformer(nnx.Module):
     cache = kv_cache.init_cache(kvs, lengths, group, num_chunks, chunk, cache_dtype or _dtype(self.config.dtype))
     return self.logits(last), cache
 
-  def decode(self, tokens: jax.Array, slot: jax.Array, cache: kv_cache.KVCache,
-             read_chunks: int) -> tuple[jax.Array, kv_cache.KVCache]:
+  def decode(
+    self, tokens: jax.Array, slot: jax.Array, cache: kv_cache.KVCache, read_chunks: int
+  ) -> tuple[jax.Array, kv_cache.KVCache]:
     """One decode step: tokens [R] go to completion slot `slot` (a traced scalar, the same for every
     row) at RoPE positions prompt_length + slot; they attend to their prompt and to completion slots
     0 … slot. The slot must lie in chunk `read_chunks` − 1 (static): chunks after it are not read.
@@ -349,8 +367,17 @@ class Transformer(nnx.Module):
       if window is not None:  # keys at positions > position − window
         pm = pm & (jnp.arange(p)[None, :] > (positions - window)[:, None])
         cm = cm & (jnp.arange(span)[None, :] > slot - window)
-      x, (ks, vs) = block.decode(x, rope, cache.prompt_k[i], cache.prompt_v[i], cache.k[i][:read_chunks],
-                                 cache.v[i][:read_chunks], slot - (read_chunks - 1) * c, pm, cm)
+      x, (ks, vs) = block.decode(
+        x,
+        rope,
+        cache.prompt_k[i],
+        cache.prompt_v[i],
+        cache.k[i][:read_chunks],
+        cache.v[i][:read_chunks],
+        slot - (read_chunks - 1) * c,
+        pm,
+        cm,
+      )
       new_k.append(ks + cache.k[i][read_chunks:])
       new_v.append(vs + cache.v[i][read_chunks:])
     cache = cache.replace(k=tuple(new_k), v=tuple(new_v))

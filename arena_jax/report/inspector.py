@@ -21,6 +21,7 @@ Nothing is fetched: styles and the few lines of script are inline, so a page ope
 of a run that is still training shows the steps written so far (a step whose rewards are not yet logged
 shows its tournaments without them). Text from the policy and the judge is escaped (autoescape).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,14 @@ from arena_jax.train import transcripts as tr
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 DISAGREEMENT_TAU = 0.5  # BT and win-rate rankings with a Kendall τ below this are flagged
-CURVES = (("accuracy", "accuracy"), ("reward/verifier", "verifier reward"), ("loss", "loss"),
-          ("groups/routed", "routed fraction"), ("judge/calls", "judge calls"), ("judge/failures", "judge failures"))
+CURVES = (
+  ("accuracy", "accuracy"),
+  ("reward/verifier", "verifier reward"),
+  ("loss", "loss"),
+  ("groups/routed", "routed fraction"),
+  ("judge/calls", "judge calls"),
+  ("judge/failures", "judge failures"),
+)
 
 
 class InspectError(UserError):
@@ -50,8 +57,13 @@ class InspectError(UserError):
 
 
 def _env() -> jinja2.Environment:
-  env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined,
-                           trim_blocks=True, lstrip_blocks=True)
+  env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+  )
   env.filters["num"] = _num
   return env
 
@@ -84,9 +96,14 @@ def _chart(title: str, xs: Sequence[float], series: dict[str, Sequence[float | N
   span, xspan = (hi - lo) or 1.0, (max(xs) - min(xs)) or 1.0
   lines = []
   for k, (name, ys) in enumerate(series.items()):
-    pts = [(4 + (w - 8) * (x - min(xs)) / xspan, h - 4 - (h - 8) * (y - lo) / span)
-           for x, y in zip(xs, ys) if y is not None and math.isfinite(y)]
-    lines.append({"name": name, "color": _COLORS[k % len(_COLORS)], "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)})
+    pts = [
+      (4 + (w - 8) * (x - min(xs)) / xspan, h - 4 - (h - 8) * (y - lo) / span)
+      for x, y in zip(xs, ys)
+      if y is not None and math.isfinite(y)
+    ]
+    lines.append(
+      {"name": name, "color": _COLORS[k % len(_COLORS)], "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}
+    )
   return {"title": title, "lines": lines, "w": w, "h": h, "lo": lo, "hi": hi, "x0": min(xs), "x1": max(xs)}
 
 
@@ -96,21 +113,36 @@ _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 def run_context(workdir: str, steps_with_pages: Iterable[int] = ()) -> dict:
   rows = metrics_lib.read_metrics(workdir)
   if not rows:
-    raise InspectError(f"{os.path.join(workdir, 'metrics.jsonl')} has no rows yet: nothing to inspect (is "
-                       "--workdir the run directory?)")
+    raise InspectError(
+      f"{os.path.join(workdir, 'metrics.jsonl')} has no rows yet: nothing to inspect (is --workdir the run directory?)"
+    )
   xs = [r["step"] for r in rows]
   charts = [_chart(label, xs, {label: [_float(r.get(key)) for r in rows]}) for key, label in CURVES]
   reasons = sorted({k for r in rows for k in r if k.startswith("judge/failed/")})
   if reasons:
-    charts.append(_chart("judge failures by reason", xs,
-                         {k.split("/", 2)[2]: [_float(r.get(k, 0)) for r in rows] for k in reasons}))
+    charts.append(
+      _chart("judge failures by reason", xs, {k.split("/", 2)[2]: [_float(r.get(k, 0)) for r in rows] for k in reasons})
+    )
   pages = set(steps_with_pages)
-  table = [{"step": r["step"], "accuracy": r.get("accuracy"), "routed": r.get("groups/routed"),
-            "calls": r.get("judge/calls"), "failures": r.get("judge/failures"),
-            "reasons": {k.split("/", 2)[2]: r[k] for k in reasons if r.get(k)},
-            "page": step_file(r["step"]) if r["step"] in pages else None} for r in rows]
-  return {"workdir": os.path.abspath(workdir), "charts": charts, "steps": table, "num_steps": len(rows),
-          "pages": len(pages)}
+  table = [
+    {
+      "step": r["step"],
+      "accuracy": r.get("accuracy"),
+      "routed": r.get("groups/routed"),
+      "calls": r.get("judge/calls"),
+      "failures": r.get("judge/failures"),
+      "reasons": {k.split("/", 2)[2]: r[k] for k in reasons if r.get(k)},
+      "page": step_file(r["step"]) if r["step"] in pages else None,
+    }
+    for r in rows
+  ]
+  return {
+    "workdir": os.path.abspath(workdir),
+    "charts": charts,
+    "steps": table,
+    "num_steps": len(rows),
+    "pages": len(pages),
+  }
 
 
 def _float(v) -> float | None:
@@ -137,12 +169,23 @@ def _process(task, example: dict | None, trace: str) -> dict:
     ex = tasks.Example(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in example.items()})
     report = task.check_process(ex, trace)
   except (ValueError, TypeError, ArithmeticError, RecursionError):
-    return {"steps": [{"text": trace, "mark": "", "note": ""}], "score": None,
-            "summary": "the checker could not read it"}
-  steps = [{"text": s.text, "mark": "invalid" if not s.valid else ("irrelevant" if not s.relevant else "valid"),
-            "note": s.note} for s in report.steps] or [{"text": trace, "mark": "", "note": ""}]
-  summary = (f"{report.num_steps} steps, {report.num_invalid} invalid, {report.num_irrelevant} irrelevant, "
-             f"answer {report.answer or 'none'} ({'right' if report.answer_correct else 'wrong'})")
+    return {
+      "steps": [{"text": trace, "mark": "", "note": ""}],
+      "score": None,
+      "summary": "the checker could not read it",
+    }
+  steps = [
+    {
+      "text": s.text,
+      "mark": "invalid" if not s.valid else ("irrelevant" if not s.relevant else "valid"),
+      "note": s.note,
+    }
+    for s in report.steps
+  ] or [{"text": trace, "mark": "", "note": ""}]
+  summary = (
+    f"{report.num_steps} steps, {report.num_invalid} invalid, {report.num_irrelevant} irrelevant, "
+    f"answer {report.answer or 'none'} ({'right' if report.answer_correct else 'wrong'})"
+  )
   # Each component: higher is better (`_dominated` compares them).
   score = (int(report.answer_correct), -report.num_invalid, -report.num_irrelevant - report.num_skipped)
   return {"steps": steps, "score": score, "summary": summary}
@@ -199,9 +242,20 @@ def _group_card(group: dict, decision: dict | None, task) -> dict:
     for m in members:
       for key in ("verifier", "judge", "reward", "advantage"):
         m[key] = decision[key][m["index"]]
-  card = {"group": group["group"], "problem": group["problem"], "reference": group["reference"],
-          "form": group["form"], "topology": group.get("topology"), "members": members, "decision": decision,
-          "failures": 0, "upsets": 0, "tau": None, "matches": [], "matrix": None}
+  card = {
+    "group": group["group"],
+    "problem": group["problem"],
+    "reference": group["reference"],
+    "form": group["form"],
+    "topology": group.get("topology"),
+    "members": members,
+    "decision": decision,
+    "failures": 0,
+    "upsets": 0,
+    "tau": None,
+    "matches": [],
+    "matrix": None,
+  }
   # A member whose trace is identical to an earlier one's shares that member's tournament node
   # (`reward.dedupe_traces`): the representative played for it, so it shows the node's strength.
   copy_of = group.get("copy_of") or list(range(g))
@@ -213,8 +267,12 @@ def _group_card(group: dict, decision: dict | None, task) -> dict:
     for m in members:
       k = m["index"]
       node = copy_of[k]
-      m.update(theta=theta[node], se=se[node], win_rate=rate[node],
-               rank=None if group.get("native_ranking") is None else group["native_ranking"][k])
+      m.update(
+        theta=theta[node],
+        se=se[node],
+        win_rate=rate[node],
+        rank=None if group.get("native_ranking") is None else group["native_ranking"][k],
+      )
     card["tau"] = kendall_tau(theta, rate)  # over the nodes: a copy has no win rate of its own
     matrix = [[None] * g for _ in range(g)]
     for n, match in enumerate(group["matches"]):
@@ -234,9 +292,19 @@ def _group_card(group: dict, decision: dict | None, task) -> dict:
     for s in group["scores"]:
       card["failures"] += s["failure_reason"] is not None
       members[s["member"]]["score"] = s["score"]
-      card["matches"].append({"number": s["member"] + 1, "i": s["member"], "j": None, "verdict": s["score"],
-                              "outcome": s["score"], "failure_reason": s["failure_reason"],
-                              "failure_detail": s["failure_detail"], "calls": s["calls"], "upset": False})
+      card["matches"].append(
+        {
+          "number": s["member"] + 1,
+          "i": s["member"],
+          "j": None,
+          "verdict": s["score"],
+          "outcome": s["score"],
+          "failure_reason": s["failure_reason"],
+          "failure_detail": s["failure_detail"],
+          "calls": s["calls"],
+          "upset": False,
+        }
+      )
   card["disagreement"] = card["tau"] is not None and card["tau"] < DISAGREEMENT_TAU
   return card
 
@@ -261,17 +329,29 @@ def step_context(workdir: str, step: int, groups: Sequence[int] | None = None, *
   judged = [g for g in entry["groups"] if groups is None or g["group"] in groups]
   row = entry["step"]
   if not judged and row is None:
-    raise InspectError(f"no transcripts of step {step} in {tr.transcripts_dir(workdir)} (judge.transcripts = 0, "
-                       "a step that judged nothing, or not written yet)")
+    raise InspectError(
+      f"no transcripts of step {step} in {tr.transcripts_dir(workdir)} (judge.transcripts = 0, "
+      "a step that judged nothing, or not written yet)"
+    )
   decisions = {d["group"]: d for d in row["groups"]} if row else {}
   task = _task(workdir, row["task"] if row else None)
   cards = [_group_card(g, decisions.get(g["group"]), task) for g in sorted(judged, key=lambda x: x["group"])]
   router = [d for d in (row["groups"] if row else []) if groups is None or d["group"] in groups]
-  return {"step": step, "row": row, "cards": cards, "router": router, "has_checker": bool(task and task.has_process_checker),
-          "tau_threshold": DISAGREEMENT_TAU, "workdir": os.path.abspath(workdir),
-          "counts": {"groups": len(cards), "failures": sum(c["failures"] > 0 for c in cards),
-                     "upsets": sum(c["upsets"] > 0 for c in cards),
-                     "disagreement": sum(c["disagreement"] for c in cards)}}
+  return {
+    "step": step,
+    "row": row,
+    "cards": cards,
+    "router": router,
+    "has_checker": bool(task and task.has_process_checker),
+    "tau_threshold": DISAGREEMENT_TAU,
+    "workdir": os.path.abspath(workdir),
+    "counts": {
+      "groups": len(cards),
+      "failures": sum(c["failures"] > 0 for c in cards),
+      "upsets": sum(c["upsets"] > 0 for c in cards),
+      "disagreement": sum(c["disagreement"] for c in cards),
+    },
+  }
 
 
 # ─────────────────────────────────────────── writing ───────────────────────────────────────────
@@ -281,11 +361,13 @@ def render_run(workdir: str, steps_with_pages: Iterable[int] = ()) -> str:
   return _env().get_template("run.html.j2").render(**run_context(workdir, steps_with_pages))
 
 
-def render_step(workdir: str, step: int, groups: Sequence[int] | None = None, *, run_link: bool = True,
-                loaded: dict | None = None) -> str:
+def render_step(
+  workdir: str, step: int, groups: Sequence[int] | None = None, *, run_link: bool = True, loaded: dict | None = None
+) -> str:
   """One step page's HTML (what a notebook shows with `IPython.display.HTML`)."""
-  return _env().get_template("step.html.j2").render(run_link=run_link,
-                                                    **step_context(workdir, step, groups, loaded=loaded))
+  return (
+    _env().get_template("step.html.j2").render(run_link=run_link, **step_context(workdir, step, groups, loaded=loaded))
+  )
 
 
 @dataclasses.dataclass
@@ -297,8 +379,9 @@ class Report:
   step_pages: dict[int, str]
 
 
-def write_report(workdir: str, output: str | None = None, *, steps: Sequence[int] | None = None,
-                 groups: Sequence[int] | None = None) -> Report:
+def write_report(
+  workdir: str, output: str | None = None, *, steps: Sequence[int] | None = None, groups: Sequence[int] | None = None
+) -> Report:
   """Writes the run page and the step pages (of `steps`, default every step with transcripts; only the
   groups `groups` when given) to `output` (default <workdir>/inspect)."""
   if not os.path.isdir(workdir):
@@ -309,8 +392,10 @@ def write_report(workdir: str, output: str | None = None, *, steps: Sequence[int
   if steps is not None:
     missing = [s for s in steps if s not in available]
     if missing:
-      raise InspectError(f"no transcripts of step(s) {missing} in {tr.transcripts_dir(workdir)}; steps with "
-                         f"transcripts: {_ranges(available) or 'none'}")
+      raise InspectError(
+        f"no transcripts of step(s) {missing} in {tr.transcripts_dir(workdir)}; steps with "
+        f"transcripts: {_ranges(available) or 'none'}"
+      )
   chosen = available if steps is None else list(steps)
   os.makedirs(output, exist_ok=True)
   pages = {}
@@ -324,6 +409,7 @@ def write_report(workdir: str, output: str | None = None, *, steps: Sequence[int
 
 def _write(path: str, text: str) -> None:
   from arena_jax import fileio  # pylint: disable=g-import-not-at-top
+
   fileio.atomic_write(path, text)
 
 
@@ -351,5 +437,3 @@ def parse_ints(text: str | None, what: str) -> list[int] | None:
     except ValueError:
       raise InspectError(f"--{what}: {part!r} is not a number or a range a-b") from None
   return out
-
-

@@ -20,6 +20,7 @@ Nothing is re-judged twice by design: the rescoring judge is asked once per stor
 `debias=both` in the run, both orders were stored and both are replayed). Pointwise (rubric) groups are
 skipped and counted. `python -m launch.rescore` is the command line.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -100,27 +101,42 @@ class RescoreReport:
   def summary(self) -> dict:
     r = lambda v: None if v is None else round(float(v), 4)
     taus = [t for t in self.taus if t is not None]
-    return {"workdir": self.workdir, "steps": self.steps, "groups": self.groups, "calls": len(self.calls),
-            "compared": len(self.compared), "skipped_pointwise_groups": self.skipped_pointwise,
-            "agreement": r(self.agreement), "kappa": r(self.kappa), "tau_bt_mean": r(self.tau),
-            "tau_bt_min": r(min(taus)) if taus else None, "tau_groups": len(taus),
-            "verdicts": {"run": self.counts("run"), "rescore": self.counts("new")},
-            "first_shown_rate": {"run": r(self.first_shown_rate("run")), "rescore": r(self.first_shown_rate("new"))}}
+    return {
+      "workdir": self.workdir,
+      "steps": self.steps,
+      "groups": self.groups,
+      "calls": len(self.calls),
+      "compared": len(self.compared),
+      "skipped_pointwise_groups": self.skipped_pointwise,
+      "agreement": r(self.agreement),
+      "kappa": r(self.kappa),
+      "tau_bt_mean": r(self.tau),
+      "tau_bt_min": r(min(taus)) if taus else None,
+      "tau_groups": len(taus),
+      "verdicts": {"run": self.counts("run"), "rescore": self.counts("new")},
+      "first_shown_rate": {"run": r(self.first_shown_rate("run")), "rescore": r(self.first_shown_rate("new"))},
+    }
 
   def table(self) -> str:
     s, fmt = self.summary(), (lambda v: "–" if v is None else f"{v:.3f}")
     v = s["verdicts"]
-    lines = [f"rescore of {self.workdir}: {s['calls']} stored judge calls in {s['groups']} groups of {s['steps']} "
-             f"step(s), {s['compared']} answered by both judges"
-             + (f"; {self.skipped_pointwise} pointwise group(s) skipped" if self.skipped_pointwise else ""),
-             f"{'':28s}{'run judge':>12s}{'rescoring':>12s}"]
+    lines = [
+      f"rescore of {self.workdir}: {s['calls']} stored judge calls in {s['groups']} groups of {s['steps']} "
+      f"step(s), {s['compared']} answered by both judges"
+      + (f"; {self.skipped_pointwise} pointwise group(s) skipped" if self.skipped_pointwise else ""),
+      f"{'':28s}{'run judge':>12s}{'rescoring':>12s}",
+    ]
     for k in (*VERDICTS, "failed"):
       lines.append(f"{'verdict ' + k:28s}{v['run'][k]:>12d}{v['rescore'][k]:>12d}")
-    lines.append(f"{'first-shown win rate':28s}{fmt(s['first_shown_rate']['run']):>12s}"
-                 f"{fmt(s['first_shown_rate']['rescore']):>12s}")
-    lines.append(f"verdict agreement {fmt(s['agreement'])}   Cohen's kappa {fmt(s['kappa'])}   "
-                 f"BT Kendall tau per group: mean {fmt(s['tau_bt_mean'])}, min {fmt(s['tau_bt_min'])} "
-                 f"({s['tau_groups']} groups)")
+    lines.append(
+      f"{'first-shown win rate':28s}{fmt(s['first_shown_rate']['run']):>12s}"
+      f"{fmt(s['first_shown_rate']['rescore']):>12s}"
+    )
+    lines.append(
+      f"verdict agreement {fmt(s['agreement'])}   Cohen's kappa {fmt(s['kappa'])}   "
+      f"BT Kendall tau per group: mean {fmt(s['tau_bt_mean'])}, min {fmt(s['tau_bt_min'])} "
+      f"({s['tau_groups']} groups)"
+    )
     return "\n".join(lines)
 
 
@@ -164,14 +180,19 @@ async def _replay(judge, stored: list[tuple[dict, Call]]) -> list[Call]:
 
   async def one(g: dict, c: Call) -> Call:
     a, b = (c.j, c.i) if c.swapped else (c.i, c.j)
-    res = await judge.compare(g["problem"], g["reference"], g["traces"][a], g["traces"][b],
-                              key=("rescore", c.step, c.group, c.i, c.j, c.call))
+    res = await judge.compare(
+      g["problem"], g["reference"], g["traces"][a], g["traces"][b], key=("rescore", c.step, c.group, c.i, c.j, c.call)
+    )
     if not res.ok:
       return dataclasses.replace(c, new_failure=res.failure_reason)
     shown = _SHOWN[res.verdict]
     verdict = _FROM_SHOWN[shown]
-    return dataclasses.replace(c, new_shown=shown, new_verdict=_FLIP[verdict] if c.swapped else verdict,
-                               new_outcome=1.0 - res.outcome if c.swapped else res.outcome)
+    return dataclasses.replace(
+      c,
+      new_shown=shown,
+      new_verdict=_FLIP[verdict] if c.swapped else verdict,
+      new_outcome=1.0 - res.outcome if c.swapped else res.outcome,
+    )
 
   try:
     return list(await asyncio.gather(*(one(g, c) for g, c in stored)))
@@ -179,7 +200,9 @@ async def _replay(judge, stored: list[tuple[dict, Call]]) -> list[Call]:
     await judge.close()
 
 
-def group_taus(stored: list[tuple[dict, Call]], calls: list[Call], *, l2: float = arena.DEFAULT_L2) -> list[float | None]:
+def group_taus(
+  stored: list[tuple[dict, Call]], calls: list[Call], *, l2: float = arena.DEFAULT_L2
+) -> list[float | None]:
   """Kendall τ between the run's and the rescoring judge's BT strengths, per pairwise group (module docstring)."""
   by_group: dict[tuple[int, int], dict] = {}
   for (g, _), c in zip(stored, calls):
@@ -209,8 +232,14 @@ def group_taus(stored: list[tuple[dict, Call]], calls: list[Call], *, l2: float 
   return taus
 
 
-def rescore(workdir: str, judge_config, urls: Sequence[str] | str | None = None, *, steps: Iterable[int] | None = None,
-            max_calls: int | None = None) -> RescoreReport:
+def rescore(
+  workdir: str,
+  judge_config,
+  urls: Sequence[str] | str | None = None,
+  *,
+  steps: Iterable[int] | None = None,
+  max_calls: int | None = None,
+) -> RescoreReport:
   """Re-judges the stored pairwise calls of the run in `workdir` with the judge of `judge_config` at `urls`
   (module docstring); `steps`: only these steps; `max_calls`: only the first that many stored calls."""
   if max_calls is not None and max_calls < 1:
@@ -220,17 +249,26 @@ def rescore(workdir: str, judge_config, urls: Sequence[str] | str | None = None,
   stored, counts = _stored_calls(rows, max_calls)
   if not stored:
     where = "" if wanted is None else f" at step(s) {sorted(wanted)}"
-    raise MissingFileError(f"{tr.transcripts_dir(workdir)}: no stored pairwise judge calls{where}; rescore "
-                           "replays a run's judge transcripts (train with judge.transcripts > 0, the default, and a "
-                           "pairwise reward mode)")
+    raise MissingFileError(
+      f"{tr.transcripts_dir(workdir)}: no stored pairwise judge calls{where}; rescore "
+      "replays a run's judge transcripts (train with judge.transcripts > 0, the default, and a "
+      "pairwise reward mode)"
+    )
   config = judge_config.copy_and_resolve_references()
   with config.unlocked():
     config.debias = "none"  # the stored order is replayed as it was shown (trace A first)
   judge = judges.make_judge(config, urls)
   if judge.kind != "pairwise":
-    raise ConfigError(f"judge.backend: rescore compares pairwise verdicts, and {config.backend!r} is a "
-                      f"{judge.kind} judge; use a pairwise backend")
+    raise ConfigError(
+      f"judge.backend: rescore compares pairwise verdicts, and {config.backend!r} is a "
+      f"{judge.kind} judge; use a pairwise backend"
+    )
   calls = asyncio.run(_replay(judge, stored))
-  return RescoreReport(workdir=str(workdir), calls=calls, groups=counts["groups"], steps=counts["steps"],
-                       skipped_pointwise=counts["pointwise"], taus=group_taus(stored, calls))
-
+  return RescoreReport(
+    workdir=str(workdir),
+    calls=calls,
+    groups=counts["groups"],
+    steps=counts["steps"],
+    skipped_pointwise=counts["pointwise"],
+    taus=group_taus(stored, calls),
+  )

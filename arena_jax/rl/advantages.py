@@ -2,6 +2,7 @@
 
 All functions are pure jnp and jittable; the group axis is the last axis ([..., G]).
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -22,8 +23,9 @@ def is_diverse(rewards, *, threshold: float = DIVERSITY_THRESHOLD):
   return reward_variance(rewards) > threshold
 
 
-def group_advantages(rewards, *, eps: float = EPS_STD, ddof: int = 0,
-                     threshold: float = DIVERSITY_THRESHOLD, valid=None):
+def group_advantages(
+  rewards, *, eps: float = EPS_STD, ddof: int = 0, threshold: float = DIVERSITY_THRESHOLD, valid=None
+):
   """Â_i = (r_i − mean_j r_j) / (std_j r_j + ε) within each group (SPEC §1).
 
   A non-diverse group gets exactly 0 (not rounding noise divided by ε: equal rewards such as 0.1 can

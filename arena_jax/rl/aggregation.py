@@ -1,12 +1,14 @@
 """How a group's judgments become judge rewards r_judge [G] (SPEC §5–§7), selected by name.
 
 An aggregation takes the verdicts of the judged groups that got at least one successful judgment and
-returns one row of judge rewards per group; NaN marks a member left out of its group's statistics. Groups with no successful judgment never reach it: the
-reward mode fills them with a constant row (zero advantage; SPEC §4: a failure is dropped, never a tie).
+returns one row of judge rewards per group; NaN marks a member left out of its group's statistics. Groups
+with no successful judgment never reach it: the reward mode fills them with a constant row (zero advantage;
+SPEC §4: a failure is dropped, never a tie).
 Each aggregation reads one judge form's verdicts (its `form`: tournament matches or rubric
 scores); `reward.aggregation` may replace a mode's own by any of the same form, independently of the
 topology (docs/reward_modes.md). Register a new one with `@register_aggregator("name", form=...)`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -93,7 +95,7 @@ def padded_matches(verdicts: Sequence[Verdicts]) -> tuple[np.ndarray, ...]:
   arrays = np.zeros((4, len(verdicts), m))
   for k, v in enumerate(verdicts):
     f, s, o = v.matches
-    arrays[:, k, :len(f)] = np.stack([f, s, o, np.ones(len(f))])
+    arrays[:, k, : len(f)] = np.stack([f, s, o, np.ones(len(f))])
   return arrays[0].astype(np.int32), arrays[1].astype(np.int32), arrays[2], arrays[3]
 
 
@@ -120,8 +122,9 @@ def shrinkage_factors(theta: np.ndarray, se: np.ndarray, shrinkage: float) -> np
   return z2 / (z2 + shrinkage)
 
 
-def bt_shrinkage(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str,
-                 shrinkage: float) -> np.ndarray:
+def bt_shrinkage(
+  verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str, shrinkage: float
+) -> np.ndarray:
   """Advantage factors [n, G] (`shrinkage_factors`) from one batched fit with Laplace standard errors."""
   theta, se = arena.fit_bradley_terry(*padded_matches(verdicts), group_size, l2=l2, solver=solver, errors="laplace")
   theta, se = (expand_rows(verdicts, np.asarray(a, np.float64)) for a in (theta, se))

@@ -8,6 +8,7 @@ The IS weight is clipped and stopped, not the policy-gradient term, so every tok
 The loss is −J, returned as (sum, denominator) so that micro-batches and shards add up exactly: the
 caller divides the summed sums by the summed denominators.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -36,9 +37,21 @@ def completion_mask(lengths, max_len: int):
   return (jnp.arange(max_len)[None, :] < lengths[:, None]).astype(jnp.float32)
 
 
-def cispo_loss(logprobs, old_logprobs, advantages, mask, *, eps_low: float = 1.0, eps_high: float = 4.0,
-               aggregation: str = "token_mean", truncated=None, mask_truncated: bool = False,
-               ref_logprobs=None, kl_coef: float = 0.0, entropy=None) -> CispoOutput:
+def cispo_loss(
+  logprobs,
+  old_logprobs,
+  advantages,
+  mask,
+  *,
+  eps_low: float = 1.0,
+  eps_high: float = 4.0,
+  aggregation: str = "token_mean",
+  truncated=None,
+  mask_truncated: bool = False,
+  ref_logprobs=None,
+  kl_coef: float = 0.0,
+  entropy=None,
+) -> CispoOutput:
   """CISPO loss terms for a (micro-)batch of completions (SPEC §2).
 
   Args:

@@ -5,11 +5,14 @@
 | `rlvr`               | verifier        | verifier (Â = 0)                | none       |
 | `rlvr_dapo`          | verifier        | discarded, batch refilled (DAPO)| none       |
 | `rlaif`              | pointwise judge | pointwise judge                 | pointwise  |
-| `arenarl`            | tournament      | tournament                      | pairwise (ArenaRL's own: seeded single elimination + rank quantile) |
-| `arenarl_baseline`   | tournament      | tournament                      | pairwise (the paper's ArenaRL baseline, seed 000: round robin + win rate) |
+| `arenarl`            | tournament      | tournament                      | pairwise (1) |
+| `arenarl_baseline`   | tournament      | tournament                      | pairwise (2) |
 | `adaptive_pointwise` | verifier        | pointwise judge                 | pointwise  |
 | `arena`              | verifier        | round-robin win rate            | pairwise   |
 | `arena_live`         | verifier        | live tournament + BT            | pairwise   |
+
+(1) ArenaRL's own: seeded single elimination + rank quantile. (2) The paper's ArenaRL baseline (seed 000):
+round robin + win rate.
 
 A mode is one decorated class that carries its behaviour (a registry, as wherever the paper has
 alternatives): which groups it sends to the judge (`select`), in which form (`judge_form`, `topology`),
@@ -29,6 +32,7 @@ a mode is one block, here or anywhere that is imported before the config is vali
 `reward.topology` and `reward.aggregation` replace a pairwise mode's tournament and aggregation
 independently of each other (`get_mode(name, aggregation=...)`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -82,8 +86,9 @@ class RewardMode:
     """Which groups of the step go to the judge (bool [B]), given which are reward-diverse."""
     return np.zeros_like(diverse, bool)
 
-  def aggregate(self, verdicts: Sequence[Verdicts], group_size: int, *, l2: float,
-                solver: str) -> tuple[np.ndarray, np.ndarray]:
+  def aggregate(
+    self, verdicts: Sequence[Verdicts], group_size: int, *, l2: float, solver: str
+  ) -> tuple[np.ndarray, np.ndarray]:
     """(judge rewards [n, G], ok [n]): the judged groups' verdicts → rewards; a group with no successful
     judgment (ok False) gets `fill` everywhere."""
     ok = np.asarray([not v.empty for v in verdicts], bool)
@@ -145,11 +150,14 @@ def _check_mode(name: str, cls: type[RewardMode]) -> RewardMode:
   if (cls.judge_groups == "none") != (cls.judge_form is None):
     raise ValueError(f"mode {name!r}: a judge form goes with judged groups (a Routed or JudgeAll mode) and vice versa")
   if cls.judge_form is not None and cls.aggregation not in AGGREGATORS and cls.aggregate is RewardMode.aggregate:
-    raise ValueError(f"mode {name!r}: aggregation must be one of {sorted(AGGREGATORS)} (or define aggregate), "
-                     f"got {cls.aggregation!r}")
+    raise ValueError(
+      f"mode {name!r}: aggregation must be one of {sorted(AGGREGATORS)} (or define aggregate), got {cls.aggregation!r}"
+    )
   if cls.aggregation in AGGREGATORS and AGGREGATORS[cls.aggregation].form != cls.judge_form:
-    raise ValueError(f"mode {name!r}: aggregation {cls.aggregation!r} reads {AGGREGATORS[cls.aggregation].form} "
-                     f"verdicts, the mode's judge form is {cls.judge_form!r}")
+    raise ValueError(
+      f"mode {name!r}: aggregation {cls.aggregation!r} reads {AGGREGATORS[cls.aggregation].form} "
+      f"verdicts, the mode's judge form is {cls.judge_form!r}"
+    )
   if cls.judge_form == "pairwise" and not cls.topology:
     raise ValueError(f"mode {name!r}: a pairwise mode names its default topology")
   return cls()
@@ -187,8 +195,10 @@ def aggregation_problem(mode: RewardMode, aggregation: str) -> str | None:
     return f"mode {mode.name!r} defines its own aggregate(); leave aggregation empty"
   if AGGREGATORS[aggregation].form != mode.judge_form:
     usable = sorted(a for a, fn in AGGREGATORS.items() if fn.form == mode.judge_form)
-    return (f"{aggregation!r} reads {AGGREGATORS[aggregation].form} verdicts but mode {mode.name!r} is "
-            f"{mode.judge_form}; use one of {usable}")
+    return (
+      f"{aggregation!r} reads {AGGREGATORS[aggregation].form} verdicts but mode {mode.name!r} is "
+      f"{mode.judge_form}; use one of {usable}"
+    )
   return None
 
 

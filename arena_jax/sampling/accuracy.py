@@ -12,6 +12,7 @@ samples are all correct, all wrong, or diverse (reward variance > 0). Greedy acc
 decode per example. Sampling uses `arena_jax.sampling.Sampler`; samplers are cached by their static
 arguments, so calling `evaluate` every few hundred steps (a checkpoint watcher) compiles once.
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,14 +51,20 @@ def pass_at_k(n: int | np.ndarray, c: int | np.ndarray, k: int) -> np.ndarray:
 
 def default_ks(n: int) -> tuple[int, ...]:
   """1, 2, 4, … up to n, and n itself."""
-  ks = [2 ** i for i in range(int(math.log2(n)) + 1)] if n >= 1 else []
+  ks = [2**i for i in range(int(math.log2(n)) + 1)] if n >= 1 else []
   return tuple(sorted(set(ks + ([n] if n >= 1 else []))))
 
 
 @functools.lru_cache(maxsize=32)
 def _sampler(config: ModelConfig, max_new_tokens: int, num_samples: int, method, stop: int, pad: int) -> Sampler:
-  return Sampler(config=config, max_new_tokens=max_new_tokens, num_samples=num_samples, method=method,
-                 stop_tokens=(stop,), pad_id=pad)
+  return Sampler(
+    config=config,
+    max_new_tokens=max_new_tokens,
+    num_samples=num_samples,
+    method=method,
+    stop_tokens=(stop,),
+    pad_id=pad,
+  )
 
 
 def _in_vocab(tokens: np.ndarray, tokenizer) -> np.ndarray:
@@ -68,9 +75,19 @@ def _in_vocab(tokens: np.ndarray, tokenizer) -> np.ndarray:
   return np.where(tokens < tokenizer.vocab_size, tokens, unk)
 
 
-def generate(model: Transformer | Any, tokenizer, prompts: Sequence[Sequence[int]], *, num_samples: int,
-             method, max_new_tokens: int, batch_size: int, rng: jax.Array,
-             config: ModelConfig | None = None, on_batch=None) -> tuple[list[str], np.ndarray, np.ndarray]:
+def generate(
+  model: Transformer | Any,
+  tokenizer,
+  prompts: Sequence[Sequence[int]],
+  *,
+  num_samples: int,
+  method,
+  max_new_tokens: int,
+  batch_size: int,
+  rng: jax.Array,
+  config: ModelConfig | None = None,
+  on_batch=None,
+) -> tuple[list[str], np.ndarray, np.ndarray]:
   """Samples `num_samples` completions per prompt, `batch_size` prompts per sampler call.
 
   The last batch is padded with copies of its last prompt (their samples are dropped) so every call
@@ -85,7 +102,7 @@ def generate(model: Transformer | Any, tokenizer, prompts: Sequence[Sequence[int
   params = sampler.shard_params(model)
   texts, lengths, truncated = [], [], []
   for i, start in enumerate(range(0, len(prompts), batch_size)):
-    batch = list(prompts[start:start + batch_size])
+    batch = list(prompts[start : start + batch_size])
     real = len(batch)
     batch += [batch[-1]] * (batch_size - real)
     out = sampler(params, batch, jax.random.fold_in(rng, i))
@@ -99,11 +116,25 @@ def generate(model: Transformer | Any, tokenizer, prompts: Sequence[Sequence[int
   return texts, np.concatenate(lengths), np.concatenate(truncated)
 
 
-def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any], *, num_samples: int = 8,
-             temperature: float = 1.0, max_new_tokens: int = 128, batch_size: int = 64,
-             rng: jax.Array | None = None, greedy: bool = True, ks: Sequence[int] | None = None,
-             add_bos: bool = True, config: ModelConfig | None = None, return_details: bool = False,
-             progress: str | None = None, process: bool = True) -> dict:
+def evaluate(
+  model: Transformer | Any,
+  tokenizer,
+  task,
+  examples: Sequence[Any],
+  *,
+  num_samples: int = 8,
+  temperature: float = 1.0,
+  max_new_tokens: int = 128,
+  batch_size: int = 64,
+  rng: jax.Array | None = None,
+  greedy: bool = True,
+  ks: Sequence[int] | None = None,
+  add_bos: bool = True,
+  config: ModelConfig | None = None,
+  return_details: bool = False,
+  progress: str | None = None,
+  process: bool = True,
+) -> dict:
   """Greedy accuracy, mean pass ratio@n, pass@k and response length of a policy on `examples`.
 
   Args:
@@ -140,15 +171,15 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
   examples = list(examples)
   prompts = tokenizer.encode(task.prompt_texts(examples, tokenizer), add_bos=add_bos and not task.chat)
   calls = -(-len(examples) // batch_size) * (int(greedy) + int(num_samples >= 1))
-  bar = tqdm.tqdm(total=calls, desc=progress, unit="batch", disable=progress is None, dynamic_ncols=True,
-                  leave=False)
+  bar = tqdm.tqdm(total=calls, desc=progress, unit="batch", disable=progress is None, dynamic_ncols=True, leave=False)
   common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, config=config, on_batch=bar.update)
   result: dict[str, Any] = {"num_examples": len(examples)}
   details: dict[str, Any] = {}
 
   if greedy:
-    texts, lengths, _ = generate(model, tokenizer, prompts, num_samples=1, method=Greedy(),
-                                 rng=jax.random.fold_in(rng, 0), **common)
+    texts, lengths, _ = generate(
+      model, tokenizer, prompts, num_samples=1, method=Greedy(), rng=jax.random.fold_in(rng, 0), **common
+    )
     rewards = np.asarray(task.verify_batch(examples, texts), np.float64)
     result["greedy_accuracy"] = float(rewards.mean())
     result["greedy_response_length"] = float(lengths.mean())
@@ -158,9 +189,15 @@ def evaluate(model: Transformer | Any, tokenizer, task, examples: Sequence[Any],
 
   if num_samples >= 1:
     n = int(num_samples)
-    texts, lengths, truncated = generate(model, tokenizer, prompts, num_samples=n,
-                                         method=RandomSampling(temperature=float(temperature)),
-                                         rng=jax.random.fold_in(rng, 1), **common)
+    texts, lengths, truncated = generate(
+      model,
+      tokenizer,
+      prompts,
+      num_samples=n,
+      method=RandomSampling(temperature=float(temperature)),
+      rng=jax.random.fold_in(rng, 1),
+      **common,
+    )
     repeated = [e for e in examples for _ in range(n)]
     rewards = np.asarray(task.verify_batch(repeated, texts), np.float64).reshape(len(examples), n)
     correct = rewards.sum(axis=1).round().astype(np.int64)

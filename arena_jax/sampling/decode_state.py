@@ -1,11 +1,12 @@
 """The sampler's data and the pure helpers it is built from (`arena_jax.sampling.sampler` runs them).
 
-  SampleOutput, StreamChunk   what a call returns, and what a streamed call yields after each chunk
-  DecodeState, Results        the decode loop's state (donated between segments) and finished rows kept aside
-  bucket_length, cache_chunking, mask_after_stop   static shapes and the stop rule, pure functions
-  ForcedStops                 a logits processor fixing each row's length (benchmarks, tests)
-  model_from_params           a `Transformer` from a pure parameter dict (one cached graph per config)
+SampleOutput, StreamChunk   what a call returns, and what a streamed call yields after each chunk
+DecodeState, Results        the decode loop's state (donated between segments) and finished rows kept aside
+bucket_length, cache_chunking, mask_after_stop   static shapes and the stop rule, pure functions
+ForcedStops                 a logits processor fixing each row's length (benchmarks, tests)
+model_from_params           a `Transformer` from a pure parameter dict (one cached graph per config)
 """
+
 from __future__ import annotations
 
 import dataclasses

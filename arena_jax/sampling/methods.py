@@ -9,6 +9,7 @@ vocabulary, T = `logprob_temperature`. Top-k / top-p truncation is deliberately 
 the loss recomputes π_θ with the same T (`token_logprobs(..., temperature=T)`), so the CISPO ratio
 (SPEC §2) is exactly 1 on-policy and measures only the policy's change, not the truncation.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -38,6 +38,7 @@ N numbers come from fold_in(rng, r), so they depend on the key and the row index
 batch padding a mesh needs, nor on the device count (jax's threefry is partitionable): the same key
 gives the same tokens on one device or on a mesh.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,14 +54,23 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from arena_jax import parallel
 from arena_jax.models.config import ModelConfig
-from arena_jax.models.sharding import (LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards,
-                                       param_shardings)
+from arena_jax.models.sharding import LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards, param_shardings
 from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.params import pure_params
 from arena_jax.models.transformer import abstract_model
-from arena_jax.sampling.decode_state import (COMPACT_FLOOR, DEFAULT_PROMPT_BUCKETS, DecodeState, Results, SampleOutput,
-                                             StreamChunk, _NO_ROW, _cast_tree, bucket_length, cache_chunking,
-                                             model_from_params)
+from arena_jax.sampling.decode_state import (
+  COMPACT_FLOOR,
+  DEFAULT_PROMPT_BUCKETS,
+  DecodeState,
+  Results,
+  SampleOutput,
+  StreamChunk,
+  _NO_ROW,
+  _cast_tree,
+  bucket_length,
+  cache_chunking,
+  model_from_params,
+)
 from arena_jax.sampling.methods import RandomSampling, SamplingMethod, uniforms
 
 # ─────────────────────────────────────── the sampler ───────────────────────────────────────
@@ -130,8 +140,9 @@ class Sampler:
 
   # ── public entry point ──
 
-  def __call__(self, params: Any, prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray],
-               rng: jax.Array) -> SampleOutput:
+  def __call__(
+    self, params: Any, prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray], rng: jax.Array
+  ) -> SampleOutput:
     """Samples `num_samples` completions for each prompt.
 
     Args:
@@ -147,8 +158,14 @@ class Sampler:
     out, _ = self._decode_fn(pure_params(params), state, jnp.asarray(tokens))
     return self._trim(out, num_prompts)
 
-  def stream(self, params: Any, prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray], rng: jax.Array,
-             *, every: int = 0) -> Iterator[StreamChunk]:
+  def stream(
+    self,
+    params: Any,
+    prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray],
+    rng: jax.Array,
+    *,
+    every: int = 0,
+  ) -> Iterator[StreamChunk]:
     """`__call__`, yielding after each chunk of decoding the rows that finished in it (issue 14: judging
     starts while decoding goes on). The last chunk carries the rows cut at `max_new_tokens` and the
     call's `SampleOutput`, equal to `__call__`'s for the same arguments (the same decode steps, split
@@ -175,9 +192,15 @@ class Sampler:
       reported[rows] = True
       toks, lps = (np.asarray(a) for a in parallel.gather((view.tokens, view.logprobs))) if len(rows) else (None, None)
       lengths = np.where(finish[rows] < n, finish[rows] + 1, n).astype(np.int32)
-      return StreamChunk(index, rows, toks[rows] if len(rows) else np.zeros((0, n), np.int32),
-                         lps[rows] if len(rows) else np.zeros((0, n), np.float32), lengths, lengths - 1,
-                         finish[rows] >= n)
+      return StreamChunk(
+        index,
+        rows,
+        toks[rows] if len(rows) else np.zeros((0, n), np.int32),
+        lps[rows] if len(rows) else np.zeros((0, n), np.float32),
+        lengths,
+        lengths - 1,
+        finish[rows] >= n,
+      )
 
     def run(index, end, read_chunks):
       nonlocal state, results
@@ -213,13 +236,16 @@ class Sampler:
     rows = max(self._row_bucket(len(live)), self._row_bucket(-(-len(finish) // COMPACT_FLOOR)))
     cache = state.cache
     slots = cache.num_chunks * cache.chunk
-    if not live.size or rows >= len(held) or (
-        rows * (cache.prompt_bucket + slots) > cache.num_prompts * cache.prompt_bucket + len(held) * slots):
+    if (
+      not live.size
+      or rows >= len(held)
+      or (rows * (cache.prompt_bucket + slots) > cache.num_prompts * cache.prompt_bucket + len(held) * slots)
+    ):
       return state, held
     index = np.full(rows, -1, np.int32)
-    index[:len(live)] = live
+    index[: len(live)] = live
     new_held = np.full(rows, -1, held.dtype)
-    new_held[:len(live)] = held[live]
+    new_held[: len(live)] = held[live]
     if self.mesh is not None:
       index = jax.device_put(index, NamedSharding(self.mesh, PartitionSpec()))
     return self._compact_fn(state, index), new_held
@@ -247,8 +273,9 @@ class Sampler:
       # prompts, placed here as global arrays (a key array cannot be placed across hosts, its data can).
       b1 = self._batch_sharding(1)
       tokens, lengths, active, key = jax.device_put(
-          (tokens, lengths, active, np.asarray(jax.random.key_data(rng))),
-          (self._batch_sharding(2), b1, b1, NamedSharding(self.mesh, PartitionSpec())))
+        (tokens, lengths, active, np.asarray(jax.random.key_data(rng))),
+        (self._batch_sharding(2), b1, b1, NamedSharding(self.mesh, PartitionSpec())),
+      )
       rng = jax.random.wrap_key_data(key)
     return self._prefill_fn(params, tokens, lengths, active, rng), tokens, lengths, num_prompts
 
@@ -258,10 +285,16 @@ class Sampler:
       return out
     rows = num_prompts * self.num_samples
     return SampleOutput(
-        tokens=out.tokens[:rows], logprobs=out.logprobs[:rows], lengths=out.lengths[:rows],
-        truncated=out.truncated[:rows], completion_step=out.completion_step[:rows],
-        is_greedy=out.is_greedy[:rows], prompt_tokens=out.prompt_tokens[:num_prompts],
-        prompt_lengths=out.prompt_lengths[:num_prompts], num_samples=self.num_samples)
+      tokens=out.tokens[:rows],
+      logprobs=out.logprobs[:rows],
+      lengths=out.lengths[:rows],
+      truncated=out.truncated[:rows],
+      completion_step=out.completion_step[:rows],
+      is_greedy=out.is_greedy[:rows],
+      prompt_tokens=out.prompt_tokens[:num_prompts],
+      prompt_lengths=out.prompt_lengths[:num_prompts],
+      num_samples=self.num_samples,
+    )
 
   def _segments(self, *everys: int) -> list[tuple[int, int]]:
     """(end step, cache chunks read) of each decode loop: one per cache chunk, split every `e` steps of
@@ -290,7 +323,7 @@ class Sampler:
     p = bucket_length(int(lengths.max()), self.prompt_buckets)
     out = np.full((len(rows), p), self.pad_id, np.int32)
     for i, r in enumerate(rows):
-      out[i, :len(r)] = r
+      out[i, : len(r)] = r
     return out, lengths
 
   def shard_params(self, params: Any) -> dict:
@@ -318,8 +351,10 @@ class Sampler:
     """
     shards = num_batch_shards(self.mesh, self.rules)
     if num_prompts < 1 or num_prompts % shards:
-      raise ValueError(f"num_prompts = {num_prompts} must be a positive multiple of the mesh's {shards} batch "
-                       "shards (a call pads the prompts to it)")
+      raise ValueError(
+        f"num_prompts = {num_prompts} must be a positive multiple of the mesh's {shards} batch "
+        "shards (a call pads the prompts to it)"
+      )
     if prompt_len < 1:
       raise ValueError(f"prompt_len must be ≥ 1 (got {prompt_len})")
     sds = jax.ShapeDtypeStruct
@@ -340,17 +375,22 @@ class Sampler:
     if self.mesh is None:
       return jax.jit(self._prefill)
     batch1, rep = self._batch_sharding(1), NamedSharding(self.mesh, PartitionSpec())
-    return jax.jit(self._prefill,
-                   in_shardings=(self._param_shardings, self._batch_sharding(2), batch1, batch1, rep),
-                   out_shardings=self._state_shardings)
+    return jax.jit(
+      self._prefill,
+      in_shardings=(self._param_shardings, self._batch_sharding(2), batch1, batch1, rep),
+      out_shardings=self._state_shardings,
+    )
 
   @functools.cached_property
   def _decode_fn(self):
     if self.mesh is None:
       return jax.jit(self._decode, donate_argnums=1)
-    return jax.jit(self._decode, donate_argnums=1,
-                   in_shardings=(self._param_shardings, self._state_shardings, self._batch_sharding(2)),
-                   out_shardings=(self._output_shardings, self._state_shardings))
+    return jax.jit(
+      self._decode,
+      donate_argnums=1,
+      in_shardings=(self._param_shardings, self._state_shardings, self._batch_sharding(2)),
+      out_shardings=(self._output_shardings, self._state_shardings),
+    )
 
   @functools.cached_property
   def _segment_fns(self) -> dict:
@@ -365,8 +405,11 @@ class Sampler:
       else:
         rep = NamedSharding(self.mesh, PartitionSpec())
         self._segment_fns[read_chunks] = jax.jit(
-            fn, donate_argnums=1, in_shardings=(self._param_shardings, self._state_shardings, rep),
-            out_shardings=self._state_shardings)
+          fn,
+          donate_argnums=1,
+          in_shardings=(self._param_shardings, self._state_shardings, rep),
+          out_shardings=self._state_shardings,
+        )
     return self._segment_fns[read_chunks]
 
   @functools.cached_property
@@ -381,8 +424,7 @@ class Sampler:
     if self.mesh is None:
       return jax.jit(self._merge, donate_argnums=0)
     batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
-    return jax.jit(self._merge, donate_argnums=0,
-                   out_shardings=Results(tokens=batch2, logprobs=batch2, finish=batch1))
+    return jax.jit(self._merge, donate_argnums=0, out_shardings=Results(tokens=batch2, logprobs=batch2, finish=batch1))
 
   @functools.cached_property
   def _compact_fn(self):
@@ -395,8 +437,17 @@ class Sampler:
   @functools.cached_property
   def _output_shardings(self) -> SampleOutput:
     batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
-    return SampleOutput(tokens=batch2, logprobs=batch2, lengths=batch1, truncated=batch1, completion_step=batch1,
-                        is_greedy=batch1, prompt_tokens=batch2, prompt_lengths=batch1, num_samples=self.num_samples)
+    return SampleOutput(
+      tokens=batch2,
+      logprobs=batch2,
+      lengths=batch1,
+      truncated=batch1,
+      completion_step=batch1,
+      is_greedy=batch1,
+      prompt_tokens=batch2,
+      prompt_lengths=batch1,
+      num_samples=self.num_samples,
+    )
 
   @functools.cached_property
   def _param_shardings(self):
@@ -422,11 +473,24 @@ class Sampler:
     rep = NamedSharding(self.mesh, PartitionSpec())
     columns = NamedSharding(self.mesh, PartitionSpec(None, batch1.spec[0]))
     layers = range(c.num_layers)
-    kv = KVCache(prompt_k=tuple(kt for _ in layers), prompt_v=tuple(v for _ in layers),
-                 k=tuple((kt,) * num_chunks for _ in layers), v=tuple((v,) * num_chunks for _ in layers),
-                 prompt_lengths=batch1)
-    return DecodeState(step=rep, tokens=batch2, logprobs=batch2, done=batch1, finish=batch1, last_token=batch1,
-                       cache=kv, uniforms=columns, rows=batch1)
+    kv = KVCache(
+      prompt_k=tuple(kt for _ in layers),
+      prompt_v=tuple(v for _ in layers),
+      k=tuple((kt,) * num_chunks for _ in layers),
+      v=tuple((v,) * num_chunks for _ in layers),
+      prompt_lengths=batch1,
+    )
+    return DecodeState(
+      step=rep,
+      tokens=batch2,
+      logprobs=batch2,
+      done=batch1,
+      finish=batch1,
+      last_token=batch1,
+      cache=kv,
+      uniforms=columns,
+      rows=batch1,
+    )
 
   # ── traced bodies ──
 
@@ -458,8 +522,7 @@ class Sampler:
     g, n = self.num_samples, self.max_new_tokens
     chunk, num_chunks = cache_chunking(n, self.cache_chunk)
     cache_dtype = jnp.dtype(self.cache_dtype) if self.cache_dtype else None
-    logits, cache = model.prefill(tokens, lengths, group=g, num_chunks=num_chunks, chunk=chunk,
-                                  cache_dtype=cache_dtype)
+    logits, cache = model.prefill(tokens, lengths, group=g, num_chunks=num_chunks, chunk=chunk, cache_dtype=cache_dtype)
     # One prefill per prompt: its G samples share the cached prompt and start from the same logits.
     logits, active = jnp.repeat(logits, g, axis=0), jnp.repeat(active, g, axis=0)
     rows = logits.shape[0]
@@ -471,12 +534,16 @@ class Sampler:
     first_lp = jnp.where(done0, 0.0, first_lp)
     stopped = self._stopped(first) & active
     return DecodeState(
-        step=jnp.asarray(1, jnp.int32),
-        tokens=jnp.full((rows, n), self.pad_id, jnp.int32).at[:, 0].set(first),
-        logprobs=jnp.zeros((rows, n), jnp.float32).at[:, 0].set(first_lp),
-        done=done0 | stopped,
-        finish=jnp.where(stopped, 0, jnp.where(done0, -1, n)).astype(jnp.int32),
-        last_token=first, cache=cache, uniforms=u, rows=row_ids)
+      step=jnp.asarray(1, jnp.int32),
+      tokens=jnp.full((rows, n), self.pad_id, jnp.int32).at[:, 0].set(first),
+      logprobs=jnp.zeros((rows, n), jnp.float32).at[:, 0].set(first_lp),
+      done=done0 | stopped,
+      finish=jnp.where(stopped, 0, jnp.where(done0, -1, n)).astype(jnp.int32),
+      last_token=first,
+      cache=cache,
+      uniforms=u,
+      rows=row_ids,
+    )
 
   def _decode(self, params, state: DecodeState, prompt_tokens) -> tuple[SampleOutput, DecodeState]:
     model = model_from_params(self.config, params)
@@ -500,11 +567,16 @@ class Sampler:
       lp = jnp.where(s.done, 0.0, lp)
       stopped = self._stopped(tok) & ~s.done
       return DecodeState(
-          step=t + 1,
-          tokens=lax.dynamic_update_slice(s.tokens, tok[:, None], (0, t)),
-          logprobs=lax.dynamic_update_slice(s.logprobs, lp[:, None], (0, t)),
-          done=s.done | stopped, finish=jnp.where(stopped, t, s.finish), last_token=tok,
-          cache=cache, uniforms=s.uniforms, rows=s.rows)
+        step=t + 1,
+        tokens=lax.dynamic_update_slice(s.tokens, tok[:, None], (0, t)),
+        logprobs=lax.dynamic_update_slice(s.logprobs, lp[:, None], (0, t)),
+        done=s.done | stopped,
+        finish=jnp.where(stopped, t, s.finish),
+        last_token=tok,
+        cache=cache,
+        uniforms=s.uniforms,
+        rows=s.rows,
+      )
 
     return lax.while_loop(lambda s: (s.step < end) & ~jnp.all(s.done), body, state)
 
@@ -515,16 +587,26 @@ class Sampler:
     rows = s.tokens.shape[0]
     is_greedy = jnp.full((rows,), self.greedy_first) & ((jnp.arange(rows) % self.num_samples) == 0)
     return SampleOutput(
-        tokens=s.tokens, logprobs=s.logprobs, lengths=lengths, truncated=~finished,
-        completion_step=lengths - 1, is_greedy=is_greedy, prompt_tokens=prompt_tokens,
-        prompt_lengths=jnp.asarray(prompt_lengths, jnp.int32), num_samples=self.num_samples)
+      tokens=s.tokens,
+      logprobs=s.logprobs,
+      lengths=lengths,
+      truncated=~finished,
+      completion_step=lengths - 1,
+      is_greedy=is_greedy,
+      prompt_tokens=prompt_tokens,
+      prompt_lengths=jnp.asarray(prompt_lengths, jnp.int32),
+      num_samples=self.num_samples,
+    )
 
   def _merge(self, results: Results | None, s: DecodeState) -> Results:
     if results is None:  # the first segment: the state holds every row (copied: the state is donated next)
       return Results(tokens=jnp.copy(s.tokens), logprobs=jnp.copy(s.logprobs), finish=jnp.copy(s.finish))
     put = lambda full, part: full.at[s.rows].set(part, mode="drop")  # drops the filler rows (_NO_ROW)
-    return Results(tokens=put(results.tokens, s.tokens), logprobs=put(results.logprobs, s.logprobs),
-                   finish=put(results.finish, s.finish))
+    return Results(
+      tokens=put(results.tokens, s.tokens),
+      logprobs=put(results.logprobs, s.logprobs),
+      finish=put(results.finish, s.finish),
+    )
 
   def _gather_rows(self, s: DecodeState, index: jax.Array) -> DecodeState:
     real = index >= 0
@@ -532,10 +614,21 @@ class Sampler:
     c = s.cache
     p = i // c.group  # each row keeps its own copy of its prompt's keys and values (group 1)
     take = lambda x: jnp.take(x, i, axis=0)
-    cache = KVCache(prompt_k=tuple(x[p] for x in c.prompt_k), prompt_v=tuple(x[p] for x in c.prompt_v),
-                    k=tuple(tuple(take(x) for x in layer) for layer in c.k),
-                    v=tuple(tuple(take(x) for x in layer) for layer in c.v), prompt_lengths=c.prompt_lengths[p])
+    cache = KVCache(
+      prompt_k=tuple(x[p] for x in c.prompt_k),
+      prompt_v=tuple(x[p] for x in c.prompt_v),
+      k=tuple(tuple(take(x) for x in layer) for layer in c.k),
+      v=tuple(tuple(take(x) for x in layer) for layer in c.v),
+      prompt_lengths=c.prompt_lengths[p],
+    )
     return DecodeState(
-        step=s.step, tokens=take(s.tokens), logprobs=take(s.logprobs), done=jnp.where(real, take(s.done), True),
-        finish=jnp.where(real, take(s.finish), -1), last_token=take(s.last_token), cache=cache,
-        uniforms=s.uniforms[:, i], rows=jnp.where(real, take(s.rows), _NO_ROW))
+      step=s.step,
+      tokens=take(s.tokens),
+      logprobs=take(s.logprobs),
+      done=jnp.where(real, take(s.done), True),
+      finish=jnp.where(real, take(s.finish), -1),
+      last_token=take(s.last_token),
+      cache=cache,
+      uniforms=s.uniforms[:, i],
+      rows=jnp.where(real, take(s.rows), _NO_ROW),
+    )

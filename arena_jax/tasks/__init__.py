@@ -14,6 +14,7 @@
 
 Importing this package imports neither TFDS nor JAX (both are imported on first use).
 """
+
 from arena_jax.tasks.base import DataError, Example
 from arena_jax.tasks.config import DEMO_KINDS, default_config, demo_config, validate_config
 from arena_jax.tasks.data import ExampleSource, load_split, prepare
@@ -22,16 +23,26 @@ from arena_jax.tasks.expressions import ParseError, evaluate
 from arena_jax.tasks.iterator import IteratorState, PromptIterator
 from arena_jax.tasks.jsonl import load_jsonl
 from arena_jax.tasks.math_verify_pool import MathVerifyPool
-from arena_jax.tasks.process import (IMPACTS, PROCESS_METRICS, Flaw, ProcessReport, StepCheck, check_arithmetic,
-                                    check_countdown, process_counts, process_metrics, process_rates)
+from arena_jax.tasks.process import (
+  IMPACTS,
+  PROCESS_METRICS,
+  Flaw,
+  ProcessReport,
+  StepCheck,
+  check_arithmetic,
+  check_countdown,
+  process_counts,
+  process_metrics,
+  process_rates,
+)
 from arena_jax.tasks.registry import (
-    ArithmeticTask,
-    CountdownTask,
-    JsonlTask,
-    Task,
-    get_task,
-    register_task,
-    task_names,
+  ArithmeticTask,
+  CountdownTask,
+  JsonlTask,
+  Task,
+  get_task,
+  register_task,
+  task_names,
 )
 from arena_jax.tasks.steps import STEP_SPLIT, mark_steps, split_steps, step_ref
 from arena_jax.tasks.thinking import NO_VISIBLE_ANSWER, TRACE_VIEWS, Thinking, split_thinking, trace_view

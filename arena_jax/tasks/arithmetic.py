@@ -19,6 +19,7 @@ post-order, one per step, and ends with `Answer: N`:
 Generation is deterministic given (seed, split); splits are disjoint by a hash of the normalised
 expression (operands of + and * sorted), see `base.in_test_split`.
 """
+
 from __future__ import annotations
 
 import random
@@ -66,11 +67,11 @@ def random_problem(rng: random.Random, cfg) -> ex.Expr:
 def make_example(tree: ex.Expr, key: str | None = None, name: str = NAME) -> Example:
   expression = ex.render(tree)
   return Example(
-      uid=f"{name}-{stable_hash(key or ex.canonical_key(tree))}",
-      question=f"Compute {expression}.",
-      answer=ex.format_number(tree.value),
-      solution=solutions.canonical_solution(tree),
-      expression=expression,
+    uid=f"{name}-{stable_hash(key or ex.canonical_key(tree))}",
+    question=f"Compute {expression}.",
+    answer=ex.format_number(tree.value),
+    solution=solutions.canonical_solution(tree),
+    expression=expression,
   )
 
 
@@ -83,8 +84,9 @@ def generate(cfg, split: str, seed: int = 0) -> Iterator[Example]:
   """The `split` examples of an arithmetic config (`default_config().arithmetic`), in order."""
   rng = random.Random(f"arena_jax/{NAME}/{seed}/{split}")
   count = cfg.num_train if split == "train" else cfg.num_test
-  for key, tree in unique_problems(lambda: random_problem(rng, cfg), ex.canonical_key, count, split,
-                                   cfg.test_fraction, f"tasks.{NAME}"):
+  for key, tree in unique_problems(
+    lambda: random_problem(rng, cfg), ex.canonical_key, count, split, cfg.test_fraction, f"tasks.{NAME}"
+  ):
     yield make_example(tree, key)
 
 
@@ -96,18 +98,26 @@ SHIFT_NAME = "arithmetic_shift"
 def shifted_ranges(train_cfg, shift_cfg) -> dict:
   """The generator settings of the shifted problems: the training ranges (`tasks.arithmetic`) widened by
   the shift's `extra_*` and its own operators."""
-  return dict(min_ops=train_cfg.min_ops, max_ops=train_cfg.max_ops + shift_cfg.extra_ops,
-              min_operand=train_cfg.min_operand, max_operand=train_cfg.max_operand + shift_cfg.extra_operand,
-              max_value=train_cfg.max_value + shift_cfg.extra_value, operators=shift_cfg.operators)
+  return dict(
+    min_ops=train_cfg.min_ops,
+    max_ops=train_cfg.max_ops + shift_cfg.extra_ops,
+    min_operand=train_cfg.min_operand,
+    max_operand=train_cfg.max_operand + shift_cfg.extra_operand,
+    max_value=train_cfg.max_value + shift_cfg.extra_value,
+    operators=shift_cfg.operators,
+  )
 
 
 def outside(tree: ex.Expr, train_cfg) -> bool:
   """Whether no training problem of `train_cfg` could be `tree`: it uses an operator the training problems
   lack, an operand or a value beyond their ranges, or more operations than they have."""
   ops = list(ex.operations(tree))
-  return (any(n.op not in train_cfg.operators for n in ops) or len(ops) > train_cfg.max_ops
-          or any(not train_cfg.min_operand <= leaf.value <= train_cfg.max_operand for leaf in ex.leaves(tree))
-          or any(n.value > train_cfg.max_value for n in ops))
+  return (
+    any(n.op not in train_cfg.operators for n in ops)
+    or len(ops) > train_cfg.max_ops
+    or any(not train_cfg.min_operand <= leaf.value <= train_cfg.max_operand for leaf in ex.leaves(tree))
+    or any(n.value > train_cfg.max_value for n in ops)
+  )
 
 
 def generate_shift(train_cfg, shift_cfg, split: str, seed: int = 0) -> Iterator[Example]:
@@ -126,6 +136,8 @@ def generate_shift(train_cfg, shift_cfg, split: str, seed: int = 0) -> Iterator[
     if key not in seen and outside(tree, train_cfg):
       seen.add(key)
       yield make_example(tree, key, SHIFT_NAME)
-  raise DataError(f"tasks.{SHIFT_NAME}: found only {len(seen)} of num_test={shift_cfg.num_test} problems outside "
-                  f"tasks.arithmetic's ranges; give operators one that tasks.arithmetic.operators lacks, or raise "
-                  f"an extra_* field")
+  raise DataError(
+    f"tasks.{SHIFT_NAME}: found only {len(seen)} of num_test={shift_cfg.num_test} problems outside "
+    f"tasks.arithmetic's ranges; give operators one that tasks.arithmetic.operators lacks, or raise "
+    f"an extra_* field"
+  )

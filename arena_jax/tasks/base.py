@@ -4,6 +4,7 @@ An `Example` is what a task stores (TFDS), what the prompt iterator yields and w
 judges receive. The schema is the same for every task so one TFDS feature spec, one iterator and one
 judge prompt serve them all; task-specific fields are empty where they do not apply.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -81,5 +82,6 @@ def unique_problems(draw, key, count: int, split: str, test_fraction: float, fie
     yield k, problem
   if len(seen) < count:
     raise DataError(
-        f"{field}: found only {len(seen)} distinct {split} problems of the {count} asked for; widen the "
-        f"number or operand ranges, or lower {field}.num_{split}")
+      f"{field}: found only {len(seen)} distinct {split} problems of the {count} asked for; widen the "
+      f"number or operand ranges, or lower {field}.num_{split}"
+    )

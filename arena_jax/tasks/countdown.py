@@ -21,6 +21,7 @@ The reward is a valid derivation, not just the number: `Answer: 46` counts only 
 over the given numbers that equals the target); see `process.check_countdown`.
 The normalised form for de-duplication is (sorted numbers, target).
 """
+
 from __future__ import annotations
 
 import random
@@ -77,12 +78,12 @@ def problem_key(problem) -> str:
 def make_example(numbers, tree: ex.Expr, key: str | None = None) -> Example:
   target = ex.format_number(tree.value)
   return Example(
-      uid=f"{NAME}-{stable_hash(key or problem_key((numbers, tree)))}",
-      question=f"Use {', '.join(map(str, numbers))} to make {target} with + - * /, each number at most once.",
-      answer=target,
-      solution=solutions.canonical_solution(tree),
-      expression=ex.render(tree),
-      numbers=tuple(int(n) for n in numbers),
+    uid=f"{NAME}-{stable_hash(key or problem_key((numbers, tree)))}",
+    question=f"Use {', '.join(map(str, numbers))} to make {target} with + - * /, each number at most once.",
+    answer=target,
+    solution=solutions.canonical_solution(tree),
+    expression=ex.render(tree),
+    numbers=tuple(int(n) for n in numbers),
   )
 
 
@@ -95,6 +96,7 @@ def generate(cfg, split: str, seed: int = 0) -> Iterator[Example]:
   """The `split` examples of a countdown config (`default_config().countdown`), in order."""
   rng = random.Random(f"arena_jax/{NAME}/{seed}/{split}")
   count = cfg.num_train if split == "train" else cfg.num_test
-  for key, (numbers, tree) in unique_problems(lambda: random_problem(rng, cfg), problem_key, count, split,
-                                              cfg.test_fraction, f"tasks.{NAME}"):
+  for key, (numbers, tree) in unique_problems(
+    lambda: random_problem(rng, cfg), problem_key, count, split, cfg.test_fraction, f"tasks.{NAME}"
+  ):
     yield make_example(numbers, tree, key)

@@ -6,6 +6,7 @@
 TFDS is imported here, inside the functions, so that `import arena_jax.tasks` stays light and quiet.
 Building prints nothing: TFDS's progress bars and banners are captured and replaced by one log line.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,11 @@ def _builder(config: ml_collections.ConfigDict, task_name: str):
   if task_name not in tfds_builders.BUILDERS:
     raise ValueError(f"no stored data for task {task_name!r}; tasks: {tuple(tfds_builders.BUILDERS)}")
   cls = tfds_builders.BUILDERS[task_name]
-  return cls(config=tfds_builders.builder_config(config, task_name), data_dir=data_dir(config),
-             file_format=tfds_builders.FILE_FORMAT)
+  return cls(
+    config=tfds_builders.builder_config(config, task_name),
+    data_dir=data_dir(config),
+    file_format=tfds_builders.FILE_FORMAT,
+  )
 
 
 def prepare(config: ml_collections.ConfigDict, task_name: str) -> str:
@@ -91,9 +95,12 @@ def load_split(config: ml_collections.ConfigDict, task_name: str, split: str) ->
   prepare(config, task_name)
   builder_config = tfds_builders.builder_config(config, task_name)
   source = tfds.data_source(
-      tfds_builders.BUILDERS[task_name].name, split=split,
-      data_dir=data_dir(config), download=False,
-      builder_kwargs={"config": builder_config, "file_format": tfds_builders.FILE_FORMAT})
+    tfds_builders.BUILDERS[task_name].name,
+    split=split,
+    data_dir=data_dir(config),
+    download=False,
+    builder_kwargs={"config": builder_config, "file_format": tfds_builders.FILE_FORMAT},
+  )
   if len(source) == 0:
     raise DataError(f"the {split} split of {task_name} in {data_dir(config)} is empty")
   return ExampleSource(source, task_name, split)

@@ -18,6 +18,7 @@ out as intended (a slip hidden by × 0, a "redundant" step that happens to be re
 and a problem that admits no variant of the drawn kind (a one-operation problem has nothing to
 compensate) is written clean, and reported with kind "clean".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -135,13 +136,11 @@ def _as_intended(kind: str, report, error_step: int, wrong: tuple[int, ...], ref
   if kind == "skipped":
     return report.num_invalid == 0 and report.num_irrelevant == 0 and report.num_skipped > 0 and right_answer
   if kind == "redundant":
-    return (report.num_invalid == 0 and report.num_irrelevant == 1 and report.num_skipped == 0
-            and right_answer)
+    return report.num_invalid == 0 and report.num_irrelevant == 1 and report.num_skipped == 0 and right_answer
   raise ValueError(kind)
 
 
-def write_demonstration(task: registry.Task, example: Example, kind: str,
-                        rng: random.Random) -> tuple[str, str, int]:
+def write_demonstration(task: registry.Task, example: Example, kind: str, rng: random.Random) -> tuple[str, str, int]:
   """(kind actually written, completion, earliest error step) for one example of a built-in task."""
   root = task.problem_tree(example)
   positive = task.name == "countdown"
@@ -158,8 +157,12 @@ def draw_kind(fractions: ml_collections.ConfigDict, rng: random.Random) -> str:
   return rng.choices(KINDS, weights=[fractions[k] for k in KINDS])[0]
 
 
-def demonstrations(config: ml_collections.ConfigDict, task_name: str = "arithmetic", split: str = "train",
-                   examples: Iterable[Example] | None = None) -> Iterator[Demonstration]:
+def demonstrations(
+  config: ml_collections.ConfigDict,
+  task_name: str = "arithmetic",
+  split: str = "train",
+  examples: Iterable[Example] | None = None,
+) -> Iterator[Demonstration]:
   """Demonstrations for the examples of a built-in task's split, kinds drawn by `config.sft.fractions`.
 
   Deterministic: an example's kind and variant depend only on (`config.sft.seed`, its uid), so the
@@ -168,7 +171,7 @@ def demonstrations(config: ml_collections.ConfigDict, task_name: str = "arithmet
   with registry.get_task(task_name, config) as task:
     if not task.has_process_checker:
       raise ValueError(f"demonstrations need a built-in task {config_lib.BUILTIN_TASKS}, got {task_name!r}")
-    for example in (task.generate(split) if examples is None else examples):
+    for example in task.generate(split) if examples is None else examples:
       rng = random.Random(f"arena_jax/sft/{config.sft.seed}/{example.uid}")
       kind, completion, error_step = write_demonstration(task, example, draw_kind(config.sft.fractions, rng), rng)
       yield Demonstration(task_name, example, kind, task.prompt(example), completion, error_step)
@@ -191,7 +194,8 @@ def corpus(config: ml_collections.ConfigDict, max_examples_per_task: int | None 
       docs = (d.text for d in demonstrations(config, name, "train"))
     else:
       with registry.get_task(name, config) as task:
-        docs = [task.prompt(e) + (e.solution or f"Answer: {e.answer}")
-                for e in itertools.islice(task.generate("train"), max_examples_per_task)]
+        docs = [
+          task.prompt(e) + (e.solution or f"Answer: {e.answer}")
+          for e in itertools.islice(task.generate("train"), max_examples_per_task)
+        ]
     yield from itertools.islice(docs, max_examples_per_task)
-

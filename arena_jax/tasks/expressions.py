@@ -10,6 +10,7 @@ The tree (`Expr`) doubles as the problem representation of the arithmetic and co
 `render` prints it with the fewest parentheses that make `parse(render(e))` the same tree, and the
 post-order of its operations is the canonical order of solution steps.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -9,6 +9,7 @@ The whole state is three integers, `IteratorState(seed, epoch, position)`, ident
 process (position counts global examples consumed in the epoch), so it is checkpointed with the
 train state and a resumed run sees exactly the prompts the uninterrupted run would have seen.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,9 +52,17 @@ class PromptIterator:
     state: where to resume (`IteratorState` or its dict).
   """
 
-  def __init__(self, source: Sequence[Example], batch_size: int, seed: int = 0, *, shuffle: bool = True,
-               process_index: int | None = None, process_count: int | None = None,
-               state: IteratorState | dict | None = None):
+  def __init__(
+    self,
+    source: Sequence[Example],
+    batch_size: int,
+    seed: int = 0,
+    *,
+    shuffle: bool = True,
+    process_index: int | None = None,
+    process_count: int | None = None,
+    state: IteratorState | dict | None = None,
+  ):
     if process_index is None or process_count is None:
       import jax  # pylint: disable=g-import-not-at-top  (only when the caller does not say)
 
@@ -70,8 +79,10 @@ class PromptIterator:
     self.process_count = process_count
     self.global_batch_size = batch_size * process_count
     if len(source) < self.global_batch_size:
-      raise DataError(f"the split has {len(source)} examples, fewer than one global batch "
-                      f"({batch_size} per process × {process_count} processes)")
+      raise DataError(
+        f"the split has {len(source)} examples, fewer than one global batch "
+        f"({batch_size} per process × {process_count} processes)"
+      )
     self._order_epoch = None
     self._order = None
     self.restore(state if state is not None else IteratorState(seed))
@@ -85,22 +96,22 @@ class PromptIterator:
     if isinstance(state, dict):
       state = IteratorState.from_dict(state)
     if state.epoch < 0 or not 0 <= state.position <= len(self.source) - self.global_batch_size:
-      raise ValueError(f"{state} does not fit a split of {len(self.source)} examples with global batch "
-                       f"{self.global_batch_size}")
+      raise ValueError(
+        f"{state} does not fit a split of {len(self.source)} examples with global batch {self.global_batch_size}"
+      )
     self._seed, self._epoch, self._position = state.seed, state.epoch, state.position
 
   def _permutation(self) -> np.ndarray:
     if self._order_epoch != (self._seed, self._epoch):
       n = len(self.source)
-      self._order = (np.random.default_rng([self._seed, self._epoch]).permutation(n) if self.shuffle
-                     else np.arange(n))
+      self._order = np.random.default_rng([self._seed, self._epoch]).permutation(n) if self.shuffle else np.arange(n)
       self._order_epoch = (self._seed, self._epoch)
     return self._order
 
   def next_indices(self) -> np.ndarray:
     """The source indices of this process's next batch (advances the state)."""
     start = self._position + self.process_index * self.batch_size
-    indices = self._permutation()[start:start + self.batch_size]
+    indices = self._permutation()[start : start + self.batch_size]
     self._position += self.global_batch_size
     if self._position + self.global_batch_size > len(self.source):
       self._epoch, self._position = self._epoch + 1, 0

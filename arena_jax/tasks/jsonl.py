@@ -9,6 +9,7 @@ non-finite number (`NaN`, `Infinity`, `1e999`: Python's JSON reader accepts them
 would then compare equal as text), a string with an unpaired surrogate; then a missing file, and a
 split with no rows.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,9 @@ def _example(raw: bytes, lineno: int, where: str, names: dict, split: str) -> Ex
   try:
     line = raw.decode("utf-8")
   except UnicodeDecodeError as e:
-    raise ValueError(f"not valid UTF-8 (byte {e.start + 1} of the line: {raw[e.start:e.start + 1]!r}); "
-                     "re-encode the file as UTF-8") from None
+    raise ValueError(
+      f"not valid UTF-8 (byte {e.start + 1} of the line: {raw[e.start : e.start + 1]!r}); re-encode the file as UTF-8"
+    ) from None
   if lineno == 1:
     line = line.lstrip("\ufeff")  # a byte-order mark is harmless
   if not line.strip():
@@ -46,8 +48,9 @@ def _example(raw: bytes, lineno: int, where: str, names: dict, split: str) -> Ex
     raise ValueError(f"expected a JSON object, got {type(row).__name__}")
   for role in ("question", "answer"):
     if names[role] not in row:
-      raise ValueError(f"{names[role]}: missing field (fields present: {sorted(row)}); set "
-                       f"tasks.jsonl.{role}_field to rename")
+      raise ValueError(
+        f"{names[role]}: missing field (fields present: {sorted(row)}); set tasks.jsonl.{role}_field to rename"
+      )
   if names["solution"] and names["solution"] not in row:
     raise ValueError(f"{names['solution']}: missing field (tasks.jsonl.solution_field)")
   for name, value in row.items():  # every field, used or not: a NaN anywhere says the file is broken
@@ -64,12 +67,22 @@ def _example(raw: bytes, lineno: int, where: str, names: dict, split: str) -> Ex
     answer = _answer_text(row[names["answer"]])
   except ValueError as e:
     raise ValueError(f"{names['answer']}: {e}") from None
-  return Example(uid=f"{NAME}-{split}-{lineno}-{stable_hash(question, 8)}", question=question.strip(),
-                 answer=answer, solution=solution)
+  return Example(
+    uid=f"{NAME}-{split}-{lineno}-{stable_hash(question, 8)}",
+    question=question.strip(),
+    answer=answer,
+    solution=solution,
+  )
 
 
-def load_jsonl(path: str, *, question_field: str = "question", answer_field: str = "answer",
-               solution_field: str = "", split: str = "train") -> list[Example]:
+def load_jsonl(
+  path: str,
+  *,
+  question_field: str = "question",
+  answer_field: str = "answer",
+  solution_field: str = "",
+  split: str = "train",
+) -> list[Example]:
   """Reads and validates a JSONL file of math problems; raises DataError listing every malformed row
   as `path:line: field: problem`."""
   path = os.path.expanduser(path)
@@ -101,8 +114,7 @@ def normalise_question(question: str) -> str:
 
 def load_splits(cfg) -> dict[str, list[Example]]:
   """The configured JSONL splits (`default_config().jsonl`), train de-duplicated against test."""
-  fields = dict(question_field=cfg.question_field, answer_field=cfg.answer_field,
-                solution_field=cfg.solution_field)
+  fields = dict(question_field=cfg.question_field, answer_field=cfg.answer_field, solution_field=cfg.solution_field)
   out = {}
   if cfg.test_path:
     out["test"] = load_jsonl(cfg.test_path, split="test", **fields)

@@ -13,6 +13,7 @@ pipes): nothing is forked from a process that may hold JAX's threads, and unlike
 works. A worker imports math-verify before it takes work, so start-up is not charged to an item.
 The comparison a worker runs is named by import path ("module:function"), so tests can swap it.
 """
+
 from __future__ import annotations
 
 import collections
@@ -78,8 +79,9 @@ class MathVerifyPool:
   `stats` counts items, timeouts, errors (exceptions inside math-verify) and crashed workers.
   """
 
-  def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, max_items_per_worker: int = 2000,
-               fn: str = DEFAULT_FN):
+  def __init__(
+    self, num_workers: int = 2, timeout_s: float = 10.0, max_items_per_worker: int = 2000, fn: str = DEFAULT_FN
+  ):
     if num_workers < 1:
       raise ValueError(f"num_workers must be >= 1, got {num_workers}")
     if not timeout_s > 0:
@@ -99,8 +101,13 @@ class MathVerifyPool:
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
-        [sys.executable, "-m", "arena_jax.tasks.verify_worker", self._fn],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, bufsize=0)
+      [sys.executable, "-m", "arena_jax.tasks.verify_worker", self._fn],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      stderr=log,
+      env=env,
+      bufsize=0,
+    )
     w = _Worker(process, log, started=time.monotonic())
     self._selector.register(process.stdout, selectors.EVENT_READ, w)
     return w
@@ -169,8 +176,7 @@ class MathVerifyPool:
       busy = [w for w in self._workers if w.item is not None]
       if not pending and not busy:
         return results
-      deadlines = [w.deadline for w in busy] + [w.started + _STARTUP_TIMEOUT_S
-                                                for w in self._workers if not w.ready]
+      deadlines = [w.deadline for w in busy] + [w.started + _STARTUP_TIMEOUT_S for w in self._workers if not w.ready]
       for key, _ in self._selector.select(timeout=max(0.0, min(deadlines) - time.monotonic())):
         w = key.data
         line = w.process.stdout.readline()
@@ -203,4 +209,3 @@ class MathVerifyPool:
           self._replace(w, kill=True)
         elif not w.ready and now >= w.started + _STARTUP_TIMEOUT_S:
           raise self._start_failure(w, f"did not start within {_STARTUP_TIMEOUT_S:.0f} s")
-

@@ -31,6 +31,7 @@ Severity (one rule for every task): an invalid step is `fatal` when the final an
 `major` when it is right anyway (compensating errors); an irrelevant step is `minor`; skipped
 operations are `minor`; a missing final answer is `fatal`.
 """
+
 from __future__ import annotations
 
 import collections
@@ -62,8 +63,7 @@ class Flaw:
 
   def to_json(self) -> dict:
     refs = [] if self.step is None else [steps_lib.step_ref(self.step)]
-    return {"what_went_wrong": self.what, "statement_refs": refs, "impact": self.impact,
-            "evidence": self.evidence}
+    return {"what_went_wrong": self.what, "statement_refs": refs, "impact": self.impact, "evidence": self.evidence}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,8 +171,11 @@ def _parse_line(line: str, *, last: bool = False) -> list[_Line]:
       out.append(_Line("malformed", line, valid=False, note=f"an equation that cannot be parsed ({e})"))
       continue
     holds = all(s.value == sides[0].value for s in sides[1:])
-    note = "" if holds else (f"{ex.render(sides[0])} is {ex.format_number(sides[0].value)}, "
-                             f"not {ex.format_number(sides[-1].value)}")
+    note = (
+      ""
+      if holds
+      else (f"{ex.render(sides[0])} is {ex.format_number(sides[0].value)}, not {ex.format_number(sides[-1].value)}")
+    )
     out.append(_Line("equation", line, sides=sides, valid=holds, note=note))
   return out
 
@@ -249,8 +252,10 @@ class _ArithmeticState:
     elif self.root in self.covered:
       line.valid = value == self.claimed[self.root]
       if not line.valid:
-        line.note = (f"the answer {ex.format_number(value)} does not match the last result "
-                     f"{ex.format_number(self.claimed[self.root])}")
+        line.note = (
+          f"the answer {ex.format_number(value)} does not match the last result "
+          f"{ex.format_number(self.claimed[self.root])}"
+        )
       return
     else:
       missing = [n for n in self.ops if n not in self.covered]
@@ -372,8 +377,11 @@ def _run(state, completion: str, answer_correct_fn) -> ProcessReport:
   flat: list[_Line] = []
   raw_lines = [(k, raw) for k, segment in enumerate(segments) for raw in segment.splitlines()]
   # A bare number answers only as the verifier reads it: on the last line, when nothing else states one.
-  last = -1 if verifiers.extract_answer(completion, bare_number=False) is not None else max(
-      (i for i, (_, raw) in enumerate(raw_lines) if steps_lib.unmark(raw).strip()), default=-1)
+  last = (
+    -1
+    if verifiers.extract_answer(completion, bare_number=False) is not None
+    else max((i for i, (_, raw) in enumerate(raw_lines) if steps_lib.unmark(raw).strip()), default=-1)
+  )
   by_segment: list[list] = [[] for _ in segments]
   for i, (k, raw) in enumerate(raw_lines):
     by_segment[k].extend(_parse_line(raw, last=i == last))
@@ -438,8 +446,14 @@ def check_countdown(numbers: Sequence[int], target, completion: str) -> ProcessR
 # ─────────────────────────────────────── process metrics ───────────────────────────────────────
 
 # What the judge is supposed to change (issue 17): the process quality of a policy's own outputs.
-PROCESS_METRICS = ("faithful_accuracy", "compensating_rate", "flawed_correct_rate", "bare_answer_rate",
-                   "skipped_rate", "first_error_step_wrong")
+PROCESS_METRICS = (
+  "faithful_accuracy",
+  "compensating_rate",
+  "flawed_correct_rate",
+  "bare_answer_rate",
+  "skipped_rate",
+  "first_error_step_wrong",
+)
 
 
 def is_bare_answer(report: ProcessReport) -> bool:
@@ -453,8 +467,9 @@ def process_counts(reports: Sequence[ProcessReport], correct: Sequence[float]) -
   `correct` is the verifier's reward of each completion (> 0.5 = a right answer), the same reading as the
   accuracy metrics, so faithful accuracy ≤ accuracy always.
   """
-  out = dict.fromkeys(("n", "faithful", "compensating", "flawed_correct", "bare", "skipped", "wrong_with_error",
-                       "first_error_sum"), 0.0)
+  out = dict.fromkeys(
+    ("n", "faithful", "compensating", "flawed_correct", "bare", "skipped", "wrong_with_error", "first_error_sum"), 0.0
+  )
   for report, reward in zip(reports, correct, strict=True):
     right = float(reward) > 0.5
     out["n"] += 1
@@ -472,18 +487,22 @@ def process_counts(reports: Sequence[ProcessReport], correct: Sequence[float]) -
 def process_rates(counts: dict[str, float]) -> dict[str, float]:
   """The process metrics from summed `process_counts`:
 
-    faithful_accuracy       right answer and every step valid
-    compensating_rate       right answer with an invalid step (errors that cancel out)
-    flawed_correct_rate     right answer with any flaw (invalid, irrelevant or skipped step, bare answer)
-    bare_answer_rate        the trace is only its answer
-    skipped_rate            some operation done without being shown
-    first_error_step_wrong  mean 0-based index of the first invalid step among wrong answers that have one
-                            (left out when none has: an undefined mean is not a number to plot)
+  faithful_accuracy       right answer and every step valid
+  compensating_rate       right answer with an invalid step (errors that cancel out)
+  flawed_correct_rate     right answer with any flaw (invalid, irrelevant or skipped step, bare answer)
+  bare_answer_rate        the trace is only its answer
+  skipped_rate            some operation done without being shown
+  first_error_step_wrong  mean 0-based index of the first invalid step among wrong answers that have one
+                          (left out when none has: an undefined mean is not a number to plot)
   """
   n = max(counts["n"], 1.0)
-  out = {"faithful_accuracy": counts["faithful"] / n, "compensating_rate": counts["compensating"] / n,
-         "flawed_correct_rate": counts["flawed_correct"] / n, "bare_answer_rate": counts["bare"] / n,
-         "skipped_rate": counts["skipped"] / n}
+  out = {
+    "faithful_accuracy": counts["faithful"] / n,
+    "compensating_rate": counts["compensating"] / n,
+    "flawed_correct_rate": counts["flawed_correct"] / n,
+    "bare_answer_rate": counts["bare"] / n,
+    "skipped_rate": counts["skipped"] / n,
+  }
   if counts["wrong_with_error"]:
     out["first_error_step_wrong"] = counts["first_error_sum"] / counts["wrong_with_error"]
   return out
@@ -492,16 +511,17 @@ def process_rates(counts: dict[str, float]) -> dict[str, float]:
 def group_process_metrics(reports: Sequence[ProcessReport], correct: Sequence[float], group_size: int) -> dict:
   """What the judge has to work with inside non-diverse groups (rows g·G … g·G + G − 1 form group g):
 
-    all_correct_flawed      share of all-correct groups with at least one flawed member (the judge can
-                            prefer the clean ones); left out without all-correct groups
-    all_wrong_error_spread  mean over all-wrong groups of the std of their members' first-error steps
-                            (a member without an invalid step counts as erring after its last step);
-                            0 = every member went wrong at the same step; left out without all-wrong groups
+  all_correct_flawed      share of all-correct groups with at least one flawed member (the judge can
+                          prefer the clean ones); left out without all-correct groups
+  all_wrong_error_spread  mean over all-wrong groups of the std of their members' first-error steps
+                          (a member without an invalid step counts as erring after its last step);
+                          0 = every member went wrong at the same step; left out without all-wrong groups
   """
   right = np.asarray(correct, np.float64).reshape(-1, group_size) > 0.5
   flawed = np.asarray([bool(r.flaws) for r in reports]).reshape(-1, group_size)
-  first = np.asarray([r.first_error_step if r.num_invalid else r.num_steps for r in reports],
-                     np.float64).reshape(-1, group_size)
+  first = np.asarray([r.first_error_step if r.num_invalid else r.num_steps for r in reports], np.float64).reshape(
+    -1, group_size
+  )
   all_right, all_wrong = right.all(-1), ~right.any(-1)
   out = {}
   if all_right.any():
@@ -511,8 +531,9 @@ def group_process_metrics(reports: Sequence[ProcessReport], correct: Sequence[fl
   return out
 
 
-def process_metrics(task, examples: Sequence, completions: Sequence[str], correct: Sequence[float], *,
-                    group_size: int | None = None) -> dict:
+def process_metrics(
+  task, examples: Sequence, completions: Sequence[str], correct: Sequence[float], *, group_size: int | None = None
+) -> dict:
   """`process_rates` of completions of `task` (one example per completion), and with `group_size` the
   `group_process_metrics` of its groups; {} when the task has no process checker (user JSONL data)."""
   if not getattr(task, "has_process_checker", False):

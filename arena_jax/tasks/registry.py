@@ -6,6 +6,7 @@ A task is selected by a config string (a registry, as wherever there are alterna
 
 Rewards are computed on the host from text; model output is never `eval`ed (see `expressions.py`).
 """
+
 from __future__ import annotations
 
 import abc
@@ -72,7 +73,8 @@ class Task(abc.ABC):
     """The chat of `example`: the configured system prompt (if any), then `prompt` as the user's message."""
     system = self.config.get("system_prompt", "")
     return ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": self.prompt(example)}]
+      {"role": "user", "content": self.prompt(example)}
+    ]
 
   def prompt_texts(self, examples: Sequence[Example], tokenizer) -> list[str]:
     """What the policy is given for each example: `prompt` (plain), or `messages` rendered by the
@@ -101,8 +103,14 @@ class Task(abc.ABC):
     """Per-step validity and relevance of a completion (built-in tasks only)."""
     raise NotImplementedError(f"the {self.name!r} task has no process checker")
 
-  def process_metrics(self, examples: Sequence[Example], completions: Sequence[str], correct: Sequence[float], *,
-                      group_size: int | None = None) -> dict[str, float]:
+  def process_metrics(
+    self,
+    examples: Sequence[Example],
+    completions: Sequence[str],
+    correct: Sequence[float],
+    *,
+    group_size: int | None = None,
+  ) -> dict[str, float]:
     """The process quality of completions (`process.process_metrics`: faithful accuracy, compensating
     errors, bare answers, …); {} without a process checker."""
     return process.process_metrics(self, examples, completions, correct, group_size=group_size)
@@ -194,9 +202,11 @@ class JsonlTask(Task):
   def pool(self):
     if self._pool is None:
       from arena_jax.tasks.math_verify_pool import MathVerifyPool  # pylint: disable=g-import-not-at-top
+
       c = self.task_config
-      self._pool = MathVerifyPool(num_workers=c.num_workers, timeout_s=c.timeout_s,
-                                  max_items_per_worker=c.max_items_per_worker)
+      self._pool = MathVerifyPool(
+        num_workers=c.num_workers, timeout_s=c.timeout_s, max_items_per_worker=c.max_items_per_worker
+      )
     return self._pool
 
   def verify(self, example, completion):

@@ -6,6 +6,7 @@ same writer with edits: a different result written for one operation (a slip, an
 is later "fixed", compensating errors), operations folded into their parent's step (skipped steps),
 extra steps inserted (redundant steps), or no steps at all (a bare answer).
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -16,12 +17,12 @@ from arena_jax.tasks import steps as steps_lib
 
 
 def write_steps(
-    root: ex.Expr,
-    *,
-    written: Mapping[ex.Expr, Fraction] | None = None,
-    inline: Collection[ex.Expr] = (),
-    extra: Sequence[tuple[int, str]] = (),
-    bare: bool = False,
+  root: ex.Expr,
+  *,
+  written: Mapping[ex.Expr, Fraction] | None = None,
+  inline: Collection[ex.Expr] = (),
+  extra: Sequence[tuple[int, str]] = (),
+  bare: bool = False,
 ) -> tuple[list[str], dict[ex.Expr, Fraction]]:
   """The steps of a solution and the value it writes for every operation.
 

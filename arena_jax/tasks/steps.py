@@ -16,6 +16,7 @@ paragraph, each ending with a period, and the final answer as its own last parag
 The process checker (`process.py`), the judges and the demonstrations all use `split_steps`, so a
 step index means the same thing everywhere: step i (0-based) is `[STEP-{i+1}]`.
 """
+
 from __future__ import annotations
 
 import re

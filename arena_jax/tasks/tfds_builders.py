@@ -8,6 +8,7 @@ One builder per task; a builder config carries the task's config section as JSON
 hash of that JSON (and, for JSONL, of the files' contents), so changing a knob or editing a file
 builds a new dataset beside the old one, and an unchanged config reuses what is on disk.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +25,6 @@ import tensorflow_datasets as tfds
 from arena_jax.tasks import config as config_lib
 from arena_jax.tasks import registry
 from arena_jax.tasks.base import Example, stable_hash
-
 
 
 class _QuietConfigs(logging.Filter):
@@ -46,16 +46,27 @@ FILE_FORMAT = "array_record"
 def features() -> tfds.features.FeaturesDict:
   """The one schema of every task (`base.Example`)."""
   text = tfds.features.Text
-  return tfds.features.FeaturesDict({
-      "uid": text(), "question": text(), "answer": text(), "solution": text(), "expression": text(),
+  return tfds.features.FeaturesDict(
+    {
+      "uid": text(),
+      "question": text(),
+      "answer": text(),
+      "solution": text(),
+      "expression": text(),
       "numbers": tfds.features.Sequence(np.int64),
-  })
+    }
+  )
 
 
 def to_record(example: Example) -> dict:
-  return {"uid": example.uid, "question": example.question, "answer": example.answer,
-          "solution": example.solution, "expression": example.expression,
-          "numbers": np.asarray(example.numbers, np.int64)}
+  return {
+    "uid": example.uid,
+    "question": example.question,
+    "answer": example.answer,
+    "solution": example.solution,
+    "expression": example.expression,
+    "numbers": np.asarray(example.numbers, np.int64),
+  }
 
 
 def _text(value) -> str:
@@ -64,9 +75,12 @@ def _text(value) -> str:
 
 def from_record(record) -> Example:
   return Example(
-      uid=_text(record["uid"]), question=_text(record["question"]), answer=_text(record["answer"]),
-      solution=_text(record["solution"]), expression=_text(record["expression"]),
-      numbers=tuple(int(n) for n in np.asarray(record["numbers"]).reshape(-1)),
+    uid=_text(record["uid"]),
+    question=_text(record["question"]),
+    answer=_text(record["answer"]),
+    solution=_text(record["solution"]),
+    expression=_text(record["expression"]),
+    numbers=tuple(int(n) for n in np.asarray(record["numbers"]).reshape(-1)),
   )
 
 
@@ -104,8 +118,9 @@ def builder_config(config: ml_collections.ConfigDict, task_name: str) -> TaskBui
   else:
     section.pop("prompt_template", None)  # prompts are formatted at read time
   blob = json.dumps(params, sort_keys=True)
-  return TaskBuilderConfig(name=f"seed{config.seed}-{stable_hash(blob, 10)}", params=blob,
-                           description=f"arena_jax {task_name} data: {blob}")
+  return TaskBuilderConfig(
+    name=f"seed{config.seed}-{stable_hash(blob, 10)}", params=blob, description=f"arena_jax {task_name} data: {blob}"
+  )
 
 
 # The shifted arithmetic split is drawn outside the arithmetic task's ranges: its data depends on both.
@@ -130,7 +145,6 @@ class _TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   code_path = None
 
   def _tasks_config(self) -> ml_collections.ConfigDict:
-    from arena_jax.tasks import config as config_lib  # pylint: disable=g-import-not-at-top
 
     params = json.loads(self.builder_config.params)
     config = config_lib.default_config()
@@ -140,8 +154,9 @@ class _TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     return config
 
   def _info(self) -> tfds.core.DatasetInfo:
-    return tfds.core.DatasetInfo(builder=self, description=self.builder_config.description,
-                                 features=features(), disable_shuffling=True)
+    return tfds.core.DatasetInfo(
+      builder=self, description=self.builder_config.description, features=features(), disable_shuffling=True
+    )
 
   def _split_generators(self, dl_manager):
     del dl_manager  # nothing is downloaded
@@ -178,5 +193,9 @@ class ArenaJsonlMath(_TaskBuilder):
   TASK = "jsonl"
 
 
-BUILDERS = {"arithmetic": ArenaArithmetic, "arithmetic_shift": ArenaArithmeticShift, "countdown": ArenaCountdown,
-            "jsonl": ArenaJsonlMath}
+BUILDERS = {
+  "arithmetic": ArenaArithmetic,
+  "arithmetic_shift": ArenaArithmeticShift,
+  "countdown": ArenaCountdown,
+  "jsonl": ArenaJsonlMath,
+}

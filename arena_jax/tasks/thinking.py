@@ -11,6 +11,7 @@ token budget while thinking has an opening tag that is never closed: it has no v
     split_thinking(text)          Thinking(visible, thinking, unclosed)
     trace_view(text, view)        what a judge is shown: "visible" (default), "full" or "summary_only"
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,16 +53,16 @@ def split_thinking(text: str | None, *, tags: re.Pattern = POLICY_THINK_TAGS) ->
   for m in tags.finditer(text):
     if m.group(0)[1] != "/":
       if depth == 0:
-        visible.append(text[start:m.start()])
+        visible.append(text[start : m.start()])
         start = m.end()
       depth += 1
     elif depth:
       depth -= 1
       if depth == 0:
-        thought.append(text[start:m.start()])
+        thought.append(text[start : m.start()])
         start = m.end()
     else:
-      thought.append("".join(visible) + text[start:m.start()])
+      thought.append("".join(visible) + text[start : m.start()])
       visible, start = [], m.end()
   (thought if depth else visible).append(text[start:])
   return Thinking("".join(visible).strip(), "\n\n".join(t.strip() for t in thought if t.strip()), bool(depth))

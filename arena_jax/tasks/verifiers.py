@@ -13,6 +13,7 @@ judge's answer check (SPEC §4, §8), so a reward and a judge never disagree abo
 Numbers are compared exactly (`Fraction`), so "0.5", "1/2" and "\\frac{1}{2}" agree. Free-form math answers
 (JSONL tasks) go through `math_verify_pool.py` instead.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,7 +57,7 @@ def _boxed_spans(text: str) -> list[tuple[int, str]]:
   for m in starts:
     open_at = m.end() - 1
     if open_at in closing:
-      out.append((m.start(), text[m.end():closing[open_at]]))
+      out.append((m.start(), text[m.end() : closing[open_at]]))
   return out
 
 

@@ -3,6 +3,7 @@
 Protocol: after warming up it writes the JSON line "ready"; then for each stdin line
 `[index, gold, pred]` it writes `[index, equal, error]`. It exits at the end of its input.
 """
+
 from __future__ import annotations
 
 import importlib

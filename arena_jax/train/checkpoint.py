@@ -13,6 +13,7 @@ Any failure — a file truncated, missing or altered, a TensorStore error, a NaN
 (written before manifests existed, or a crash between orbax's rename and the manifest) is restored
 with the finiteness check only.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,10 @@ def _crc32(path: str) -> int:
 
 def write_manifest(step_dir: str) -> None:
   """Records every file of a finalised checkpoint directory: size and CRC-32 (zlib: GB/s, one read)."""
-  files = {rel: {"size": os.path.getsize(os.path.join(step_dir, rel)), "crc32": _crc32(os.path.join(step_dir, rel))}
-           for rel in _files(step_dir)}
+  files = {
+    rel: {"size": os.path.getsize(os.path.join(step_dir, rel)), "crc32": _crc32(os.path.join(step_dir, rel))}
+    for rel in _files(step_dir)
+  }
   fileio.atomic_write(os.path.join(step_dir, MANIFEST), json.dumps({"version": 1, "files": files}, indent=0))
 
 
@@ -92,8 +95,11 @@ def _finite_flags(leaves):
 
 def non_finite_leaves(tree) -> list[str]:
   """Paths of the floating-point leaves of `tree` holding a NaN or an infinity."""
-  named = [(jax.tree_util.keystr(p), x) for p, x in jax.tree_util.tree_leaves_with_path(tree)
-           if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)]
+  named = [
+    (jax.tree_util.keystr(p), x)
+    for p, x in jax.tree_util.tree_leaves_with_path(tree)
+    if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)
+  ]
   if not named:
     return []
   flags = _finite_flags([x for _, x in named])
@@ -118,8 +124,9 @@ class Checkpointer:
   def __init__(self, directory: str, *, keep: int = 3, cleanup_tmp: bool = False):
     self.directory = os.path.abspath(directory)
     self._manager = ocp.CheckpointManager(
-        self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
-                                                             cleanup_tmp_directories=cleanup_tmp))
+      self.directory,
+      options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=cleanup_tmp),
+    )
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
@@ -132,8 +139,9 @@ class Checkpointer:
 
   def save(self, step: int, state, meta: dict, *, main: bool = True) -> None:
     """Saves and waits; then the main process (`main`) writes the step's manifest."""
-    self._manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                      meta=ocp.args.JsonSave(meta)), force=True)
+    self._manager.save(
+      step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True
+    )
     self._manager.wait_until_finished()
     if main:
       write_manifest(self.step_dir(step))
@@ -151,14 +159,17 @@ class Checkpointer:
     """
     self.verify_files(step)
     try:
-      out = self._manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target),
-                                                                 meta=ocp.args.JsonRestore()))
+      out = self._manager.restore(
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore())
+      )
     except Exception as e:  # TensorStore, orbax and JSON errors alike: the step does not restore
       raise CheckpointError(f"checkpoint step {step} in {self.directory} does not restore ({_one_line(e)})") from e
     bad = non_finite_leaves(out["state"])
     if bad:
-      raise CheckpointError(f"checkpoint step {step} in {self.directory} holds non-finite values in {len(bad)} "
-                            f"arrays ({', '.join(bad[:3])}{', …' if len(bad) > 3 else ''})")
+      raise CheckpointError(
+        f"checkpoint step {step} in {self.directory} holds non-finite values in {len(bad)} "
+        f"arrays ({', '.join(bad[:3])}{', …' if len(bad) > 3 else ''})"
+      )
     return out["state"], out["meta"]
 
   def read_meta(self, step: int) -> dict:
@@ -166,8 +177,9 @@ class Checkpointer:
     try:
       return self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
     except Exception as e:  # pylint: disable=broad-except
-      raise CheckpointError(f"checkpoint step {step} in {self.directory}: its meta does not read "
-                            f"({_one_line(e)})") from e
+      raise CheckpointError(
+        f"checkpoint step {step} in {self.directory}: its meta does not read ({_one_line(e)})"
+      ) from e
 
   def set_aside(self, step: int) -> str:
     """Renames a damaged step to `<step>.damaged[-k]` (kept for inspection, invisible to orbax and to the

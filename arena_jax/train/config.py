@@ -8,6 +8,7 @@ that one declaration. Every field is checked once, up front, before anything is 
 error names the field and says what to change. Checks that relate several fields are the
 named rules after the declarations.
 """
+
 from __future__ import annotations
 
 import ml_collections
@@ -39,143 +40,254 @@ def _uses_judge(c: ml_collections.ConfigDict) -> bool:
   return reward_modes.get_mode(c.reward.mode).uses_judge
 
 
-RUN = cs.Section(dict(
-    seed=field(0, "Seed of sampling (folded with the step and the generation batch), of the tournament schedulers "
-               "(folded with step and group) and of `init.random_model`'s initialisation.", cs.integer(0)),
-    data_seed=field(0, "Order of the training prompts (`tasks.PromptIterator`); separate from `seed` so that runs "
-                    "differing only in `seed` see the same prompts.", cs.integer(0)),
+RUN = cs.Section(
+  dict(
+    seed=field(
+      0,
+      "Seed of sampling (folded with the step and the generation batch), of the tournament schedulers "
+      "(folded with step and group) and of `init.random_model`'s initialisation.",
+      cs.integer(0),
+    ),
+    data_seed=field(
+      0,
+      "Order of the training prompts (`tasks.PromptIterator`); separate from `seed` so that runs "
+      "differing only in `seed` see the same prompts.",
+      cs.integer(0),
+    ),
     tasks=tasks_config.TASKS.but(documented_apart=True),
     num_steps=field(80, "Optimizer steps (RL steps) of the run.", cs.integer(1)),
-
     # Where the policy comes from; the rule `one_policy_source` below wants exactly one of the three.
-    init=cs.Section(dict(
-        policy_dir=field("", "Start from a policy directory written by SFT (`train_sft`) or `save_policy`. Exactly "
-                         "one of `policy_dir`, `hf_path`, `random_model` must be set; `configs/arith_*.py` set "
-                         "`policy_dir = \"runs/sft_demo\"` (`make demo`'s SFT policy).", valid='path or ""'),
-        hf_path=field("", "Start from a local Hugging Face checkpoint directory (Llama / Mistral / Qwen2 / Qwen3 / "
-                      "Ministral3 `ForCausalLM`, or `Mistral3ForConditionalGeneration`'s text decoder; FP8 "
-                      "dequantised: `models.load_hf`): config.json, safetensors, tokenizer.json or tokenizer.model.",
-                      valid='path or ""'),
-        random_model=field("", "Tests and smoke runs: a randomly initialised named model (e.g. \"tiny\") with a "
-                           "SentencePiece tokenizer trained on the task corpus.",
-                           cs.registered(MODEL_CONFIGS, optional=True),
-                           when=lambda init: bool(init.random_model)),
-        tokenizer_vocab=field(512, "Vocabulary size (an upper bound) of the tokenizer trained for "
-                              "`init.random_model`.", cs.integer(16, why="PAD, EOS, BOS, UNK and the digits"),
-                              valid="int ≥ 16 (with random_model)", when=lambda init: bool(init.random_model)),
-    )),
-
+    init=cs.Section(
+      dict(
+        policy_dir=field(
+          "",
+          "Start from a policy directory written by SFT (`train_sft`) or `save_policy`. Exactly "
+          "one of `policy_dir`, `hf_path`, `random_model` must be set; `configs/arith_*.py` set "
+          "`policy_dir = \"runs/sft_demo\"` (`make demo`'s SFT policy).",
+          valid='path or ""',
+        ),
+        hf_path=field(
+          "",
+          "Start from a local Hugging Face checkpoint directory (Llama / Mistral / Qwen2 / Qwen3 / "
+          "Ministral3 `ForCausalLM`, or `Mistral3ForConditionalGeneration`'s text decoder; FP8 "
+          "dequantised: `models.load_hf`): config.json, safetensors, tokenizer.json or tokenizer.model.",
+          valid='path or ""',
+        ),
+        random_model=field(
+          "",
+          "Tests and smoke runs: a randomly initialised named model (e.g. \"tiny\") with a "
+          "SentencePiece tokenizer trained on the task corpus.",
+          cs.registered(MODEL_CONFIGS, optional=True),
+          when=lambda init: bool(init.random_model),
+        ),
+        tokenizer_vocab=field(
+          512,
+          "Vocabulary size (an upper bound) of the tokenizer trained for `init.random_model`.",
+          cs.integer(16, why="PAD, EOS, BOS, UNK and the digits"),
+          valid="int ≥ 16 (with random_model)",
+          when=lambda init: bool(init.random_model),
+        ),
+      )
+    ),
     # How the policy computes, not what it is: its architecture comes with the policy (`init`).
-    model=cs.Section(dict(
-        remat=field("none", "Activation rematerialisation of each decoder block in the train step's backward "
-                    "pass (`models.REMAT_POLICIES`, `jax.checkpoint` policies): `none` keeps every activation; "
-                    "`dots_saveable` keeps the matmul outputs, attention scores included; `minimal` keeps the "
-                    "projections and the MLP and recomputes attention (whose probabilities grow with T²); "
-                    "`full` keeps each block's input and recomputes the block (≈ one more forward pass). "
-                    "Same losses and gradients; less memory for more compute. The sampler never uses it.",
-                    cs.one_of(tuple(REMAT_POLICIES))),
-        weight_dtype=field("float32", "Storage dtype of the trained weights (the masters) and of the optimizer "
-                           "state, whatever the checkpoint stores: a bfloat16 or FP8 checkpoint is upcast on load, "
-                           "and checkpoints hold the masters. bfloat16 masters lose every AdamW step smaller than "
-                           "half their spacing (≈ 2⁻⁹ of |w|): at lr 4e-7 almost no weight moves, and the first "
-                           "update stops the run (`optim.min_changed_share`).", cs.one_of(MODEL_DTYPES)),
-        dtype=field("", "Compute dtype of the forward and backward passes and of the sampler's copy of the weights "
-                    "(cast from the masters once per step, after the update, on the sampler's layout). \"\" = the "
-                    "policy's own (its checkpoint's dtype; float32 for the embedded policies); the real configs "
-                    "set bfloat16. Softmax, norms, logits and log-probs are float32 whatever it is.",
-                    cs.one_of(("",) + MODEL_DTYPES, valid='"" or ' + ", ".join(MODEL_DTYPES))),
-        quantization=field("", "Low-precision matmuls in the train step: `fp8` runs the decoder blocks' projections "
-                           "and MLP as FP8 matmuls (e4m3 forward, e5m2 gradients; Qwix, `models.quantization`); "
-                           "the masters, the optimizer state and the sampler stay as `weight_dtype` / `dtype` say. "
-                           "\"\" = none.", cs.one_of(QUANTIZATIONS, valid='"" or fp8')),
-    )),
-
-    rollout=cs.Section(dict(
+    model=cs.Section(
+      dict(
+        remat=field(
+          "none",
+          "Activation rematerialisation of each decoder block in the train step's backward "
+          "pass (`models.REMAT_POLICIES`, `jax.checkpoint` policies): `none` keeps every activation; "
+          "`dots_saveable` keeps the matmul outputs, attention scores included; `minimal` keeps the "
+          "projections and the MLP and recomputes attention (whose probabilities grow with T²); "
+          "`full` keeps each block's input and recomputes the block (≈ one more forward pass). "
+          "Same losses and gradients; less memory for more compute. The sampler never uses it.",
+          cs.one_of(tuple(REMAT_POLICIES)),
+        ),
+        weight_dtype=field(
+          "float32",
+          "Storage dtype of the trained weights (the masters) and of the optimizer "
+          "state, whatever the checkpoint stores: a bfloat16 or FP8 checkpoint is upcast on load, "
+          "and checkpoints hold the masters. bfloat16 masters lose every AdamW step smaller than "
+          "half their spacing (≈ 2⁻⁹ of |w|): at lr 4e-7 almost no weight moves, and the first "
+          "update stops the run (`optim.min_changed_share`).",
+          cs.one_of(MODEL_DTYPES),
+        ),
+        dtype=field(
+          "",
+          "Compute dtype of the forward and backward passes and of the sampler's copy of the weights "
+          "(cast from the masters once per step, after the update, on the sampler's layout). \"\" = the "
+          "policy's own (its checkpoint's dtype; float32 for the embedded policies); the real configs "
+          "set bfloat16. Softmax, norms, logits and log-probs are float32 whatever it is.",
+          cs.one_of(("",) + MODEL_DTYPES, valid='"" or ' + ", ".join(MODEL_DTYPES)),
+        ),
+        quantization=field(
+          "",
+          "Low-precision matmuls in the train step: `fp8` runs the decoder blocks' projections "
+          "and MLP as FP8 matmuls (e4m3 forward, e5m2 gradients; Qwix, `models.quantization`); "
+          "the masters, the optimizer state and the sampler stay as `weight_dtype` / `dtype` say. "
+          "\"\" = none.",
+          cs.one_of(QUANTIZATIONS, valid='"" or fp8'),
+        ),
+      )
+    ),
+    rollout=cs.Section(
+      dict(
         prompts_per_step=field(16, "B: prompts, hence groups, per optimizer step.", cs.integer(1)),
-        group_size=field(8, "G: samples per prompt. A group needs ≥ 2 samples to have a reward variance (SPEC §1).",
-                         cs.integer(2, message="a group needs ≥ 2 samples to have a variance (SPEC §1)")),
+        group_size=field(
+          8,
+          "G: samples per prompt. A group needs ≥ 2 samples to have a reward variance (SPEC §1).",
+          cs.integer(2, message="a group needs ≥ 2 samples to have a variance (SPEC §1)"),
+        ),
         max_new_tokens=field(96, "Completion budget in tokens; a completion cut here is `truncated`.", cs.integer(1)),
-        temperature=field(1.0, "Sampling temperature; the behaviour log-probs CISPO needs are recorded at it.",
-                          cs.number(0, lo_open=True, message="must be a finite number > 0 for RL sampling")),
+        temperature=field(
+          1.0,
+          "Sampling temperature; the behaviour log-probs CISPO needs are recorded at it.",
+          cs.number(0, lo_open=True, message="must be a finite number > 0 for RL sampling"),
+        ),
         top_k=field(0, "Top-k filtering of the sampler; 0 = off.", cs.integer(0, why="0 = no top-k")),
         top_p=field(1.0, "Nucleus (top-p) filtering of the sampler; 1 = off.", cs.number(0, 1, lo_open=True)),
-        stream_every=field(0, "With `reward.live_start` ≠ step_done: decode steps between two reads of the rows "
-                           "that finished (each read is one host round trip); 0 = at the end of each of the "
-                           "sampler's cache chunks (≤ 4 per call).", cs.integer(0)),
-        compact_every=field(16, "Decode steps between two compactions of the sampler's batch: the rows still "
-                            "decoding are gathered into a smaller batch (row buckets 2^i, 3·2^i) so that finished "
-                            "rows stop costing compute; the samples are the same. Each check is one host round "
-                            "trip, each row bucket one more decode program to compile; 0 = off (one program "
-                            "decodes every row until the longest ends). `Sampler.compact_every`.", cs.integer(0)),
-    )),
-
-    reward=cs.Section(dict(
-        mode=field("arena_live", "The reward mode (SPEC §7; docs/reward_modes.md).",
-                   cs.registered(reward_modes.REWARD_MODES)),
-        topology=field("", "Tournament topology replacing the mode's own (arena, arenarl_baseline: round_robin, arena_live: live, "
-                       "arenarl: seeded_single_elimination). Pairwise modes only.",
-                       cs.registered(arena.SCHEDULERS, optional=True),
-                       when=lambda reward: bool(reward.topology)),
-        aggregation=field("", "Aggregation of the judge's verdicts replacing the mode's own, independently of "
-                          "the topology (`rl.AGGREGATORS`: win_rate, bt, rank_quantile for pairwise modes; "
-                          "pointwise for pointwise ones). E.g. arenarl with topology round_robin and "
-                          "aggregation win_rate is the paper's ArenaRL baseline (`arenarl_baseline`).",
-                          cs.registered(reward_modes.AGGREGATORS, optional=True),
-                          when=lambda reward: bool(reward.aggregation)),
-        max_gen_batches=field(8, "Modes with dynamic sampling (`rlvr_dapo`, DAPO): generation batches per step "
-                              "before the run stops with an error saying so.", cs.integer(1)),
-        bt_l2=field(arena.DEFAULT_L2, "λ, the L2 penalty of the Bradley–Terry fit (SPEC §6).",
-                    cs.number(0, lo_open=True, why="SPEC §6")),
-        bt_solver=field(arena.DEFAULT_SOLVER, "Bradley–Terry solver (`arena.SOLVERS`, `arena.register_solver`).",
-                        cs.registered(arena.SOLVERS)),
-        dedupe_traces=field(True, "Judged members of a group whose traces are identical up to whitespace share one "
-                            "tournament node (or one rubric score): no judge call between them, one call on behalf "
-                            "of all copies, equal rewards; counted in `judge/calls_saved_duplicates`. False = "
-                            "every member is judged on its own.", cs.boolean()),
-        bt_shrinkage=field(0.0, "κ ≥ 0: multiply each judged trajectory's advantage by z²/(z² + κ), z = its BT "
-                           "strength's distance from the group mean in Laplace standard errors, so a trajectory "
-                           "within noise of the mean moves little (docs/reward_modes.md). 0 = off. Modes that "
-                           "aggregate by Bradley–Terry only.", cs.number(0, why="0 = off")),
-        async_lag=field(1, "1: the judge works on step t's groups while step t + 1 samples, and update t waits for "
-                        "the judge only if it is slower (`time/judge_wait`); 0: sample, judge, update in turn.",
-                        cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1")),
-        live_start=field("step_done", "When a step's judging starts (issue 14). `step_done`: once the whole step "
-                         "is generated. `group_done`: a group's judging starts as soon as its last member finishes "
-                         "decoding and its routing is known, while other groups still decode (every topology). "
-                         "`speculative` (`live` tournaments of routed modes): a group's tournament starts with its "
-                         "first arrival and takes each arrival while they all share one verifier reward; it is "
-                         "abandoned when a different reward arrives (`judge/calls_wasted`). Modes without a judge "
-                         "ignore it.", cs.one_of(LIVE_STARTS)),
-        live_pipelined=field(False, "Live tournaments: choose an arrival's opponents from the standings known "
-                             "when it arrives, with matches of several arrivals in flight at once, instead of "
-                             "waiting for every earlier result (G − 1 judge round trips deep). Verdicts then "
-                             "depend on the judge's timing: not bit-reproducible. Pays off when arrivals are "
-                             "spread in time (`live_start` ≠ step_done); see benchmarks.tournament_fidelity.",
-                             cs.boolean()),
-        max_judge_outage_steps=field(10, "Consecutive steps in which every judge call failed before the run stops "
-                                     "with an error naming the judge's last answer (0 = never): a judge that "
-                                     "is down or misconfigured must not pass for RLVR. Shorter outages are "
-                                     "survived: those groups get zero advantage.", cs.integer(0)),
-        std_ddof=field(0, "Delta degrees of freedom of the group standard deviation in Â (0 = population std, "
-                       "SPEC §1).", cs.integer(0), valid="int in [0, group_size)"),
-    ), removed=dict(dynamic_sampling="DAPO is its own reward mode: set reward.mode = 'rlvr_dapo'")),
+        stream_every=field(
+          0,
+          "With `reward.live_start` ≠ step_done: decode steps between two reads of the rows "
+          "that finished (each read is one host round trip); 0 = at the end of each of the "
+          "sampler's cache chunks (≤ 4 per call).",
+          cs.integer(0),
+        ),
+        compact_every=field(
+          16,
+          "Decode steps between two compactions of the sampler's batch: the rows still "
+          "decoding are gathered into a smaller batch (row buckets 2^i, 3·2^i) so that finished "
+          "rows stop costing compute; the samples are the same. Each check is one host round "
+          "trip, each row bucket one more decode program to compile; 0 = off (one program "
+          "decodes every row until the longest ends). `Sampler.compact_every`.",
+          cs.integer(0),
+        ),
+      )
+    ),
+    reward=cs.Section(
+      dict(
+        mode=field(
+          "arena_live", "The reward mode (SPEC §7; docs/reward_modes.md).", cs.registered(reward_modes.REWARD_MODES)
+        ),
+        topology=field(
+          "",
+          "Tournament topology replacing the mode's own (arena, arenarl_baseline: round_robin, arena_live: live, "
+          "arenarl: seeded_single_elimination). Pairwise modes only.",
+          cs.registered(arena.SCHEDULERS, optional=True),
+          when=lambda reward: bool(reward.topology),
+        ),
+        aggregation=field(
+          "",
+          "Aggregation of the judge's verdicts replacing the mode's own, independently of "
+          "the topology (`rl.AGGREGATORS`: win_rate, bt, rank_quantile for pairwise modes; "
+          "pointwise for pointwise ones). E.g. arenarl with topology round_robin and "
+          "aggregation win_rate is the paper's ArenaRL baseline (`arenarl_baseline`).",
+          cs.registered(reward_modes.AGGREGATORS, optional=True),
+          when=lambda reward: bool(reward.aggregation),
+        ),
+        max_gen_batches=field(
+          8,
+          "Modes with dynamic sampling (`rlvr_dapo`, DAPO): generation batches per step "
+          "before the run stops with an error saying so.",
+          cs.integer(1),
+        ),
+        bt_l2=field(
+          arena.DEFAULT_L2,
+          "λ, the L2 penalty of the Bradley–Terry fit (SPEC §6).",
+          cs.number(0, lo_open=True, why="SPEC §6"),
+        ),
+        bt_solver=field(
+          arena.DEFAULT_SOLVER,
+          "Bradley–Terry solver (`arena.SOLVERS`, `arena.register_solver`).",
+          cs.registered(arena.SOLVERS),
+        ),
+        dedupe_traces=field(
+          True,
+          "Judged members of a group whose traces are identical up to whitespace share one "
+          "tournament node (or one rubric score): no judge call between them, one call on behalf "
+          "of all copies, equal rewards; counted in `judge/calls_saved_duplicates`. False = "
+          "every member is judged on its own.",
+          cs.boolean(),
+        ),
+        bt_shrinkage=field(
+          0.0,
+          "κ ≥ 0: multiply each judged trajectory's advantage by z²/(z² + κ), z = its BT "
+          "strength's distance from the group mean in Laplace standard errors, so a trajectory "
+          "within noise of the mean moves little (docs/reward_modes.md). 0 = off. Modes that "
+          "aggregate by Bradley–Terry only.",
+          cs.number(0, why="0 = off"),
+        ),
+        async_lag=field(
+          1,
+          "1: the judge works on step t's groups while step t + 1 samples, and update t waits for "
+          "the judge only if it is slower (`time/judge_wait`); 0: sample, judge, update in turn.",
+          cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1"),
+        ),
+        live_start=field(
+          "step_done",
+          "When a step's judging starts (issue 14). `step_done`: once the whole step "
+          "is generated. `group_done`: a group's judging starts as soon as its last member finishes "
+          "decoding and its routing is known, while other groups still decode (every topology). "
+          "`speculative` (`live` tournaments of routed modes): a group's tournament starts with its "
+          "first arrival and takes each arrival while they all share one verifier reward; it is "
+          "abandoned when a different reward arrives (`judge/calls_wasted`). Modes without a judge "
+          "ignore it.",
+          cs.one_of(LIVE_STARTS),
+        ),
+        live_pipelined=field(
+          False,
+          "Live tournaments: choose an arrival's opponents from the standings known "
+          "when it arrives, with matches of several arrivals in flight at once, instead of "
+          "waiting for every earlier result (G − 1 judge round trips deep). Verdicts then "
+          "depend on the judge's timing: not bit-reproducible. Pays off when arrivals are "
+          "spread in time (`live_start` ≠ step_done); see benchmarks.tournament_fidelity.",
+          cs.boolean(),
+        ),
+        max_judge_outage_steps=field(
+          10,
+          "Consecutive steps in which every judge call failed before the run stops "
+          "with an error naming the judge's last answer (0 = never): a judge that "
+          "is down or misconfigured must not pass for RLVR. Shorter outages are "
+          "survived: those groups get zero advantage.",
+          cs.integer(0),
+        ),
+        std_ddof=field(
+          0,
+          "Delta degrees of freedom of the group standard deviation in Â (0 = population std, SPEC §1).",
+          cs.integer(0),
+          valid="int in [0, group_size)",
+        ),
+      ),
+      removed=dict(dynamic_sampling="DAPO is its own reward mode: set reward.mode = 'rlvr_dapo'"),
+    ),
     # urls () = the embedded judge server on a free loopback port.
     judge=judges_config.JUDGE.but(documented_apart=True, when=_uses_judge),
-
-    loss=cs.Section(dict(
-        eps_low=field(1.0, "IS-weight floor 1 − eps_low (SPEC §2); 1.0 = no lower bound.",
-                      cs.number(0, 1, why="the IS floor is 1 − eps_low")),
-        eps_high=field(4.0, "IS-weight cap 1 + eps_high (SPEC §2); 4.0 = cap 5 as in ScaleRL, verl's example uses "
-                       "0.2.", cs.number(0)),
-        aggregation=field("token_mean", "`token_mean`: sum over every token of the batch / number of tokens (the "
-                          "formula); `seq_mean_token_mean`: mean over sequences of each sequence's token mean.",
-                          cs.one_of(cispo.AGGREGATIONS)),
+    loss=cs.Section(
+      dict(
+        eps_low=field(
+          1.0,
+          "IS-weight floor 1 − eps_low (SPEC §2); 1.0 = no lower bound.",
+          cs.number(0, 1, why="the IS floor is 1 − eps_low"),
+        ),
+        eps_high=field(
+          4.0, "IS-weight cap 1 + eps_high (SPEC §2); 4.0 = cap 5 as in ScaleRL, verl's example uses 0.2.", cs.number(0)
+        ),
+        aggregation=field(
+          "token_mean",
+          "`token_mean`: sum over every token of the batch / number of tokens (the "
+          "formula); `seq_mean_token_mean`: mean over sequences of each sequence's token mean.",
+          cs.one_of(cispo.AGGREGATIONS),
+        ),
         mask_truncated=_bool(False, "Completions cut at `max_new_tokens` carry no loss."),
-        kl_coef=field(0.0, "β of a KL penalty to the initial policy (k3 estimator); 0 = none, as in the paper. > 0 "
-                      "keeps a frozen copy of the initial parameters.", cs.number(0)),
-    )),
-
-    optim=cs.Section(dict(
+        kl_coef=field(
+          0.0,
+          "β of a KL penalty to the initial policy (k3 estimator); 0 = none, as in the paper. > 0 "
+          "keeps a frozen copy of the initial parameters.",
+          cs.number(0),
+        ),
+      )
+    ),
+    optim=cs.Section(
+      dict(
         lr=field(1e-4, "Learning rate of AdamW, constant after the warm-up (SPEC §9).", cs.number(0, lo_open=True)),
         warmup_steps=field(5, "Linear warm-up from 0 over this many steps; 0 = none.", cs.integer(0)),
         b1=field(0.9, "Adam β₁.", cs.number(0, 1, hi_open=True, why="Adam's decay rate")),
@@ -183,70 +295,134 @@ RUN = cs.Section(dict(
         eps=field(1e-8, "Adam ε.", cs.number(0, lo_open=True)),
         weight_decay=field(0.0, "AdamW decoupled weight decay.", cs.number(0)),
         max_grad_norm=field(1.0, "Global-norm gradient clipping; 0 = off.", cs.number(0, why="0 = no clipping")),
-        micro_batches=field(1, "Exact gradient accumulation: each update is computed in this many micro-batches "
-                            "(losses as (sum, denominator)). prompts_per_step × group_size must split into "
-                            "minibatches × micro_batches equal parts.", cs.integer(1)),
-        minibatches=field(1, "Optimizer updates per RL step, each on its own slice of the rollout (the later ones "
-                          "are off-policy: CISPO's IS weights).", cs.integer(1)),
-        min_changed_share=field(0.5, "The first update at the peak learning rate (after `warmup_steps`) with a "
-                                "non-zero gradient must change at least this share of the weight elements it moves "
-                                "(`update/changed` / `update/moved`); below it the run stops with a line naming "
-                                "`optim.lr` and `model.weight_dtype`: the steps round away in the masters' dtype. "
-                                "0 = never checked.", cs.number(0, 1)),
-    )),
-
+        micro_batches=field(
+          1,
+          "Exact gradient accumulation: each update is computed in this many micro-batches "
+          "(losses as (sum, denominator)). prompts_per_step × group_size must split into "
+          "minibatches × micro_batches equal parts.",
+          cs.integer(1),
+        ),
+        minibatches=field(
+          1,
+          "Optimizer updates per RL step, each on its own slice of the rollout (the later ones "
+          "are off-policy: CISPO's IS weights).",
+          cs.integer(1),
+        ),
+        min_changed_share=field(
+          0.5,
+          "The first update at the peak learning rate (after `warmup_steps`) with a "
+          "non-zero gradient must change at least this share of the weight elements it moves "
+          "(`update/changed` / `update/moved`); below it the run stops with a line naming "
+          "`optim.lr` and `model.weight_dtype`: the steps round away in the masters' dtype. "
+          "0 = never checked.",
+          cs.number(0, 1),
+        ),
+      )
+    ),
     # Checked against the devices by `parallel.make_meshes` (in `validate_config`, unless check_devices=False).
-    mesh=cs.Section(dict(
-        data=field(_MESH.data, "Size of the `data` mesh axis: the batch is split, parameters are replicated. data × "
-                   "fsdp × tensor = number of devices (all hosts); at most one axis is −1.",
-                   valid="int ≥ 1, or −1 = fill"),
-        fsdp=field(_MESH.fsdp, "Size of the `fsdp` axis: the batch and the parameters, gradients and optimizer state "
-                   "are split (ZeRO-3).", valid="int ≥ 1, or −1 = fill"),
-        tensor=field(_MESH.tensor, "Size of the `tensor` axis: heads, KV heads, MLP and vocabulary are split "
-                     "(Megatron); keep it within a host.", valid="int ≥ 1, or −1 = fill"),
-        sample=field(_MESH.sample, "The sampler's mesh over the same devices; () = the train mesh (docs/tpu.md).",
-                     valid="() or (data, fsdp, tensor)"),
-        distributed=field(_MESH.distributed, "Call `jax.distributed.initialize()` first (multi-host TPU slices, GPU "
-                          "clusters).", valid="bool"),
-        rules=field(_MESH.rules, "Overrides of `models.LOGICAL_AXIS_RULES`, e.g. ((\"embed\", None),) to replicate "
-                    "embed dimensions.", valid="tuple of (logical axis, mesh axes)"),
-    ), factory=parallel.mesh_config),
-
-    checkpoint=cs.Section(dict(
-        every=field(20, "Orbax checkpoint every this many steps and at the last step; the judge pipeline drains "
-                    "first, so a checkpoint holds no pending work.", cs.integer(1)),
+    mesh=cs.Section(
+      dict(
+        data=field(
+          _MESH.data,
+          "Size of the `data` mesh axis: the batch is split, parameters are replicated. data × "
+          "fsdp × tensor = number of devices (all hosts); at most one axis is −1.",
+          valid="int ≥ 1, or −1 = fill",
+        ),
+        fsdp=field(
+          _MESH.fsdp,
+          "Size of the `fsdp` axis: the batch and the parameters, gradients and optimizer state are split (ZeRO-3).",
+          valid="int ≥ 1, or −1 = fill",
+        ),
+        tensor=field(
+          _MESH.tensor,
+          "Size of the `tensor` axis: heads, KV heads, MLP and vocabulary are split (Megatron); keep it within a host.",
+          valid="int ≥ 1, or −1 = fill",
+        ),
+        sample=field(
+          _MESH.sample,
+          "The sampler's mesh over the same devices; () = the train mesh (docs/tpu.md).",
+          valid="() or (data, fsdp, tensor)",
+        ),
+        distributed=field(
+          _MESH.distributed,
+          "Call `jax.distributed.initialize()` first (multi-host TPU slices, GPU clusters).",
+          valid="bool",
+        ),
+        rules=field(
+          _MESH.rules,
+          "Overrides of `models.LOGICAL_AXIS_RULES`, e.g. ((\"embed\", None),) to replicate embed dimensions.",
+          valid="tuple of (logical axis, mesh axes)",
+        ),
+      ),
+      factory=parallel.mesh_config,
+    ),
+    checkpoint=cs.Section(
+      dict(
+        every=field(
+          20,
+          "Orbax checkpoint every this many steps and at the last step; the judge pipeline drains "
+          "first, so a checkpoint holds no pending work.",
+          cs.integer(1),
+        ),
         keep=field(3, "Checkpoints kept (the oldest are deleted).", cs.integer(1)),
-    )),
-    resume=_bool(False, "Continue from the last checkpoint in `--workdir`. A fresh run (False) refuses a workdir "
-                 "that already holds checkpoints."),
-    resume_allow_changes=field((), "Guarded fields a resume may change (names among `train.workdir.GUARDED_FIELDS`: "
-                               "the mode, task, model and batch shape); a resume that changes any other of them is "
-                               "refused, so one log never mixes incompatible runs.",
-                               cs.entries_of(workdir_lib.GUARDED_FIELDS)),
-    log=cs.Section(dict(
+      )
+    ),
+    resume=_bool(
+      False,
+      "Continue from the last checkpoint in `--workdir`. A fresh run (False) refuses a workdir "
+      "that already holds checkpoints.",
+    ),
+    resume_allow_changes=field(
+      (),
+      "Guarded fields a resume may change (names among `train.workdir.GUARDED_FIELDS`: "
+      "the mode, task, model and batch shape); a resume that changes any other of them is "
+      "refused, so one log never mixes incompatible runs.",
+      cs.entries_of(workdir_lib.GUARDED_FIELDS),
+    ),
+    log=cs.Section(
+      dict(
         progress=_bool(True, "A tqdm progress bar (accuracy, loss, routed groups, judge calls)."),
-        tensorboard=_bool(True, "TensorBoard event files in `<workdir>/tensorboard` (`metrics.jsonl` is always "
-                          "written)."),
+        tensorboard=_bool(
+          True, "TensorBoard event files in `<workdir>/tensorboard` (`metrics.jsonl` is always written)."
+        ),
         plot=_bool(True, "`<workdir>/curves.png` at the end of the run (`train.plot_curves`)."),
-        samples_per_step=field(4, "Completions written per step to `<workdir>/samples.jsonl` and TensorBoard text "
-                               "(prompt, completion, verifier reward, trained reward, advantage, judged): what "
-                               "the policy wrote, for reading next to the metrics. 0 = none.", cs.integer(0)),
-        process_checks=field(64, "Completions per step (whole groups, spread over the step) read by the task's "
-                             "process checker for the `process/*` metrics: faithful accuracy, compensating "
-                             "errors, bare answers, skipped steps, first-error step of wrong answers. Tasks "
-                             "without a checker (JSONL) skip it. 0 = off.", cs.integer(0)),
-    )),
-
+        samples_per_step=field(
+          4,
+          "Completions written per step to `<workdir>/samples.jsonl` and TensorBoard text "
+          "(prompt, completion, verifier reward, trained reward, advantage, judged): what "
+          "the policy wrote, for reading next to the metrics. 0 = none.",
+          cs.integer(0),
+        ),
+        process_checks=field(
+          64,
+          "Completions per step (whole groups, spread over the step) read by the task's "
+          "process checker for the `process/*` metrics: faithful accuracy, compensating "
+          "errors, bare answers, skipped steps, first-error step of wrong answers. Tasks "
+          "without a checker (JSONL) skip it. 0 = off.",
+          cs.integer(0),
+        ),
+      )
+    ),
     # What launch/aot_compile.py compiles; only the real-model configs (`pod_config`) have it.
-    aot=cs.Section(dict(
-        model=field("", "The named model config that `launch/aot_compile.py` compiles (the checkpoint's "
-                    "architecture).", valid="a name in `models.MODEL_CONFIGS`", checked=False),
-        topology=field("", "The TPU topology compiled for (the config argument).",
-                       valid="a key of the file's `SLICES`"),  # `pod_config` refuses any other
-        prompt_len=field(1024, "The prompt bucket P of the compiled sample and train steps.", valid="int ≥ 1",
-                         checked=False),
-    ), optional=True),
-))
+    aot=cs.Section(
+      dict(
+        model=field(
+          "",
+          "The named model config that `launch/aot_compile.py` compiles (the checkpoint's architecture).",
+          valid="a name in `models.MODEL_CONFIGS`",
+          checked=False,
+        ),
+        topology=field(
+          "", "The TPU topology compiled for (the config argument).", valid="a key of the file's `SLICES`"
+        ),  # `pod_config` refuses any other
+        prompt_len=field(
+          1024, "The prompt bucket P of the compiled sample and train steps.", valid="int ≥ 1", checked=False
+        ),
+      ),
+      optional=True,
+    ),
+  )
+)
 
 
 @RUN.rule
@@ -254,11 +430,17 @@ def _one_policy_source(c, report):
   """Exactly one of init.policy_dir, init.hf_path and init.random_model is set."""
   i = c.init
   if sum([bool(i.policy_dir), bool(i.hf_path), bool(i.random_model)]) != 1:
-    report("init", "set exactly one of init.policy_dir (an SFT policy), init.hf_path (a local HF checkpoint) or "
-           f"init.random_model (tests); got policy_dir={i.policy_dir!r}, hf_path={i.hf_path!r}, "
-           f"random_model={i.random_model!r}" + (
-               "; configs/arith_*.py set policy_dir: add --config.init.policy_dir='' to start from hf_path"
-               if i.policy_dir and i.hf_path else ""))
+    report(
+      "init",
+      "set exactly one of init.policy_dir (an SFT policy), init.hf_path (a local HF checkpoint) or "
+      f"init.random_model (tests); got policy_dir={i.policy_dir!r}, hf_path={i.hf_path!r}, "
+      f"random_model={i.random_model!r}"
+      + (
+        "; configs/arith_*.py set policy_dir: add --config.init.policy_dir='' to start from hf_path"
+        if i.policy_dir and i.hf_path
+        else ""
+      ),
+    )
 
 
 @RUN.rule
@@ -281,8 +463,11 @@ def _shrinkage_needs_bradley_terry(c, report):
   """reward.bt_shrinkage > 0 only for runs whose judge rewards are a Bradley–Terry fit (it needs its errors)."""
   aggregation = c.reward.aggregation or reward_modes.get_mode(c.reward.mode).aggregation
   if c.reward.bt_shrinkage and aggregation != "bt":
-    report("reward.bt_shrinkage", f"mode {c.reward.mode!r} does not aggregate by Bradley–Terry "
-           f"(aggregation {aggregation!r}): leave bt_shrinkage at 0, or set reward.aggregation='bt'")
+    report(
+      "reward.bt_shrinkage",
+      f"mode {c.reward.mode!r} does not aggregate by Bradley–Terry "
+      f"(aggregation {aggregation!r}): leave bt_shrinkage at 0, or set reward.aggregation='bt'",
+    )
 
 
 @RUN.rule
@@ -300,8 +485,11 @@ def _speculative_is_for_live_routing(c, report):
   mode = reward_modes.get_mode(c.reward.mode)
   topology = c.reward.topology or mode.topology
   if c.reward.live_start == "speculative" and (mode.judge_groups != "non_diverse" or topology != "live"):
-    report("reward.live_start", f"'speculative' starts live tournaments before routing is known: it needs a routed "
-           f"pairwise mode with topology 'live' (mode {c.reward.mode!r}, topology {topology!r}); use 'group_done'")
+    report(
+      "reward.live_start",
+      f"'speculative' starts live tournaments before routing is known: it needs a routed "
+      f"pairwise mode with topology 'live' (mode {c.reward.mode!r}, topology {topology!r}); use 'group_done'",
+    )
 
 
 @RUN.rule
@@ -317,8 +505,11 @@ def _update_splits_the_rollout(c, report):
   """prompts_per_step × group_size rows split into minibatches × micro_batches equal parts."""
   rows, o = c.rollout.prompts_per_step * c.rollout.group_size, c.optim
   if rows % (o.minibatches * o.micro_batches):
-    report("optim.micro_batches", f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
-           f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts")
+    report(
+      "optim.micro_batches",
+      f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
+      f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts",
+    )
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -343,5 +534,6 @@ def validate_config(c: ml_collections.ConfigDict, *, check_devices: bool = True)
   rows = r.prompts_per_step * r.group_size
   parallel.process_batch_size(r.prompts_per_step)  # every host draws the same number of prompts
   train_mesh, _ = parallel.make_meshes(c.mesh)
-  train_sharding.check_train_batch(rows // o.minibatches, o.micro_batches, train_mesh,
-                                   parallel.axis_rules(c.mesh.rules))
+  train_sharding.check_train_batch(
+    rows // o.minibatches, o.micro_batches, train_mesh, parallel.axis_rules(c.mesh.rules)
+  )

@@ -17,6 +17,7 @@ Members of a group whose traces are identical up to whitespace share one tournam
 whose judging raises gets no judgment and counts one failed call (`exception`), never a crash (issue 21).
 Each finished group's transcript row is queued for `transcripts.TranscriptWriter` (issue 19).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,10 +61,10 @@ class JudgeOutcome:
   failures: int = 0
   failure_reasons: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   first_failure: str = ""  # the reason and the judge's own words, for the step's warning
-  calls_saved: int = 0     # judge calls (pairs, or rubric scores) that duplicates did not need
-  late_matches: int = 0    # judgments still running at the step deadline: cancelled, not in the fit
-  late_groups: int = 0     # groups cut short by the deadline: they fall back as groups with no judgment do
-  wasted_calls: int = 0    # judgments issued for speculative tournaments of groups that turned out diverse
+  calls_saved: int = 0  # judge calls (pairs, or rubric scores) that duplicates did not need
+  late_matches: int = 0  # judgments still running at the step deadline: cancelled, not in the fit
+  late_groups: int = 0  # groups cut short by the deadline: they fall back as groups with no judgment do
+  wasted_calls: int = 0  # judgments issued for speculative tournaments of groups that turned out diverse
   abandoned_groups: int = 0
 
   def count(self, result) -> None:
@@ -84,11 +85,11 @@ class _Group:
   index: int
   task: asyncio.Future
   run: judges.TournamentRun | None = None
-  traces: list | None = None                 # a speculative tournament's traces, filled as members arrive
-  arrivals: asyncio.Event | None = None      # set after each arrival (the tournament waits on it)
+  traces: list | None = None  # a speculative tournament's traces, filled as members arrive
+  arrivals: asyncio.Event | None = None  # set after each arrival (the tournament waits on it)
   abandoned: bool = False
-  job: GroupJob | None = None                # the whole group (None for a speculative one): transcripts
-  nodes: "Nodes | None" = None               # its members grouped by identical trace (None: each plays alone)
+  job: GroupJob | None = None  # the whole group (None for a speculative one): transcripts
+  nodes: "Nodes | None" = None  # its members grouped by identical trace (None: each plays alone)
 
 
 class StepJudgment:
@@ -152,10 +153,13 @@ class StepJudgment:
     r = self.runner
     nodes = r.nodes(job.traces)
     if r.scheduler is None:  # rubric scores, one per distinct trace on behalf of its copies
-      requests = [judges.ScoreRequest(job.problem, job.reference, job.traces[i], key=(self.step, job.index, i))
-                  for i in nodes.representatives]
-      self._groups[job.index] = _Group(job.index, asyncio.ensure_future(r.judge.score_many(requests)), job=job,
-                                       nodes=nodes)
+      requests = [
+        judges.ScoreRequest(job.problem, job.reference, job.traces[i], key=(self.step, job.index, i))
+        for i in nodes.representatives
+      ]
+      self._groups[job.index] = _Group(
+        job.index, asyncio.ensure_future(r.judge.score_many(requests)), job=job, nodes=nodes
+      )
       return
     if nodes.count < 2:  # one trajectory G times: equal rewards, nothing to ask
       done = asyncio.get_running_loop().create_future()
@@ -167,14 +171,29 @@ class StepJudgment:
       kwargs["arrival_order"] = list(dict.fromkeys(int(nodes.node_of[i]) for i in job.arrival_order))
     if r.scheduler.needs_anchor:
       kwargs["anchor"] = int(nodes.node_of[0])  # the sampler decodes member 0 of every group greedily
-    self._play(job.index, r.scheduler(nodes.count, **kwargs), job.problem, job.reference,
-               [job.traces[i] for i in nodes.representatives])
+    self._play(
+      job.index,
+      r.scheduler(nodes.count, **kwargs),
+      job.problem,
+      job.reference,
+      [job.traces[i] for i in nodes.representatives],
+    )
     self._groups[job.index].job, self._groups[job.index].nodes = job, nodes
 
   def _play(self, index, scheduler, problem, reference, traces, arrivals=None) -> None:
     run = judges.TournamentRun(scheduler, (self.step, index))
-    task = asyncio.ensure_future(judges.run_tournament(scheduler, self.runner.judge, problem, reference, traces,
-                                                       group_id=(self.step, index), run=run, arrivals=arrivals))
+    task = asyncio.ensure_future(
+      judges.run_tournament(
+        scheduler,
+        self.runner.judge,
+        problem,
+        reference,
+        traces,
+        group_id=(self.step, index),
+        run=run,
+        arrivals=arrivals,
+      )
+    )
     self._groups[index] = _Group(index, task, run, traces, arrivals)
 
   def _arrive(self, index, member, trace, problem, reference) -> None:
@@ -231,24 +250,42 @@ class StepJudgment:
         out.verdicts.append(Verdicts(scores=[scores[n] for n in nodes.node_of] if finished else None))
         out.late_matches += 0 if finished else nodes.count
         out.calls_saved += self.g - nodes.count
-        build = functools.partial(transcripts_lib.pointwise_group_row, r.judge, self.step + 1, g.job, results,
-                                  nodes.representatives, nodes.node_of)
+        build = functools.partial(
+          transcripts_lib.pointwise_group_row,
+          r.judge,
+          self.step + 1,
+          g.job,
+          results,
+          nodes.representatives,
+          nodes.node_of,
+        )
       else:
         sched = g.run.scheduler
         if finished:
           f, s, o = sched.observed()
           reps = np.asarray(nodes.representatives, np.int32)
-          out.verdicts.append(Verdicts(
+          out.verdicts.append(
+            Verdicts(
               matches=(reps[f], reps[s], o),
               native_ranking=arena.tournaments.average_ranks(list(sched.native_scores()[nodes.node_of])),
-              copies=None if nodes.count == self.g else nodes.copies))
+              copies=None if nodes.count == self.g else nodes.copies,
+            )
+          )
         else:
           out.verdicts.append(Verdicts())
         out.late_matches += sched.num_issued - len(g.run.results)
         out.calls_saved += r.full_calls(self.g) - r.full_calls(nodes.count) if nodes.count < self.g else 0
         results = [x for _, _, x in g.run.results]
-        build = functools.partial(transcripts_lib.pairwise_group_row, r.judge, self.step + 1, g.job, g.run,
-                                  r.topology, nodes.representatives, nodes.node_of)
+        build = functools.partial(
+          transcripts_lib.pairwise_group_row,
+          r.judge,
+          self.step + 1,
+          g.job,
+          g.run,
+          r.topology,
+          nodes.representatives,
+          nodes.node_of,
+        )
       out.late_groups += not finished
       for x in results:
         out.count(x)
@@ -262,8 +299,9 @@ def _count_exception(out: JudgeOutcome, error: BaseException) -> None:
   """A group whose judging raised gets no judgment (zero advantage), and one failed call with reason
   `exception`: a bug reached by a judge's answer, or a scheduler surprise, costs that group's judge signal
   but never the run, and `reward.max_judge_outage_steps` still stops a run whose judging fails every step."""
-  logging.error("a judged group's judging raised; it gets no judgment this step",
-                exc_info=(type(error), error, error.__traceback__))
+  logging.error(
+    "a judged group's judging raised; it gets no judgment this step", exc_info=(type(error), error, error.__traceback__)
+  )
   out.verdicts.append(Verdicts())
   out.usage += judges.Usage(calls=1)
   out.failures += 1
@@ -275,16 +313,28 @@ def _count_exception(out: JudgeOutcome, error: BaseException) -> None:
 class JudgeRunner:
   """A judge on its own event loop thread (one long-lived loop: the client's sessions live on it)."""
 
-  def __init__(self, judge_config, urls: Sequence[str], mode: RewardMode, *, topology: str | None, seed: int,
-               live_pipelined: bool = False, dedupe: bool = True,
-               transcripts: transcripts_lib.TranscriptWriter | None = None):
+  def __init__(
+    self,
+    judge_config,
+    urls: Sequence[str],
+    mode: RewardMode,
+    *,
+    topology: str | None,
+    seed: int,
+    live_pipelined: bool = False,
+    dedupe: bool = True,
+    transcripts: transcripts_lib.TranscriptWriter | None = None,
+  ):
     self.mode, self.seed, self.dedupe = mode, seed, dedupe
     self.topology, self.transcripts = topology, transcripts
     self.scheduler = arena.SCHEDULERS[topology] if mode.judge_form == "pairwise" else None
     # Live tournaments: opponents chosen from the standings known at each arrival (pipelined) or only once
     # every earlier result is in (blocking, the default: reproducible).
-    self.options = ({"wait_for_results": not live_pipelined} if self.scheduler is not None
-                    and "wait_for_results" in inspect.signature(self.scheduler).parameters else {})
+    self.options = (
+      {"wait_for_results": not live_pipelined}
+      if self.scheduler is not None and "wait_for_results" in inspect.signature(self.scheduler).parameters
+      else {}
+    )
     cfg = judge_config.copy_and_resolve_references()
     if mode.judge_form == "pairwise":
       cfg.backend = "pairwise"

@@ -1,4 +1,5 @@
 """Per-step metrics to JSONL and TensorBoard (only process 0 writes), replay-safe on resume."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,7 @@ class MetricsWriter:
   checkpoint by a run that then died) are dropped, so replayed steps never appear twice.
   """
 
-  def __init__(self, workdir: str, *, resume_step: int | None = None, tensorboard: bool = True,
-               enabled: bool = True):
+  def __init__(self, workdir: str, *, resume_step: int | None = None, tensorboard: bool = True, enabled: bool = True):
     self.enabled = enabled
     self.path = os.path.join(workdir, "metrics.jsonl")
     self.samples_path = os.path.join(workdir, "samples.jsonl")
@@ -63,9 +63,10 @@ class MetricsWriter:
       f.writelines(json.dumps({"step": int(step), **r}, ensure_ascii=False) + "\n" for r in rows)
     if self._tb is not None:
       text = "\n\n".join(
-          f"**reward {r['reward']:.3f}, advantage {r['advantage']:+.3f}, verifier {r['verifier']:g}"
-          f"{', judged' if r['judged'] else ''}**\n\n    " + (r["prompt"] + r["completion"]).replace("\n", "\n    ")
-          for r in rows)
+        f"**reward {r['reward']:.3f}, advantage {r['advantage']:+.3f}, verifier {r['verifier']:g}"
+        f"{', judged' if r['judged'] else ''}**\n\n    " + (r["prompt"] + r["completion"]).replace("\n", "\n    ")
+        for r in rows
+      )
       self._tb.add_text("samples", text, step)
 
   def close(self) -> None:

@@ -1,4 +1,5 @@
 """Training curves as a PNG (reward, accuracy, routed fraction, judge calls, group composition)."""
+
 from __future__ import annotations
 
 import os
@@ -8,10 +9,10 @@ import numpy as np
 from arena_jax.train.metrics import read_metrics
 
 PANELS = (
-    ("accuracy (verifier reward)", ("accuracy",)),
-    ("groups", ("groups/all_correct", "groups/all_wrong", "groups/diverse", "groups/routed")),
-    ("judge calls per step", ("judge/calls",)),
-    ("advantage", ("adv/nonzero_fraction", "adv/l1")),
+  ("accuracy (verifier reward)", ("accuracy",)),
+  ("groups", ("groups/all_correct", "groups/all_wrong", "groups/diverse", "groups/routed")),
+  ("judge calls per step", ("judge/calls",)),
+  ("advantage", ("adv/nonzero_fraction", "adv/l1")),
 )
 
 
@@ -30,7 +31,7 @@ def plot_curves(workdir: str, path: str | None = None) -> str:
       pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
       if pts:
         steps, values = map(np.asarray, zip(*pts))
-        line, = ax.plot(steps, values, lw=0.8, alpha=0.35)
+        (line,) = ax.plot(steps, values, lw=0.8, alpha=0.35)
         ax.plot(steps, smooth(values), color=line.get_color(), lw=1.8, label=key.split("/")[-1])
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("step")

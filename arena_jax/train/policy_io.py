@@ -21,6 +21,7 @@ tokenizer, and the prompt convention): what `arena_jax.eval.watch` needs to eval
 Every file is written through `fileio.atomic_write` (or orbax's own atomic rename), so a crash never
 leaves a torn file that a resumed run or an evaluator would then read.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,8 +41,19 @@ from arena_jax import tokenizer as tokenizer_lib
 from arena_jax.tokenizer import SentencePieceTokenizer
 from arena_jax import parallel
 from arena_jax import tasks as tasks_lib
-from arena_jax.models import (LOGICAL_AXIS_RULES, ModelConfig, RopeScaling, Transformer, abstract_model,
-                              get_model_config, init_model, load_hf, param_shardings, pure_params, with_precision)
+from arena_jax.models import (
+  LOGICAL_AXIS_RULES,
+  ModelConfig,
+  RopeScaling,
+  Transformer,
+  abstract_model,
+  get_model_config,
+  init_model,
+  load_hf,
+  param_shardings,
+  pure_params,
+  with_precision,
+)
 
 FORMAT_VERSION = 1
 TOKENIZER_FILE = "tokenizer.model"
@@ -49,7 +61,7 @@ MODEL_CONFIG_FILE = "model_config.json"
 PARAMS_DIR = "params"
 META_FILE = "meta.json"
 POLICY_SPEC = "policy.json"  # in an RL run directory: which tokenizer, and the prompt convention
-RUN_TASKS = "tasks.json"     # in an RL run directory: the run's task settings (what its policy was trained on)
+RUN_TASKS = "tasks.json"  # in an RL run directory: the run's task settings (what its policy was trained on)
 
 
 class LoadedPolicy(NamedTuple):
@@ -104,8 +116,15 @@ def config_from_json(text: str) -> ModelConfig:
 # ─────────────────────────────────────── save ───────────────────────────────────────
 
 
-def save_policy(path: str | os.PathLike, model_or_params, model_config: ModelConfig, tokenizer, *,
-                extra: dict | None = None, add_bos: bool = True) -> pathlib.Path:
+def save_policy(
+  path: str | os.PathLike,
+  model_or_params,
+  model_config: ModelConfig,
+  tokenizer,
+  *,
+  extra: dict | None = None,
+  add_bos: bool = True,
+) -> pathlib.Path:
   """Writes a policy directory (layout in the module docstring); returns its path.
 
   Args:
@@ -128,8 +147,12 @@ def save_policy(path: str | os.PathLike, model_or_params, model_config: ModelCon
   params = pure_params(model_or_params)
   with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
     ckptr.save(path / PARAMS_DIR, args=ocp.args.StandardSave(params), force=True)
-  meta = {"format_version": FORMAT_VERSION, "add_bos": bool(add_bos), "tokenizer_vocab_size": tokenizer.vocab_size,
-          "num_params": int(sum(np.size(x) for x in jax.tree.leaves(params)))}
+  meta = {
+    "format_version": FORMAT_VERSION,
+    "add_bos": bool(add_bos),
+    "tokenizer_vocab_size": tokenizer.vocab_size,
+    "num_params": int(sum(np.size(x) for x in jax.tree.leaves(params))),
+  }
   meta.update(extra or {})
   fileio.atomic_write(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True, default=_json_default))
   return path
@@ -160,15 +183,21 @@ def check_vocab(tokenizer, model_config: ModelConfig, tokenizer_file, config_fil
   """Raises ValueError naming both sizes and both files unless every token id has an embedding row."""
   if tokenizer.vocab_size > model_config.vocab_size:
     raise ValueError(
-        f"tokenizer vocabulary ({tokenizer.vocab_size} tokens, {tokenizer_file}) exceeds the model's "
-        f"vocab_size ({model_config.vocab_size}, {config_file}): token ids ≥ {model_config.vocab_size} "
-        "would have no embedding row. Use the tokenizer the policy was trained with, or a model config "
-        "with a larger vocab_size.")
+      f"tokenizer vocabulary ({tokenizer.vocab_size} tokens, {tokenizer_file}) exceeds the model's "
+      f"vocab_size ({model_config.vocab_size}, {config_file}): token ids ≥ {model_config.vocab_size} "
+      "would have no embedding row. Use the tokenizer the policy was trained with, or a model config "
+      "with a larger vocab_size."
+    )
 
 
-def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = None,
-                rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES, weight_dtype: str | None = None,
-                dtype: str | None = None) -> LoadedPolicy:
+def load_policy(
+  path: str | os.PathLike,
+  *,
+  mesh: jax.sharding.Mesh | None = None,
+  rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+  weight_dtype: str | None = None,
+  dtype: str | None = None,
+) -> LoadedPolicy:
   """Reads a policy directory written by `save_policy`, or a HF checkpoint directory.
 
   Args:
@@ -188,14 +217,19 @@ def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = Non
     if (path / "config.json").exists():
       return _load_hf_policy(path, mesh, rules, weight_dtype, dtype)
     missing = [f for f in (META_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, PARAMS_DIR) if not (path / f).exists()]
-    hint = (" — run `make demo` (or `python -m launch.sft`) first: it writes the SFT policy there"
-            if not path.exists() and path.name == "sft_demo" else "")
+    hint = (
+      " — run `make demo` (or `python -m launch.sft`) first: it writes the SFT policy there"
+      if not path.exists() and path.name == "sft_demo"
+      else ""
+    )
     raise MissingFileError(
-        f"{path} is not a policy directory (missing {', '.join(missing)}) nor a HF checkpoint (config.json){hint}")
+      f"{path} is not a policy directory (missing {', '.join(missing)}) nor a HF checkpoint (config.json){hint}"
+    )
   meta = read_meta(path)
   if meta.get("format_version", 0) > FORMAT_VERSION:
-    raise ValueError(f"{path / META_FILE}: format_version {meta['format_version']} is newer than this code "
-                     f"reads ({FORMAT_VERSION})")
+    raise ValueError(
+      f"{path / META_FILE}: format_version {meta['format_version']} is newer than this code reads ({FORMAT_VERSION})"
+    )
   config = config_from_json((path / MODEL_CONFIG_FILE).read_text())
   if weight_dtype or dtype:  # orbax casts each array to the target's dtype as it reads it
     config = with_precision(config, weight_dtype=weight_dtype or config.param_dtype, dtype=dtype or "")
@@ -208,8 +242,9 @@ def load_policy(path: str | os.PathLike, *, mesh: jax.sharding.Mesh | None = Non
   else:
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     shardings = jax.tree.map(lambda _: device, nnx.to_pure_dict(abstract))
-  target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-                        nnx.to_pure_dict(abstract), shardings)
+  target = jax.tree.map(
+    lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), nnx.to_pure_dict(abstract), shardings
+  )
   with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
     params = ckptr.restore(path / PARAMS_DIR, args=ocp.args.StandardRestore(target))
   nnx.replace_by_pure_dict(abstract, params)
@@ -223,15 +258,20 @@ def _load_hf_policy(path: pathlib.Path, mesh, rules, weight_dtype, dtype) -> Loa
   tokenizer_file = path / ("tokenizer.json" if (path / "tokenizer.json").exists() else "tokenizer.model")
   check_vocab(tokenizer, model.config, tokenizer_file, path / "config.json")
   # HF chat/base models carry their own BOS convention; the tokenizer's bos_id decides.
-  return LoadedPolicy(config=model.config, model=model, tokenizer=tokenizer,
-                      meta={"add_bos": tokenizer.bos_id is not None, "source": "hf"})
+  return LoadedPolicy(
+    config=model.config,
+    model=model,
+    tokenizer=tokenizer,
+    meta={"add_bos": tokenizer.bos_id is not None, "source": "hf"},
+  )
 
 
 # ─────────────────────────────────────── an RL run directory ───────────────────────────────────────
 
 
-def write_policy_spec(workdir: str | os.PathLike, model_config: ModelConfig, tokenizer, *,
-                      add_bos: bool = True, tasks_config=None) -> None:
+def write_policy_spec(
+  workdir: str | os.PathLike, model_config: ModelConfig, tokenizer, *, add_bos: bool = True, tasks_config=None
+) -> None:
   """What an evaluator needs besides a run's checkpointed parameters: the model config, the tokenizer
   and (`tasks_config`) the run's task settings, so that it scores the problems the run trained on.
 
@@ -305,13 +345,15 @@ def initial_policy(config, workdir: str, mesh=None, rules=LOGICAL_AXIS_RULES) ->
     return InitialPolicy(p.config, pure_params(p.model), p.tokenizer, p.add_bos)
   path = os.path.join(workdir, "tokenizer.model")
   if not os.path.exists(path) and parallel.is_main_process():  # the workdir is shared by every host
-    tokenizer = SentencePieceTokenizer.train(tasks_lib.corpus(config.tasks, max_examples_per_task=2000),
-                                             vocab_size=init.tokenizer_vocab)
+    tokenizer = SentencePieceTokenizer.train(
+      tasks_lib.corpus(config.tasks, max_examples_per_task=2000), vocab_size=init.tokenizer_vocab
+    )
     os.makedirs(workdir, exist_ok=True)
     tokenizer.save(path)
   parallel.barrier("tokenizer")
   tokenizer = SentencePieceTokenizer.load(path)
   model_config = with_precision(
-      get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size), **precision)
+    get_model_config(init.random_model).replace(vocab_size=tokenizer.vocab_size), **precision
+  )
   tokenizer.check_vocab(model_config.vocab_size)
   return InitialPolicy(model_config, pure_params(init_model(model_config, seed=config.seed)), tokenizer)

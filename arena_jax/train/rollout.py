@@ -4,6 +4,7 @@
 (what the update trains on), the generation's cost, and the data iterator's state right after the step's
 prompts were drawn (what a checkpoint stores).
 """
+
 from __future__ import annotations
 
 import time
@@ -50,9 +51,10 @@ class Generator:
       if gen.batches >= rs.max_gen_batches:
         found = int(parallel.host_sum(np.asarray(min(sum(k.num_groups for k in kept), n_local))))
         raise RuntimeError(
-            f"dynamic sampling found only {found} of {self.b} reward-diverse groups in "
-            f"reward.max_gen_batches={rs.max_gen_batches} generation batches at step {step}: raise "
-            "reward.max_gen_batches, or the policy is (nearly) always all-correct / all-wrong here")
+          f"dynamic sampling found only {found} of {self.b} reward-diverse groups in "
+          f"reward.max_gen_batches={rs.max_gen_batches} generation batches at step {step}: raise "
+          "reward.max_gen_batches, or the policy is (nearly) always all-correct / all-wrong here"
+        )
       examples = next(self.iterator)
       rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen.batches)
       if judgment is not None:  # no dynamic sampling (a judged mode): one generation batch
@@ -86,8 +88,19 @@ class Generator:
     groups = slice(self.block.start, self.block.stop)
     rows = slice(self.block.start * self.g, self.block.stop * self.g)
     # texts, verifier and diverse are filled by `verify`.
-    return Batch(list(examples), [], out.prompt_tokens[groups], out.prompt_lengths[groups], out.tokens[rows],
-                 out.logprobs[rows], out.lengths[rows], out.truncated[rows], out.completion_step[rows], None, None)
+    return Batch(
+      list(examples),
+      [],
+      out.prompt_tokens[groups],
+      out.prompt_lengths[groups],
+      out.tokens[rows],
+      out.logprobs[rows],
+      out.lengths[rows],
+      out.truncated[rows],
+      out.completion_step[rows],
+      None,
+      None,
+    )
 
   def _sample(self, params, examples, rng, gen: Generation) -> Batch:
     """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
@@ -108,7 +121,7 @@ class Generator:
     verifier = np.zeros((n_local, g), np.float32)
     steps = np.zeros((n_local, g), np.int64)
     arrived = np.zeros((n_local, g), bool)
-    sent: set[int] = set()                # group_done: groups whose routing was decided
+    sent: set[int] = set()  # group_done: groups whose routing was decided
     shared: dict[int, float | None] = {}  # speculative: the reward a group's arrivals share (None: abandoned)
     t0, verify_s, out = time.perf_counter(), 0.0, None
     for chunk in self.sampler.stream(params, self._prompts(examples), rng, every=self.config.rollout.stream_every):
@@ -140,10 +153,18 @@ class Generator:
             shared[b] = None
         elif arrived[b].all() and b not in sent:
           sent.add(b)
-          if self.mode.select(rl.is_diverse(verifier[b:b + 1]))[0]:
+          if self.mode.select(rl.is_diverse(verifier[b : b + 1]))[0]:
             gen.judged_early += early
-            judgment.add(judging.GroupJob(first + b, ex.question, self.task.reference_answer(ex),
-                                          texts[b * g:(b + 1) * g], np.lexsort((np.arange(g), steps[b])), ex))
+            judgment.add(
+              judging.GroupJob(
+                first + b,
+                ex.question,
+                self.task.reference_answer(ex),
+                texts[b * g : (b + 1) * g],
+                np.lexsort((np.arange(g), steps[b])),
+                ex,
+              )
+            )
       verify_s += time.perf_counter() - tv
     part = self._local(examples, parallel.gather(out), gen)
     part.texts, part.verifier = texts, verifier

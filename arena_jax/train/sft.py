@@ -18,6 +18,7 @@ come out all-correct, all-wrong and diverse (SPEC §1); the demo config is sized
 ≤ ~3 minutes on two CPU cores. The result is cached: when `output_dir` holds a policy whose stored
 SFT config equals the requested one, `train_sft` returns its summary without training.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -39,8 +40,17 @@ from tqdm import auto as tqdm
 from arena_jax import config_schema as cs
 from arena_jax import tasks
 from arena_jax.config_schema import field
-from arena_jax.models import (MODEL_CONFIGS, MODEL_DTYPES, QUANTIZATIONS, ModelConfig, chunked_logprobs,
-                              get_model_config, init_model, quantize_for_training, with_precision)
+from arena_jax.models import (
+  MODEL_CONFIGS,
+  MODEL_DTYPES,
+  QUANTIZATIONS,
+  ModelConfig,
+  chunked_logprobs,
+  get_model_config,
+  init_model,
+  quantize_for_training,
+  with_precision,
+)
 from arena_jax.sampling import accuracy, bucket_length
 from arena_jax.tasks import config as tasks_config
 from arena_jax.tokenizer import SentencePieceTokenizer
@@ -57,8 +67,18 @@ def demo_config() -> ModelConfig:
   two CPU cores: at equal wall time it matched 3- and 4-layer variants on held-out accuracy (it
   takes ~2.3× the steps per second of 4 layers)."""
   return ModelConfig(
-      vocab_size=256, d_model=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32, mlp_dim=384,
-      rope_theta=10_000.0, rms_norm_eps=1e-6, tie_embeddings=True, max_position_embeddings=512)
+    vocab_size=256,
+    d_model=128,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    head_dim=32,
+    mlp_dim=384,
+    rope_theta=10_000.0,
+    rms_norm_eps=1e-6,
+    tie_embeddings=True,
+    max_position_embeddings=512,
+  )
 
 
 MODEL_CONFIGS.register("demo", replace=True)(demo_config)  # (replace: a re-import, e.g. importlib.reload)
@@ -77,40 +97,70 @@ def _model_override(what: str) -> cs.Field:
 
 
 def _is_buckets(v) -> bool:
-  return (isinstance(v, (tuple, list)) and bool(v)
-          and all(isinstance(b, int) and not isinstance(b, bool) and b >= 8 for b in v))
+  return (
+    isinstance(v, (tuple, list))
+    and bool(v)
+    and all(isinstance(b, int) and not isinstance(b, bool) and b >= 8 for b in v)
+  )
 
 
-SFT = cs.Section(dict(
-    output_dir=field("runs/sft_demo", "The policy directory; `--workdir` overrides it. A directory holding the "
-                     "policy of an equal config is reused without training (the cache `make demo` relies on).",
-                     cs.string(nonempty=True, noun="path")),
+SFT = cs.Section(
+  dict(
+    output_dir=field(
+      "runs/sft_demo",
+      "The policy directory; `--workdir` overrides it. A directory holding the "
+      "policy of an equal config is reused without training (the cache `make demo` relies on).",
+      cs.string(nonempty=True, noun="path"),
+    ),
     seed=field(0, "Tokenizer, initialisation and batch order.", cs.integer(0)),
-    model=cs.Section(dict(
-        name=field("demo", "The named model config (\"demo\": 2 layers, d_model 128, ≈0.43 M parameters).",
-                   cs.registered(MODEL_CONFIGS)),
-        d_model=field(None, "Override of the named config's width; None keeps it. The vocabulary is always the "
-                      "tokenizer's.", placeholder=int, valid="None or int"),
+    model=cs.Section(
+      dict(
+        name=field(
+          "demo",
+          "The named model config (\"demo\": 2 layers, d_model 128, ≈0.43 M parameters).",
+          cs.registered(MODEL_CONFIGS),
+        ),
+        d_model=field(
+          None,
+          "Override of the named config's width; None keeps it. The vocabulary is always the tokenizer's.",
+          placeholder=int,
+          valid="None or int",
+        ),
         num_layers=_model_override("the number of layers"),
         num_heads=_model_override("the number of attention heads"),
         num_kv_heads=_model_override("the number of KV heads (grouped-query attention)"),
         head_dim=_model_override("the head dimension"),
         mlp_dim=_model_override("the SwiGLU hidden width"),
-        weight_dtype=field("float32", "Storage dtype of the trained weights and the AdamW moments (as the RL "
-                           "run's `model.weight_dtype`): the saved policy holds them.", cs.one_of(MODEL_DTYPES)),
-        dtype=field("", "Compute dtype of the forward and backward passes; \"\" = the named config's.",
-                    cs.one_of(("",) + MODEL_DTYPES, valid='"" or ' + ", ".join(MODEL_DTYPES))),
-        quantization=field("", "`fp8`: FP8 matmuls in the decoder's projections and MLP (as the RL run's "
-                           "`model.quantization`); \"\" = none.", cs.one_of(QUANTIZATIONS, valid='"" or fp8')),
-    ), title="a named `ModelConfig` with overrides and its precision"),
+        weight_dtype=field(
+          "float32",
+          "Storage dtype of the trained weights and the AdamW moments (as the RL "
+          "run's `model.weight_dtype`): the saved policy holds them.",
+          cs.one_of(MODEL_DTYPES),
+        ),
+        dtype=field(
+          "",
+          "Compute dtype of the forward and backward passes; \"\" = the named config's.",
+          cs.one_of(("",) + MODEL_DTYPES, valid='"" or ' + ", ".join(MODEL_DTYPES)),
+        ),
+        quantization=field(
+          "",
+          "`fp8`: FP8 matmuls in the decoder's projections and MLP (as the RL run's "
+          "`model.quantization`); \"\" = none.",
+          cs.one_of(QUANTIZATIONS, valid='"" or fp8'),
+        ),
+      ),
+      title="a named `ModelConfig` with overrides and its precision",
+    ),
     # SentencePiece keeps newlines: step splitting needs "\n\n". The task corpus supports ~175 pieces, and a
     # few thousand documents per task cover every one of them.
-    tokenizer=cs.Section(dict(
-        vocab_size=field(256, "Upper bound of the vocabulary (the task corpus supports ~175 pieces).",
-                         cs.integer(16)),
+    tokenizer=cs.Section(
+      dict(
+        vocab_size=field(256, "Upper bound of the vocabulary (the task corpus supports ~175 pieces).", cs.integer(16)),
         model_type=field("bpe", "SentencePiece model type.", cs.one_of(("bpe", "unigram"), valid="bpe or unigram")),
         max_corpus_examples=field(4000, "Corpus documents per task; None = all.", cs.optional(cs.integer(1))),
-    ), title="SentencePiece trained on the task corpus"),
+      ),
+      title="SentencePiece trained on the task corpus",
+    ),
     # The demo's tasks (issue 17, `python -m launch.testbed`, 500 held-out problems × G = 8 at temperature 1, 3000
     # SFT steps), sized so that a few CPU minutes give a *mixed* base policy whose non-diverse groups differ in
     # process:
@@ -124,31 +174,41 @@ SFT = cs.Section(dict(
     #   issue 17's 10–60% band. At the generic default shares (50% clean) sampled accuracy stays near 35%.
     # The RL run must use the same tasks (stored in the policy's meta.json, `sft_config.tasks`).
     tasks=tasks_config.TASKS.but(factory=tasks.demo_config, documented_apart=True),
-    num_demonstrations=field(None, "Demonstrations used; None = the whole train split.", cs.optional(cs.integer(1)),
-                             placeholder=int),
+    num_demonstrations=field(
+      None, "Demonstrations used; None = the whole train split.", cs.optional(cs.integer(1)), placeholder=int
+    ),
     num_steps=field(3000, "Training steps (3000 ≈ 4.8 epochs of the 20k demonstrations).", cs.integer(1)),
     batch_size=field(32, "Demonstrations per step.", cs.integer(1)),
-    learning_rate=field(2e-3, "Peak learning rate: linear warm-up, then cosine decay to min_lr_ratio · peak.",
-                        cs.number(0, 1, lo_open=True)),
+    learning_rate=field(
+      2e-3,
+      "Peak learning rate: linear warm-up, then cosine decay to min_lr_ratio · peak.",
+      cs.number(0, 1, lo_open=True),
+    ),
     warmup_steps=field(100, "Warm-up steps.", cs.integer(0), valid="int ≥ 0, < num_steps"),
     min_lr_ratio=field(0.1, "Final learning rate as a share of the peak.", cs.number(0, 1)),
     weight_decay=field(0.05, "AdamW weight decay, on matrices only (not norm scales).", cs.number(0)),
     b1=field(0.9, "Adam β₁.", cs.number(0, 1)),
     b2=field(0.98, "Adam β₂.", cs.number(0, 1)),
     grad_clip=field(1.0, "Global-norm gradient clipping; 0 = off.", cs.number(0)),
-    seq_buckets=field((48, 64, 80, 96), "Padded sequence lengths, one compiled step each; a longer demonstration "
-                      "adds a bucket (with a warning).", cs.satisfies(
-                          "non-empty tuple of ints ≥ 8", _is_buckets, "a non-empty tuple of integers ≥ 8")),
-    eval=cs.Section(dict(
+    seq_buckets=field(
+      (48, 64, 80, 96),
+      "Padded sequence lengths, one compiled step each; a longer demonstration adds a bucket (with a warning).",
+      cs.satisfies("non-empty tuple of ints ≥ 8", _is_buckets, "a non-empty tuple of integers ≥ 8"),
+    ),
+    eval=cs.Section(
+      dict(
         num_examples=field(256, "Test problems of `tasks.train_task`; 0 = no evaluation.", cs.integer(0)),
         num_samples=field(8, "Samples per problem for the mean pass ratio and pass@k.", cs.integer(0)),
         temperature=field(1.0, "Sampling temperature of those samples.", cs.number(0, lo_open=True)),
         max_new_tokens=field(96, "Completion budget.", cs.integer(1)),
         batch_size=field(64, "Prompts per sampler call.", cs.integer(1)),
-    ), title="held-out evaluation at the end"),
+      ),
+      title="held-out evaluation at the end",
+    ),
     log_every=field(25, "Steps per logged loss.", cs.integer(1)),
     progress=field(True, "A tqdm progress bar.", valid="bool", checked=False),
-))
+  )
+)
 
 
 @SFT.rule
@@ -164,8 +224,10 @@ def _model_resolves(c, report):
 def _evaluated_task_is_trained(c, report):
   """tasks.train_task, which SFT is evaluated on, is among tasks.sft.tasks, which it is trained on."""
   if c.tasks.train_task not in c.tasks.sft.tasks:
-    report("tasks.train_task", f"{c.tasks.train_task!r} is evaluated after SFT but is not among "
-           f"tasks.sft.tasks {tuple(c.tasks.sft.tasks)}")
+    report(
+      "tasks.train_task",
+      f"{c.tasks.train_task!r} is evaluated after SFT but is not among tasks.sft.tasks {tuple(c.tasks.sft.tasks)}",
+    )
 
 
 @SFT.rule
@@ -244,12 +306,13 @@ class SftData:
     for row, i in enumerate(indices):
       s, n = self.sequences[i], self.lengths[i]
       inputs[row, :n], targets[row, :n] = s[:-1], s[1:]
-      mask[row, self.prompt_lengths[i] - 1:n] = True
+      mask[row, self.prompt_lengths[i] - 1 : n] = True
     return inputs, targets, mask
 
 
-def batch_indices(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
-                  group_batches: int = 16) -> Iterator[np.ndarray]:
+def batch_indices(
+  lengths: np.ndarray, batch_size: int, rng: np.random.Generator, group_batches: int = 16
+) -> Iterator[np.ndarray]:
   """Endless shuffled batches, grouped by length to cut padding.
 
   Each epoch: a random permutation, cut into windows of `group_batches` batches; each window is
@@ -259,16 +322,17 @@ def batch_indices(lengths: np.ndarray, batch_size: int, rng: np.random.Generator
   """
   n = len(lengths)
   if n < batch_size:
-    raise ValueError(f"only {n} demonstrations for batch_size {batch_size}: raise tasks.*.num_train "
-                     "or lower batch_size")
+    raise ValueError(
+      f"only {n} demonstrations for batch_size {batch_size}: raise tasks.*.num_train or lower batch_size"
+    )
   while True:
     perm = rng.permutation(n)
     batches = []
     window = batch_size * group_batches
     for start in range(0, n, window):
-      chunk = perm[start:start + window]
+      chunk = perm[start : start + window]
       chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-      batches += [chunk[i:i + batch_size] for i in range(0, len(chunk) - batch_size + 1, batch_size)]
+      batches += [chunk[i : i + batch_size] for i in range(0, len(chunk) - batch_size + 1, batch_size)]
     for j in rng.permutation(len(batches)):
       yield batches[j]
 
@@ -291,8 +355,12 @@ def sft_loss(model, inputs: jax.Array, targets: jax.Array, loss_mask: jax.Array)
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
   """AdamW with linear warm-up and cosine decay, global-norm clipping, no decay on vectors (norms)."""
   schedule = optax.warmup_cosine_decay_schedule(
-      init_value=0.0, peak_value=config.learning_rate, warmup_steps=config.warmup_steps,
-      decay_steps=config.num_steps, end_value=config.learning_rate * config.min_lr_ratio)
+    init_value=0.0,
+    peak_value=config.learning_rate,
+    warmup_steps=config.warmup_steps,
+    decay_steps=config.num_steps,
+    end_value=config.learning_rate * config.min_lr_ratio,
+  )
   decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)
   adamw = optax.adamw(schedule, b1=config.b1, b2=config.b2, weight_decay=config.weight_decay, mask=decay_mask)
   return optax.chain(optax.clip_by_global_norm(config.grad_clip), adamw) if config.grad_clip > 0 else adamw
@@ -354,8 +422,11 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
   # ── data & tokenizer ──
   t0 = time.time()
   tokenizer = SentencePieceTokenizer.train(
-      tasks.corpus(config.tasks, config.tokenizer.max_corpus_examples), config.tokenizer.vocab_size,
-      model_type=config.tokenizer.model_type, seed=config.seed)
+    tasks.corpus(config.tasks, config.tokenizer.max_corpus_examples),
+    config.tokenizer.vocab_size,
+    model_type=config.tokenizer.model_type,
+    seed=config.seed,
+  )
   mconfig = model_config(config)
   tokenizer.check_vocab(mconfig.vocab_size)
   demos = list(itertools.islice(tasks.sft_demonstrations(config.tasks), config.num_demonstrations))
@@ -363,12 +434,21 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
   buckets = tuple(sorted(set(config.seq_buckets)))
   if data.lengths.max() > buckets[-1]:
     longest = int(-(-data.lengths.max() // 16) * 16)
-    logging.warning("SFT: the longest demonstration has %d tokens > the largest of seq_buckets %s; adding "
-                    "a bucket of %d", data.lengths.max(), buckets, longest)
+    logging.warning(
+      "SFT: the longest demonstration has %d tokens > the largest of seq_buckets %s; adding a bucket of %d",
+      data.lengths.max(),
+      buckets,
+      longest,
+    )
     buckets += (longest,)
   data_time = time.time() - t0
-  logging.info("SFT: %d demonstrations (%d completion tokens), tokenizer of %d pieces, %.1fs",
-               len(data), data.num_completion_tokens, tokenizer.vocab_size, data_time)
+  logging.info(
+    "SFT: %d demonstrations (%d completion tokens), tokenizer of %d pieces, %.1fs",
+    len(data),
+    data.num_completion_tokens,
+    tokenizer.vocab_size,
+    data_time,
+  )
 
   # ── model & optimizer ──
   model = init_model(mconfig, seed=config.seed)
@@ -379,8 +459,9 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
   opt_state = optimizer.init(params)
   train_step = make_train_step(graphdef, optimizer)
   num_params = int(sum(x.size for x in jax.tree.leaves(params)))
-  logging.info("SFT: model %s (%d parameters), %d steps of %d", config.model.name, num_params, config.num_steps,
-               config.batch_size)
+  logging.info(
+    "SFT: model %s (%d parameters), %d steps of %d", config.model.name, num_params, config.num_steps, config.batch_size
+  )
 
   # ── loop ──
   t0 = time.time()
@@ -393,8 +474,9 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
     loss = float(metrics["loss"])
     if not math.isfinite(loss):
       raise FloatingPointError(
-          f"SFT loss is {loss} at step {step} (grad norm {float(metrics['grad_norm']):.3g}): lower "
-          f"config.learning_rate (now {config.learning_rate}) or raise config.warmup_steps")
+        f"SFT loss is {loss} at step {step} (grad norm {float(metrics['grad_norm']):.3g}): lower "
+        f"config.learning_rate (now {config.learning_rate}) or raise config.warmup_steps"
+      )
     window.append(loss)
     if step % config.log_every == 0 or step == config.num_steps:
       history.append((step, float(np.mean(window))))
@@ -422,24 +504,49 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
     with tasks.get_task(config.tasks.train_task, config.tasks) as task:
       examples = list(itertools.islice(task.generate("test"), config.eval.num_examples))
       e = config.eval
-      eval_metrics = accuracy.flatten_metrics(accuracy.evaluate(
-          model, tokenizer, task, examples, num_samples=e.num_samples, temperature=e.temperature,
-          max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, rng=jax.random.key(config.seed),
-          progress="sft eval" if config.progress else None))
+      eval_metrics = accuracy.flatten_metrics(
+        accuracy.evaluate(
+          model,
+          tokenizer,
+          task,
+          examples,
+          num_samples=e.num_samples,
+          temperature=e.temperature,
+          max_new_tokens=e.max_new_tokens,
+          batch_size=e.batch_size,
+          rng=jax.random.key(config.seed),
+          progress="sft eval" if config.progress else None,
+        )
+      )
   eval_time = time.time() - t0
 
   summary = {
-      "output_dir": str(out), "num_params": num_params, "model": config.model.name,
-      "tokenizer_vocab_size": tokenizer.vocab_size, "num_demonstrations": len(data),
-      "num_steps": config.num_steps, "epochs": config.num_steps * config.batch_size / len(data),
-      "loss_first": history[0][1], "loss_final": history[-1][1], "loss_history": history,
-      "data_time_s": data_time, "train_time_s": train_time, "eval_time_s": eval_time,
-      "eval": eval_metrics, "run_time_s": time.time() - start,
+    "output_dir": str(out),
+    "num_params": num_params,
+    "model": config.model.name,
+    "tokenizer_vocab_size": tokenizer.vocab_size,
+    "num_demonstrations": len(data),
+    "num_steps": config.num_steps,
+    "epochs": config.num_steps * config.batch_size / len(data),
+    "loss_first": history[0][1],
+    "loss_final": history[-1][1],
+    "loss_history": history,
+    "data_time_s": data_time,
+    "train_time_s": train_time,
+    "eval_time_s": eval_time,
+    "eval": eval_metrics,
+    "run_time_s": time.time() - start,
   }
   # ── save ──
-  policy_io.save_policy(out, params, mconfig, tokenizer, add_bos=True,
-                        extra={"sft_config": fingerprint, "sft_summary": summary})
+  policy_io.save_policy(
+    out, params, mconfig, tokenizer, add_bos=True, extra={"sft_config": fingerprint, "sft_summary": summary}
+  )
   summary.update(cached=False, wall_time_s=time.time() - start)
-  logging.info("SFT: done in %.0fs, loss %.4f → %.4f, held-out %s", summary["wall_time_s"], summary["loss_first"],
-               summary["loss_final"], {k: round(v, 3) for k, v in eval_metrics.items()})
+  logging.info(
+    "SFT: done in %.0fs, loss %.4f → %.4f, held-out %s",
+    summary["wall_time_s"],
+    summary["loss_first"],
+    summary["loss_final"],
+    {k: round(v, 3) for k, v in eval_metrics.items()},
+  )
   return summary

@@ -12,6 +12,7 @@ arrays out on that mesh (docs/tpu.md "How it scales"):
 `train_step_fn` jits `step.make_update_fn`'s update with these shardings: the same CISPO loss, exact
 micro-batch accumulation and AdamW update as on one device (tests/parallel/test_equivalence.py).
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Sequence
@@ -32,9 +33,9 @@ LOGICAL_AXIS_RULES = sharding_lib.LOGICAL_AXIS_RULES
 class TrainShardings(NamedTuple):
   """Shardings of the jitted RL update's inputs and outputs (`arena_jax.train.step`)."""
 
-  state: Any           # TrainState(step, params, opt_state) of NamedSharding
-  rollout: Any         # Rollout: rows over the batch axes
-  micro_batches: Any   # Rollout of the [micro_batches, R / M, …] split: rows of every micro-batch spread
+  state: Any  # TrainState(step, params, opt_state) of NamedSharding
+  rollout: Any  # Rollout: rows over the batch axes
+  micro_batches: Any  # Rollout of the [micro_batches, R / M, …] split: rows of every micro-batch spread
   replicated: NamedSharding
 
 
@@ -42,12 +43,12 @@ def opt_state_shardings(optimizer, params, param_sh, mesh: Mesh):
   """Shardings of `optimizer.init(params)`: every moment like its parameter, the rest replicated."""
   abstract = jax.eval_shape(optimizer.init, params)
   replicated = NamedSharding(mesh, PartitionSpec())
-  return optax.tree_map_params(optimizer, lambda _, s: s, abstract, param_sh,
-                               transform_non_params=lambda _: replicated)
+  return optax.tree_map_params(optimizer, lambda _, s: s, abstract, param_sh, transform_non_params=lambda _: replicated)
 
 
-def train_shardings(model_config: ModelConfig, optimizer, mesh: Mesh,
-                    rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> TrainShardings:
+def train_shardings(
+  model_config: ModelConfig, optimizer, mesh: Mesh, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES
+) -> TrainShardings:
   """Where every input and output of the RL update lives on `mesh` (see the module docstring)."""
   psh = parallel.param_shardings(model_config, mesh, rules)
   replicated = NamedSharding(mesh, PartitionSpec())
@@ -58,27 +59,44 @@ def train_shardings(model_config: ModelConfig, optimizer, mesh: Mesh,
   def rows(ndim, lead=()):
     return NamedSharding(mesh, PartitionSpec(*lead, batch, *([None] * (ndim - 1))))
 
-  dims = step_lib.Rollout(prompt_tokens=2, prompt_lengths=1, tokens=2, mask=2, old_logprobs=2, advantages=1,
-                          truncated=1)
+  dims = step_lib.Rollout(
+    prompt_tokens=2, prompt_lengths=1, tokens=2, mask=2, old_logprobs=2, advantages=1, truncated=1
+  )
   return TrainShardings(
-      state=state, rollout=jax.tree.map(rows, dims),
-      micro_batches=jax.tree.map(lambda n: rows(n, (None,)), dims), replicated=replicated)
+    state=state,
+    rollout=jax.tree.map(rows, dims),
+    micro_batches=jax.tree.map(lambda n: rows(n, (None,)), dims),
+    replicated=replicated,
+  )
 
 
-def check_train_batch(rows: int, micro_batches: int, mesh: Mesh,
-                      rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> None:
+def check_train_batch(
+  rows: int, micro_batches: int, mesh: Mesh, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES
+) -> None:
   """Every micro-batch must split evenly over the batch shards (else XLA pads and skews the load)."""
   shards = parallel.batch_shards(mesh, rules)
   if rows % micro_batches or (rows // micro_batches) % shards:
     raise ValueError(
-        f"{rows} rows in {micro_batches} micro-batches do not split over the mesh's {shards} batch shards "
-        f"(data × fsdp = {dict(mesh.shape)}): rows / optim.micro_batches must be a multiple of {shards}; "
-        "change optim.micro_batches, rollout.prompts_per_step or config.mesh")
+      f"{rows} rows in {micro_batches} micro-batches do not split over the mesh's {shards} batch shards "
+      f"(data × fsdp = {dict(mesh.shape)}): rows / optim.micro_batches must be a multiple of {shards}; "
+      "change optim.micro_batches, rollout.prompts_per_step or config.mesh"
+    )
 
 
-def train_step_fn(model_config: ModelConfig, optimizer, loss_config, mesh: Mesh, *, temperature: float,
-                  micro_batches: int, use_reference: bool, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
-                  mode=None, std_ddof: int = 0, shardings: TrainShardings | None = None):
+def train_step_fn(
+  model_config: ModelConfig,
+  optimizer,
+  loss_config,
+  mesh: Mesh,
+  *,
+  temperature: float,
+  micro_batches: int,
+  use_reference: bool,
+  rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+  mode=None,
+  std_ddof: int = 0,
+  shardings: TrainShardings | None = None,
+):
   """`arena_jax.train.step.make_update_fn`'s update, jitted with shardings on `mesh`.
 
   `update(state, rollout, ref_params) -> (state, metrics)`: `state` laid out by `train_shardings`
@@ -90,9 +108,18 @@ def train_step_fn(model_config: ModelConfig, optimizer, loss_config, mesh: Mesh,
   """
   sh = shardings or train_shardings(model_config, optimizer, mesh, rules)
   update = step_lib.make_update_fn(
-      model_config, optimizer, loss_config, temperature=temperature, micro_batches=micro_batches,
-      use_reference=use_reference, mode=mode, std_ddof=std_ddof, jit=False,
-      micro_batch_sharding=sh.micro_batches, grad_sharding=sh.state.params)
+    model_config,
+    optimizer,
+    loss_config,
+    temperature=temperature,
+    micro_batches=micro_batches,
+    use_reference=use_reference,
+    mode=mode,
+    std_ddof=std_ddof,
+    jit=False,
+    micro_batch_sharding=sh.micro_batches,
+    grad_sharding=sh.state.params,
+  )
   ref = sh.state.params if use_reference else None
   in_shardings = (sh.state, sh.rollout, ref)
   if mode is not None:
@@ -122,10 +149,14 @@ def abstract_rollout(rows: int, prompt_len: int, new_tokens: int, shardings: Tra
   """`Rollout` of `jax.ShapeDtypeStruct`s: rows [R], prompts [R, P], completions [R, N]."""
   sds = jax.ShapeDtypeStruct
   out = step_lib.Rollout(
-      prompt_tokens=sds((rows, prompt_len), jnp.int32), prompt_lengths=sds((rows,), jnp.int32),
-      tokens=sds((rows, new_tokens), jnp.int32), mask=sds((rows, new_tokens), jnp.bool_),
-      old_logprobs=sds((rows, new_tokens), jnp.float32), advantages=sds((rows,), jnp.float32),
-      truncated=sds((rows,), jnp.bool_))
+    prompt_tokens=sds((rows, prompt_len), jnp.int32),
+    prompt_lengths=sds((rows,), jnp.int32),
+    tokens=sds((rows, new_tokens), jnp.int32),
+    mask=sds((rows, new_tokens), jnp.bool_),
+    old_logprobs=sds((rows, new_tokens), jnp.float32),
+    advantages=sds((rows,), jnp.float32),
+    truncated=sds((rows,), jnp.bool_),
+  )
   if shardings is None:
     return out
   return jax.tree.map(lambda a, s: sds(a.shape, a.dtype, sharding=s), out, shardings.rollout)

@@ -15,6 +15,7 @@ the params' storage dtype (float32 by default, `model.weight_dtype`); the forwar
 each weight to the compute dtype where it is used (`ModelConfig.dtype`, bfloat16 in the real configs), and
 gradients accumulate in float32. `update_effect`'s metrics say whether the update moved the stored weights.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -85,9 +86,20 @@ def init_state(params, optimizer) -> TrainState:
   return TrainState(jnp.asarray(0, jnp.int32), params, optimizer.init(params))
 
 
-def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, micro_batches: int,
-                   use_reference: bool, mode=None, std_ddof: int = 0, jit: bool = True,
-                   micro_batch_sharding=None, grad_sharding=None):
+def make_update_fn(
+  model_config,
+  optimizer,
+  loss_config,
+  *,
+  temperature: float,
+  micro_batches: int,
+  use_reference: bool,
+  mode=None,
+  std_ddof: int = 0,
+  jit: bool = True,
+  micro_batch_sharding=None,
+  grad_sharding=None,
+):
   """Returns jitted `update(state, rollout, ref_params, rewards=None, minibatch=0) -> (state, metrics)`
   (state donated).
 
@@ -104,17 +116,29 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
   def loss_fn(params, ref_params, mb: Rollout):
     # With `model_config.quantization`, the projections and the MLP run as FP8 matmuls (the masters as they are).
     model = quantize_for_training(model_from_params(model_config, params))
-    lp, entropy = token_logprobs(model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask,
-                                 temperature=temperature, return_entropy=True)
+    lp, entropy = token_logprobs(
+      model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask, temperature=temperature, return_entropy=True
+    )
     ref_lp = None
     if use_reference:
       ref_model = quantize_for_training(model_from_params(model_config, ref_params))
-      ref_lp = jax.lax.stop_gradient(token_logprobs(ref_model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens,
-                                                    mb.mask, temperature=temperature))
-    out = cispo_loss(lp, mb.old_logprobs, mb.advantages, mb.mask, eps_low=loss_config.eps_low,
-                     eps_high=loss_config.eps_high, aggregation=loss_config.aggregation,
-                     truncated=mb.truncated, mask_truncated=loss_config.mask_truncated,
-                     ref_logprobs=ref_lp, kl_coef=loss_config.kl_coef, entropy=entropy)
+      ref_lp = jax.lax.stop_gradient(
+        token_logprobs(ref_model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask, temperature=temperature)
+      )
+    out = cispo_loss(
+      lp,
+      mb.old_logprobs,
+      mb.advantages,
+      mb.mask,
+      eps_low=loss_config.eps_low,
+      eps_high=loss_config.eps_high,
+      aggregation=loss_config.aggregation,
+      truncated=mb.truncated,
+      mask_truncated=loss_config.mask_truncated,
+      ref_logprobs=ref_lp,
+      kl_coef=loss_config.kl_coef,
+      entropy=entropy,
+    )
     return out.loss_sum, out
 
   grad_fn = jax.grad(loss_fn, has_aux=True)
@@ -127,10 +151,14 @@ def make_update_fn(model_config, optimizer, loss_config, *, temperature: float, 
     adv = adv.reshape(-1)
     rows = rollout.tokens.shape[0]
     mine = jax.lax.dynamic_slice_in_dim(adv, minibatch * rows, rows)
-    values = {"reward/trained": r.mean(), "adv/nonzero_fraction": (jnp.abs(adv) > 1e-6).mean(),
-              "adv/l1": jnp.abs(adv).mean(),
-              # [B, G], for the trainer's sample of completions (not averaged as the scalars are)
-              "rows/rewards": r, "rows/advantages": adv.reshape(r.shape)}
+    values = {
+      "reward/trained": r.mean(),
+      "adv/nonzero_fraction": (jnp.abs(adv) > 1e-6).mean(),
+      "adv/l1": jnp.abs(adv).mean(),
+      # [B, G], for the trainer's sample of completions (not averaged as the scalars are)
+      "rows/rewards": r,
+      "rows/advantages": adv.reshape(r.shape),
+    }
     return rollout._replace(advantages=mine.astype(rollout.old_logprobs.dtype)), values
 
   def update(state: TrainState, rollout: Rollout, ref_params, rewards: StepRewards | None = None, minibatch=0):
@@ -183,14 +211,17 @@ def update_effect(old, new, updates) -> dict:
   changed < moved means steps rounded away in the weights' dtype: bfloat16 keeps 8 significant bits, so a
   step below half the spacing (2⁻⁹ … 2⁻⁸ of |w|) leaves w as it was. float32 masters keep 24.
   """
+
   def total(fn, *trees):
     return sum(jnp.sum(fn(*leaves).astype(jnp.float32)) for leaves in zip(*(jax.tree.leaves(t) for t in trees)))
 
   count = float(sum(np.prod(x.shape) for x in jax.tree.leaves(old)))
   sq = lambda x: jnp.square(x.astype(jnp.float32))
-  return {"update/rel_rms": jnp.sqrt(total(sq, updates) / jnp.maximum(total(sq, old), 1e-30)),
-          "update/moved": total(lambda u: u != 0, updates) / count,
-          "update/changed": total(lambda a, b: a != b, old, new) / count}
+  return {
+    "update/rel_rms": jnp.sqrt(total(sq, updates) / jnp.maximum(total(sq, old), 1e-30)),
+    "update/moved": total(lambda u: u != 0, updates) / count,
+    "update/changed": total(lambda a, b: a != b, old, new) / count,
+  }
 
 
 def rows_to_rollout(prompt_tokens, prompt_lengths, tokens, lengths, old_logprobs, advantages, truncated) -> Rollout:
@@ -202,7 +233,12 @@ def rows_to_rollout(prompt_tokens, prompt_lengths, tokens, lengths, old_logprobs
   if advantages is None:
     advantages = np.zeros(tokens.shape[0], np.float32)
   mask = np.arange(n)[None, :] < np.asarray(lengths)[:, None]
-  return Rollout(jnp.asarray(prompt_tokens, jnp.int32), jnp.asarray(prompt_lengths, jnp.int32),
-                 jnp.asarray(tokens, jnp.int32), jnp.asarray(mask), jnp.asarray(old_logprobs, jnp.float32),
-                 jnp.asarray(advantages, jnp.float32), jnp.asarray(truncated, bool))
-
+  return Rollout(
+    jnp.asarray(prompt_tokens, jnp.int32),
+    jnp.asarray(prompt_lengths, jnp.int32),
+    jnp.asarray(tokens, jnp.int32),
+    jnp.asarray(mask),
+    jnp.asarray(old_logprobs, jnp.float32),
+    jnp.asarray(advantages, jnp.float32),
+    jnp.asarray(truncated, bool),
+  )

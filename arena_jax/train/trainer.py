@@ -24,6 +24,7 @@ work and a resumed run continues exactly as the uninterrupted one would.
 Multi-host (docs/tpu.md): each host draws, verifies and judges the groups of its own block of the
 global batch; the arrays every update needs are gathered, so every host holds the whole step.
 """
+
 from __future__ import annotations
 
 import math
@@ -84,12 +85,13 @@ def check_update_moves(values: dict, *, lr: float, optim, weight_dtype: str, ste
   resolution = float(np.finfo(jnp.dtype(weight_dtype)).eps) / 2
   rel = values["update/rel_rms"]
   raise NoOpUpdateError(
-      f"step {step}: the first update at the peak learning rate changed {changed / moved:.2%} of the weight "
-      f"elements it moved (optim.min_changed_share={optim.min_changed_share}): its relative size RMS(update) / "
-      f"RMS(weight) = {rel:.2e} at optim.lr={lr:g} is {resolution / max(rel, 1e-30):.0f}× below "
-      f"model.weight_dtype={weight_dtype}'s resolution ({resolution:.1e} of |w|), so the steps round away and the "
-      "policy never leaves its checkpoint. Train float32 masters (--config.model.weight_dtype=float32, the "
-      "default) or raise optim.lr; optim.min_changed_share=0 turns this check off")
+    f"step {step}: the first update at the peak learning rate changed {changed / moved:.2%} of the weight "
+    f"elements it moved (optim.min_changed_share={optim.min_changed_share}): its relative size RMS(update) / "
+    f"RMS(weight) = {rel:.2e} at optim.lr={lr:g} is {resolution / max(rel, 1e-30):.0f}× below "
+    f"model.weight_dtype={weight_dtype}'s resolution ({resolution:.1e} of |w|), so the steps round away and the "
+    "policy never leaves its checkpoint. Train float32 masters (--config.model.weight_dtype=float32, the "
+    "default) or raise optim.lr; optim.min_changed_share=0 turns this check off"
+  )
 
 
 # ─────────────────────────────────────────── the trainer ───────────────────────────────────────────
@@ -111,8 +113,11 @@ class Trainer:
     # ── data: each host draws its own block of the global batch, in an order of its own seed ──
     self.task = tasks.get_task(config.tasks.train_task, config.tasks)
     self.block = parallel.host_block(self.b)
-    self.iterator = tasks.PromptIterator(tasks.load_split(config.tasks, config.tasks.train_task, "train"),
-                                         self.block.stop - self.block.start, seed=config.data_seed)
+    self.iterator = tasks.PromptIterator(
+      tasks.load_split(config.tasks, config.tasks.train_task, "train"),
+      self.block.stop - self.block.start,
+      seed=config.data_seed,
+    )
 
     # ── policy (float32 masters by default, placed on the train mesh), sampler, optimizer ──
     self.mesh, sample_mesh = parallel.make_meshes(config.mesh)
@@ -125,29 +130,47 @@ class Trainer:
     anchored = self.mode.judge_form == "pairwise" and arena.SCHEDULERS[self.topology].needs_anchor
     # The sampler decodes a copy of the masters in the compute dtype, cast once per step (`shard_params`).
     self.sampler = Sampler(
-        config=models.sampling_config(self.policy.config), max_new_tokens=r.max_new_tokens, num_samples=self.g,
-        method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
-        stop_tokens=(tok.eos_id,), pad_id=tok.pad_id, mesh=sample_mesh, rules=rules, greedy_first=anchored,
-        compact_every=r.compact_every)
+      config=models.sampling_config(self.policy.config),
+      max_new_tokens=r.max_new_tokens,
+      num_samples=self.g,
+      method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
+      stop_tokens=(tok.eos_id,),
+      pad_id=tok.pad_id,
+      mesh=sample_mesh,
+      rules=rules,
+      greedy_first=anchored,
+      compact_every=r.compact_every,
+    )
     self.optimizer = step_lib.make_optimizer(config.optim)
     self.schedule = step_lib.make_schedule(config.optim)
     self.shardings = train_sharding.train_shardings(self.policy.config, self.optimizer, self.mesh, rules)
     use_ref = config.loss.kl_coef > 0
     # A frozen copy, placed like the params: the live params are donated to the update.
-    self.ref_params = (jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params)
-                       if use_ref else None)
+    self.ref_params = (
+      jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params) if use_ref else None
+    )
     self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
     # Only the update rematerialises (`model.remat`) and quantizes (`model.quantization`).
     self.update_fn = train_sharding.train_step_fn(
-        self.policy.config.replace(remat=config.model.remat, quantization=config.model.quantization),
-        self.optimizer, config.loss, self.mesh, temperature=self.sampler.logprob_temperature,
-        micro_batches=config.optim.micro_batches, use_reference=use_ref, rules=rules, mode=self.mode,
-        std_ddof=config.reward.std_ddof, shardings=self.shardings)
-    self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep,
-                                     cleanup_tmp=True)
+      self.policy.config.replace(remat=config.model.remat, quantization=config.model.quantization),
+      self.optimizer,
+      config.loss,
+      self.mesh,
+      temperature=self.sampler.logprob_temperature,
+      micro_batches=config.optim.micro_batches,
+      use_reference=use_ref,
+      rules=rules,
+      mode=self.mode,
+      std_ddof=config.reward.std_ddof,
+      shardings=self.shardings,
+    )
+    self.checkpointer = Checkpointer(
+      os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep, cleanup_tmp=True
+    )
     # ── the two stages around the update: the rollout, and the rewards of its judgment ──
-    self.generator = rollout_lib.Generator(config, self.mode, self.task, self.iterator, self.block, self.sampler,
-                                           tok, self.policy.add_bos)
+    self.generator = rollout_lib.Generator(
+      config, self.mode, self.task, self.iterator, self.block, self.sampler, tok, self.policy.add_bos
+    )
     self.rewarder = rewards_lib.Rewarder(config, self.mode, self.block, self.checkpointer.directory)
     self.verified_steps: set[int] = set()  # restored and verified, or saved (finite) by this process
     self.judge_runner: judging.JudgeRunner | None = None
@@ -168,8 +191,9 @@ class Trainer:
     latest = self.checkpointer.latest_step()
     if not self.config.resume and latest is not None:
       raise WorkdirError(
-          f"{self.checkpointer.directory} already holds checkpoints up to step {latest}: pass "
-          "--config.resume=True to continue that run, or choose a new --workdir")
+        f"{self.checkpointer.directory} already holds checkpoints up to step {latest}: pass "
+        "--config.resume=True to continue that run, or choose a new --workdir"
+      )
     if not self.config.resume or latest is None:
       return 0
     # Each device reads only its shards, onto this run's mesh (which may differ from the saving run's).
@@ -195,15 +219,19 @@ class Trainer:
       print(f"resumed from step {step} ({self.checkpointer.directory})", flush=True)
       return int(step)
     raise CheckpointError(
-        f"no checkpoint in {self.checkpointer.directory} restores: " + "; ".join(r for _, r in bad) +
-        ". Nothing was moved; start a new run in a fresh --workdir (or restore the files from a copy)")
+      f"no checkpoint in {self.checkpointer.directory} restores: "
+      + "; ".join(r for _, r in bad)
+      + ". Nothing was moved; start a new run in a fresh --workdir (or restore the files from a copy)"
+    )
 
   def _set_aside(self, bad: list[tuple[int, str]], good: int) -> None:
     """Reports the newer steps that failed and renames them `<step>.damaged` (main process)."""
     for step, reason in bad:
       moved = self.checkpointer.set_aside(step) if parallel.is_main_process() else "<step>.damaged"
-      msg = (f"{reason}: falling back to step {good}, the newest checkpoint that restores and verifies; "
-             f"the damaged step was moved to {moved}")
+      msg = (
+        f"{reason}: falling back to step {good}, the newest checkpoint that restores and verifies; "
+        f"the damaged step was moved to {moved}"
+      )
       print(msg, flush=True)
     parallel.barrier("checkpoint_set_aside")
     self.checkpointer.reload()
@@ -211,13 +239,18 @@ class Trainer:
   def save(self, step: int, iterator_state) -> None:
     """Checkpoint after `step` optimizer steps; `iterator_state` = the iterator right after that step's
     prompts were drawn (with async_lag = 1 the next step's may already have been drawn)."""
-    meta = {"step": step, "iterator": iterator_state.to_dict(), "seed": self.config.seed,
-            "config": self.config.to_json_best_effort()}
+    meta = {
+      "step": step,
+      "iterator": iterator_state.to_dict(),
+      "seed": self.config.seed,
+      "config": self.config.to_json_best_effort(),
+    }
     bad = checkpoint_lib.non_finite_leaves(self.state)
     if bad:  # the update made the state non-finite although its loss was finite: never save that
       raise NonFiniteLossError(
-          f"the train state after step {step} holds non-finite values ({', '.join(bad[:3])}); it was not saved. "
-          + self.good_checkpoint_hint())
+        f"the train state after step {step} holds non-finite values ({', '.join(bad[:3])}); it was not saved. "
+        + self.good_checkpoint_hint()
+      )
     self.checkpointer.save(step, self.state, meta, main=parallel.is_main_process())
     self.verified_steps.add(step)
 
@@ -228,10 +261,14 @@ class Trainer:
     ckpt.reload()
     for step in sorted(self.verified_steps & set(ckpt.all_steps()), reverse=True):
       if checkpoint_lib.manifest_problem(ckpt.step_dir(step)) is None:
-        return (f"The last verified checkpoint is step {step} in {ckpt.directory}; lower optim.lr or check the "
-                "rewards, then resume from it with --config.resume=True")
-    return (f"No checkpoint in {ckpt.directory} passed verification in this run: lower optim.lr or check the "
-            "rewards and start again in a fresh --workdir")
+        return (
+          f"The last verified checkpoint is step {step} in {ckpt.directory}; lower optim.lr or check the "
+          "rewards, then resume from it with --config.resume=True"
+        )
+    return (
+      f"No checkpoint in {ckpt.directory} passed verification in this run: lower optim.lr or check the "
+      "rewards and start again in a fresh --workdir"
+    )
 
   # ── generate → verify ──
 
@@ -259,10 +296,18 @@ class Trainer:
     local = pending.local
     jobs = []
     for i in np.flatnonzero(self.mode.select(local.diverse)):
-      order = np.lexsort((np.arange(self.g), local.completion_step[i * self.g:(i + 1) * self.g]))  # arrival
+      order = np.lexsort((np.arange(self.g), local.completion_step[i * self.g : (i + 1) * self.g]))  # arrival
       ex = local.examples[i]
-      jobs.append(judging.GroupJob(self.block.start + int(i), ex.question, self.task.reference_answer(ex),
-                                   local.texts[i * self.g:(i + 1) * self.g], order, ex))
+      jobs.append(
+        judging.GroupJob(
+          self.block.start + int(i),
+          ex.question,
+          self.task.reference_answer(ex),
+          local.texts[i * self.g : (i + 1) * self.g],
+          order,
+          ex,
+        )
+      )
     pending.judgment = self.judge_runner.submit(pending.step, jobs, self.g)
 
   def rewards(self, pending: Pending) -> tuple[step_lib.StepRewards, dict]:
@@ -280,8 +325,9 @@ class Trainer:
     values = []
     for k in range(parts):
       mb = jax.tree.map(lambda x: x.reshape((parts, -1) + x.shape[1:])[k], rollout)
-      self.state, v = self.update_fn(self.state, jax.device_put(mb, self.shardings.rollout), self.ref_params,
-                                     rewards, np.int32(k))
+      self.state, v = self.update_fn(
+        self.state, jax.device_put(mb, self.shardings.rollout), self.ref_params, rewards, np.int32(k)
+      )
       values.append(parallel.read_replicated(v))
     rows = {k: values[0].pop(k) for k in list(values[0]) if k.startswith("rows/")}  # the same in every minibatch
     for v in values[1:]:
@@ -291,13 +337,15 @@ class Trainer:
     out.update(rows)
     if not math.isfinite(out["loss"]):
       raise NonFiniteLossError(
-          f"non-finite loss {out['loss']} at step {pending.step + 1} (metrics.jsonl holds every step before it). "
-          + self.good_checkpoint_hint())
+        f"non-finite loss {out['loss']} at step {pending.step + 1} (metrics.jsonl holds every step before it). "
+        + self.good_checkpoint_hint()
+      )
     o = self.config.optim
     lr = float(self.schedule(pending.step * parts))  # the first update of the step
     if not self.update_checked and lr >= o.lr * (1 - 1e-6):  # warm-up steps are small by design
-      self.update_checked = check_update_moves(values[0], lr=lr, optim=o, weight_dtype=self.policy.config.param_dtype,
-                                               step=pending.step + 1)
+      self.update_checked = check_update_moves(
+        values[0], lr=lr, optim=o, weight_dtype=self.policy.config.param_dtype, step=pending.step + 1
+      )
     return out
 
   def apply(self, pending: Pending) -> tuple[dict, list[dict]]:
@@ -314,23 +362,31 @@ class Trainer:
       self.transcripts.put(self.step_row(pending, rewards, row_rewards, row_advantages))
     batch, gen = pending.batch, pending.generation
     v = batch.verifier
-    m.update({
+    m.update(
+      {
         # accuracy: over every generated sample (what the policy achieves; with dynamic sampling the
         # trained groups are a selection); reward/verifier: over the trained groups.
-        "reward/verifier": float(v.mean()), "accuracy": gen.correct / max(gen.trajectories, 1),
-        "groups/all_correct": float((v.min(-1) >= 1).mean()), "groups/all_wrong": float((v.max(-1) <= 0).mean()),
+        "reward/verifier": float(v.mean()),
+        "accuracy": gen.correct / max(gen.trajectories, 1),
+        "groups/all_correct": float((v.min(-1) >= 1).mean()),
+        "groups/all_wrong": float((v.max(-1) <= 0).mean()),
         "groups/diverse": float(batch.diverse.mean()),
         "groups/routed": float(self.mode.select(batch.diverse).mean()) if self.mode.uses_judge else 0.0,
-        "gen/batches": gen.batches, "gen/trajectories": gen.trajectories,
-        "gen/tokens": gen.tokens, "gen/tokens_trained": int(batch.lengths.sum()),
+        "gen/batches": gen.batches,
+        "gen/trajectories": gen.trajectories,
+        "gen/tokens": gen.tokens,
+        "gen/tokens_trained": int(batch.lengths.sum()),
         "gen/groups_judged_early": int(parallel.host_sum(np.asarray(gen.judged_early))),
         "gen/tokens_per_s": float(gen.tokens / max(gen.sample_s, 1e-9)),
         "gen/unclosed_thinking": gen.unclosed_thinking,
-        "time/sample": gen.sample_s, "time/verify": gen.verify_s, "time/update": t2 - t1,
+        "time/sample": gen.sample_s,
+        "time/verify": gen.verify_s,
+        "time/update": t2 - t1,
         # The learning rate of the step's last update, from the optimizer's own schedule.
         "lr": float(self.schedule((pending.step + 1) * self.config.optim.minibatches - 1)),
         "time/step": t2 - t0 + gen.sample_s + gen.verify_s,  # this step's own work
-    })
+      }
+    )
     m.setdefault("time/judge_wait", 0.0)
     m.setdefault("time/judge_after_gen", 0.0)
     m.setdefault("time/bt_fit", 0.0)
@@ -347,9 +403,18 @@ class Trainer:
       gb = self.block.start + b  # the group's index in the step
       # The prompt as the policy was given it (through its chat template with tasks.prompt_format = chat).
       prompt = self.task.prompt_texts([local.examples[b]], self.policy.tokenizer)[0]
-      out.append({"group": gb, "member": i, "prompt": prompt, "completion": local.texts[r],
-                  "verifier": float(local.verifier[b, i]), "reward": float(rewards[gb, i]),
-                  "advantage": float(advantages[gb, i]), "judged": bool(judged[gb])})
+      out.append(
+        {
+          "group": gb,
+          "member": i,
+          "prompt": prompt,
+          "completion": local.texts[r],
+          "verifier": float(local.verifier[b, i]),
+          "reward": float(rewards[gb, i]),
+          "advantage": float(advantages[gb, i]),
+          "judged": bool(judged[gb]),
+        }
+      )
     return out
 
   def step_row(self, pending: Pending, rewards: step_lib.StepRewards, row_rewards, row_advantages) -> dict:
@@ -357,14 +422,28 @@ class Trainer:
     batch = pending.batch
     routed = self.mode.select(batch.diverse) if self.mode.uses_judge else np.zeros(batch.num_groups, bool)
     judge_r, judged = np.asarray(rewards.judge), np.asarray(rewards.judged)
-    groups = [{"group": b, "diverse": bool(batch.diverse[b]), "routed": bool(routed[b]), "judged": bool(judged[b]),
-               "verifier": batch.verifier[b].tolist(), "judge": judge_r[b].tolist(),
-               "reward": np.asarray(row_rewards[b]).tolist(), "advantage": np.asarray(row_advantages[b]).tolist()}
-              for b in range(batch.num_groups)]
-    return {"kind": "step", "step": pending.step + 1, "mode": self.mode.name, "topology": self.topology,
-            "task": self.config.tasks.train_task, "group_size": self.g, "groups": groups}
-
-
+    groups = [
+      {
+        "group": b,
+        "diverse": bool(batch.diverse[b]),
+        "routed": bool(routed[b]),
+        "judged": bool(judged[b]),
+        "verifier": batch.verifier[b].tolist(),
+        "judge": judge_r[b].tolist(),
+        "reward": np.asarray(row_rewards[b]).tolist(),
+        "advantage": np.asarray(row_advantages[b]).tolist(),
+      }
+      for b in range(batch.num_groups)
+    ]
+    return {
+      "kind": "step",
+      "step": pending.step + 1,
+      "mode": self.mode.name,
+      "topology": self.topology,
+      "task": self.config.tasks.train_task,
+      "group_size": self.g,
+      "groups": groups,
+    }
 
   def process_metrics(self, local: Batch) -> dict:
     """`process/*`: the process checker's reading of `log.process_checks` completions of the step (whole
@@ -385,7 +464,7 @@ class _StopFlag:
 
   def __init__(self):
     self.requested = False  # this process got a signal
-    self.now = False        # some process got one (set by `poll`): every host stops at the same step
+    self.now = False  # some process got one (set by `poll`): every host stops at the same step
     self._previous = {}
 
   def poll(self) -> bool:
@@ -453,13 +532,16 @@ def _train_locked(config, workdir: str, mode) -> dict:
   trainer = Trainer(config, workdir)
   start = trainer.restore()
   main = parallel.is_main_process()
-  writer = MetricsWriter(workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard,
-                         enabled=main)
+  writer = MetricsWriter(workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard, enabled=main)
   if mode.uses_judge and c.judge.transcripts > 0:
-    trainer.transcripts = transcripts_lib.open_for_run(c, workdir, mode=mode.name, topology=trainer.topology,
-                                                       start_step=start)
-  progress = (tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
-              if c.log.progress and main else None)
+    trainer.transcripts = transcripts_lib.open_for_run(
+      c, workdir, mode=mode.name, topology=trainer.topology, start_step=start
+    )
+  progress = (
+    tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
+    if c.log.progress and main
+    else None
+  )
   last_end = time.perf_counter()
 
   def record(pending: Pending, stop: _StopFlag) -> bool:
@@ -488,10 +570,16 @@ def _train_locked(config, workdir: str, mode) -> dict:
   try:
     with _StopFlag() as stop, judges.judge_endpoints(c.judge) as urls:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
-        trainer.judge_runner = judging.JudgeRunner(c.judge, parallel.host_judge_urls(urls), mode,
-                                                   topology=trainer.topology, seed=c.seed,
-                                                   dedupe=c.reward.dedupe_traces, transcripts=trainer.transcripts,
-                                                   live_pipelined=c.reward.live_pipelined)
+        trainer.judge_runner = judging.JudgeRunner(
+          c.judge,
+          parallel.host_judge_urls(urls),
+          mode,
+          topology=trainer.topology,
+          seed=c.seed,
+          dedupe=c.reward.dedupe_traces,
+          transcripts=trainer.transcripts,
+          live_pipelined=c.reward.live_pipelined,
+        )
       pending = None  # generated, judged in the background, not yet applied
       for step in range(start, c.num_steps):
         current = trainer.generate(step)
@@ -499,8 +587,9 @@ def _train_locked(config, workdir: str, mode) -> dict:
         if pending is not None and record(pending, stop):
           break  # `current` is dropped: a resume regenerates it from the saved iterator state
         pending = current
-        drain = (c.reward.async_lag == 0 or (step + 1) % c.checkpoint.every == 0 or step + 1 == c.num_steps
-                 or stop.poll())
+        drain = (
+          c.reward.async_lag == 0 or (step + 1) % c.checkpoint.every == 0 or step + 1 == c.num_steps or stop.poll()
+        )
         if drain:
           pending, stopped = None, record(current, stop)
           if stopped:
@@ -515,8 +604,12 @@ def _train_locked(config, workdir: str, mode) -> dict:
     writer.close()
     trainer.checkpointer.close()
 
-  summary = {"workdir": workdir, "steps": trainer.history[-1]["step"] if trainer.history else start,
-             "last": trainer.history[-1] if trainer.history else {}, "interrupted": stop.now}
+  summary = {
+    "workdir": workdir,
+    "steps": trainer.history[-1]["step"] if trainer.history else start,
+    "last": trainer.history[-1] if trainer.history else {},
+    "interrupted": stop.now,
+  }
   if c.log.plot and trainer.history and main:
     summary["plot"] = plot_curves(workdir)
   return summary

@@ -32,6 +32,7 @@ A full queue drops rows rather than stall training, and counts them (`Transcript
 Step numbers are those of `metrics.jsonl` (the first optimizer step is 1); group indices are the
 group's position in the step's batch (every host's groups, in host order).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -89,9 +90,19 @@ class TranscriptWriter:
   same on every host of a multi-host run (a later session supersedes an earlier one's later steps).
   """
 
-  def __init__(self, workdir: str, *, fraction: float, seed: int = 0, max_bytes: int = 1 << 30, start_step: int = 0,
-               session: int | None = None, host: int = 0, segment_bytes: int = SEGMENT_BYTES,
-               queue_rows: int = QUEUE_ROWS):
+  def __init__(
+    self,
+    workdir: str,
+    *,
+    fraction: float,
+    seed: int = 0,
+    max_bytes: int = 1 << 30,
+    start_step: int = 0,
+    session: int | None = None,
+    host: int = 0,
+    segment_bytes: int = SEGMENT_BYTES,
+    queue_rows: int = QUEUE_ROWS,
+  ):
     self.fraction, self.seed = float(fraction), int(seed)
     self.max_bytes, self.segment_bytes = int(max_bytes), int(segment_bytes)
     self.directory = transcripts_dir(workdir)
@@ -118,8 +129,11 @@ class TranscriptWriter:
       self._queue.put_nowait(row)
     except queue.Full:
       if not self.dropped:
-        logging.warning("judge transcripts: the writer thread is %d rows behind (a slow disk?): rows are dropped "
-                        "rather than slow training down (TranscriptWriter.dropped counts them)", self._queue.maxsize)
+        logging.warning(
+          "judge transcripts: the writer thread is %d rows behind (a slow disk?): rows are dropped "
+          "rather than slow training down (TranscriptWriter.dropped counts them)",
+          self._queue.maxsize,
+        )
       self.dropped += 1
 
   def close(self) -> None:
@@ -144,9 +158,13 @@ class TranscriptWriter:
         self._write([r for r in rows if r is not None])
       except Exception as e:  # pylint: disable=broad-except  (a full disk must not stop training)
         if self.error is None:
-          logging.warning("judge transcripts: writing to %s failed (%s: %s); the run goes on, its transcripts "
-                          "have gaps (TranscriptWriter.dropped counts the rows lost)", self.directory,
-                          type(e).__name__, e)
+          logging.warning(
+            "judge transcripts: writing to %s failed (%s: %s); the run goes on, its transcripts "
+            "have gaps (TranscriptWriter.dropped counts the rows lost)",
+            self.directory,
+            type(e).__name__,
+            e,
+          )
         self.error, self.dropped = e, self.dropped + len(rows)
     self._end_part()
 
@@ -192,9 +210,15 @@ def open_for_run(config, workdir: str, *, mode: str, topology: str | None, start
     clear(workdir)  # a fresh run starts fresh transcripts, as it does a fresh metrics log
   parallel.barrier("transcripts")
   session = parallel.gather_json(int(time.time() * 1000))[0]  # process 0's clock names the session
-  writer = TranscriptWriter(workdir, fraction=config.judge.transcripts, seed=config.seed,
-                            max_bytes=config.judge.transcripts_max_mb << 20, start_step=start_step, session=session,
-                            host=jax.process_index())
+  writer = TranscriptWriter(
+    workdir,
+    fraction=config.judge.transcripts,
+    seed=config.seed,
+    max_bytes=config.judge.transcripts_max_mb << 20,
+    start_step=start_step,
+    session=session,
+    host=jax.process_index(),
+  )
   if main:
     writer.put(session_row(config.judge, mode=mode, topology=topology, start_step=start_step))
   return writer
@@ -210,8 +234,19 @@ def _json_default(v):
 
 # ─────────────────────────────────────────── building rows ───────────────────────────────────────────
 
-_REQUEST_FIELDS = ("backend", "model", "temperature", "max_tokens", "seed", "debias", "margin", "token_budget",
-                   "tail_fraction", "template_dir", "extra_body")
+_REQUEST_FIELDS = (
+  "backend",
+  "model",
+  "temperature",
+  "max_tokens",
+  "seed",
+  "debias",
+  "margin",
+  "token_budget",
+  "tail_fraction",
+  "template_dir",
+  "extra_body",
+)
 
 
 def session_row(judge_config, *, mode: str, topology: str | None, start_step: int) -> dict:
@@ -220,9 +255,14 @@ def session_row(judge_config, *, mode: str, topology: str | None, start_step: in
   settings = {k: judge_config[k] for k in _REQUEST_FIELDS}
   if settings["extra_body"] is not None:
     settings["extra_body"] = json.loads(json.dumps(dict(settings["extra_body"]), default=str))
-  return {"kind": "session", "start_step": int(start_step), "mode": mode, "topology": topology, "judge": settings,
-          "templates": {name: templates.texts[name] for name in ("pairwise", "pointwise")}}
-
+  return {
+    "kind": "session",
+    "start_step": int(start_step),
+    "mode": mode,
+    "topology": topology,
+    "judge": settings,
+    "templates": {name: templates.texts[name] for name in ("pairwise", "pointwise")},
+  }
 
 
 def call_record(call: judges.JudgeCall, kind: str, players: Sequence[int]) -> dict:
@@ -233,12 +273,24 @@ def call_record(call: judges.JudgeCall, kind: str, players: Sequence[int]) -> di
     verdict = _SHOWN.get(parsed) if parsed is not None else None
   else:
     verdict = float(parsed) if parsed is not None else None
-  return {"order_shown": list(reversed(players)) if call.swapped else list(players), "answer": c.content,
-          "reasoning": c.reasoning, "finish_reason": c.finish_reason, "verdict_shown": verdict,
-          "failure_reason": c.failure_reason, "failure_detail": c.failure_detail or "",
-          "latency_s": round(u.latency_s, 4), "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-          "http_requests": u.http_requests, "parse_attempts": c.parse_attempts, "endpoint": c.endpoint,
-          "status": c.status, "seed": c.seed, "cached": c.cached}
+  return {
+    "order_shown": list(reversed(players)) if call.swapped else list(players),
+    "answer": c.content,
+    "reasoning": c.reasoning,
+    "finish_reason": c.finish_reason,
+    "verdict_shown": verdict,
+    "failure_reason": c.failure_reason,
+    "failure_detail": c.failure_detail or "",
+    "latency_s": round(u.latency_s, 4),
+    "prompt_tokens": u.prompt_tokens,
+    "completion_tokens": u.completion_tokens,
+    "http_requests": u.http_requests,
+    "parse_attempts": c.parse_attempts,
+    "endpoint": c.endpoint,
+    "status": c.status,
+    "seed": c.seed,
+    "cached": c.cached,
+  }
 
 
 def _group_base(judge, step: int, job, kind: str, **extra) -> dict:
@@ -246,12 +298,23 @@ def _group_base(judge, step: int, job, kind: str, **extra) -> dict:
   problem, reference = judge.clean_context(job.problem, job.reference)
   shown = [judge.clean(t) for t in job.traces]
   example = getattr(job, "example", None)
-  return {"kind": "group", "form": kind, "step": int(step), "group": int(job.index), "problem": job.problem,
-          "reference": job.reference, "traces": list(job.traces),
-          "shown": {"problem": problem, "reference": reference,
-                    # None where the trace was shown as written (most traces): no second copy on disk
-                    "traces": [s if s != t else None for s, t in zip(shown, job.traces)]},
-          "example": dataclasses.asdict(example) if dataclasses.is_dataclass(example) else None, **extra}
+  return {
+    "kind": "group",
+    "form": kind,
+    "step": int(step),
+    "group": int(job.index),
+    "problem": job.problem,
+    "reference": job.reference,
+    "traces": list(job.traces),
+    "shown": {
+      "problem": problem,
+      "reference": reference,
+      # None where the trace was shown as written (most traces): no second copy on disk
+      "traces": [s if s != t else None for s, t in zip(shown, job.traces)],
+    },
+    "example": dataclasses.asdict(example) if dataclasses.is_dataclass(example) else None,
+    **extra,
+  }
 
 
 def pairwise_group_row(judge, step: int, job, run, topology: str, representatives=None, node_of=None) -> dict:
@@ -265,16 +328,32 @@ def pairwise_group_row(judge, step: int, job, run, topology: str, representative
   reps = list(range(g)) if representatives is None else [int(r) for r in representatives]
   node_of = np.arange(g) if node_of is None else np.asarray(node_of)
   matches, ranking = [], None
-  for i, j, r in (run.results if run is not None else ()):
+  for i, j, r in run.results if run is not None else ():
     i, j = reps[int(i)], reps[int(j)]
-    matches.append({"i": i, "j": j, "outcome": r.outcome,
-                    "verdict": _CANONICAL.get(r.verdict) if r.verdict is not None else None,
-                    "failure_reason": r.failure_reason, "failure_detail": r.failure_detail or "",
-                    "calls": [call_record(c, "pairwise", (i, j)) for c in r.calls]})
+    matches.append(
+      {
+        "i": i,
+        "j": j,
+        "outcome": r.outcome,
+        "verdict": _CANONICAL.get(r.verdict) if r.verdict is not None else None,
+        "failure_reason": r.failure_reason,
+        "failure_detail": r.failure_detail or "",
+        "calls": [call_record(c, "pairwise", (i, j)) for c in r.calls],
+      }
+    )
   if run is not None and run.scheduler.native_ranking() is not None:
     ranking = np.asarray(run.scheduler.native_ranking(), float)[node_of].tolist()
-  return _group_base(judge, step, job, "pairwise", topology=topology, arrival_order=[int(a) for a in job.arrival_order],
-                     native_ranking=ranking, matches=matches, copy_of=[reps[int(n)] for n in node_of])
+  return _group_base(
+    judge,
+    step,
+    job,
+    "pairwise",
+    topology=topology,
+    arrival_order=[int(a) for a in job.arrival_order],
+    native_ranking=ranking,
+    matches=matches,
+    copy_of=[reps[int(n)] for n in node_of],
+  )
 
 
 def pointwise_group_row(judge, step: int, job, results, representatives=None, node_of=None) -> dict:
@@ -286,9 +365,15 @@ def pointwise_group_row(judge, step: int, job, results, representatives=None, no
   scores = []
   for m, n in enumerate(node_of):
     r = results[n]
-    scores.append({"member": m, "score": r.score, "failure_reason": r.failure_reason,
-                   "failure_detail": r.failure_detail or "",
-                   "calls": [call_record(c, "pointwise", (m,)) for c in r.calls] if reps[n] == m else []})
+    scores.append(
+      {
+        "member": m,
+        "score": r.score,
+        "failure_reason": r.failure_reason,
+        "failure_detail": r.failure_detail or "",
+        "calls": [call_record(c, "pointwise", (m,)) for c in r.calls] if reps[n] == m else [],
+      }
+    )
   return _group_base(judge, step, job, "pointwise", scores=scores, copy_of=[reps[n] for n in node_of])
 
 
@@ -397,15 +482,31 @@ def read_transcripts(workdir: str, step: int | None = None) -> Iterator[dict]:
   for g in read_groups(workdir, step):
     shown = g["shown"]
     traces = [s if s is not None else t for s, t in zip(shown["traces"], g["traces"])]
-    base = {"step": g["step"], "group": g["group"], "form": g["form"], "problem": shown["problem"],
-            "reference": shown["reference"]}
+    base = {
+      "step": g["step"],
+      "group": g["group"],
+      "form": g["form"],
+      "problem": shown["problem"],
+      "reference": shown["reference"],
+    }
     if g["form"] == "pairwise":
       for m in g["matches"]:
         i, j = m["i"], m["j"]
         for k, c in enumerate(m["calls"]):
-          yield {**base, "i": i, "j": j, "call": k, "trace_first": traces[i], "trace_second": traces[j],
-                 "swapped": c["order_shown"] == [j, i], "verdict": m["verdict"], "outcome": m["outcome"],
-                 "match_failure_reason": m["failure_reason"], "topology": g.get("topology"), **c}
+          yield {
+            **base,
+            "i": i,
+            "j": j,
+            "call": k,
+            "trace_first": traces[i],
+            "trace_second": traces[j],
+            "swapped": c["order_shown"] == [j, i],
+            "verdict": m["verdict"],
+            "outcome": m["outcome"],
+            "match_failure_reason": m["failure_reason"],
+            "topology": g.get("topology"),
+            **c,
+          }
     else:
       for s in g["scores"]:
         for k, c in enumerate(s["calls"]):

@@ -7,6 +7,7 @@ holds it (pid, host, start time) for the message a second trainer gets. Only the
 multi-host run takes it (all hosts share the workdir by design); flock on network filesystems is only
 as reliable as the filesystem's lock support.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -21,8 +22,16 @@ LOCK_FILE = "train.lock"
 
 # What a resume may not change silently: the run's mode, task, model and batch shape. Names are config
 # paths; `resume_allow_changes` lists the ones a user changes on purpose.
-GUARDED_FIELDS = ("reward.mode", "tasks.train_task", "init.policy_dir", "init.hf_path", "init.random_model",
-                  "rollout.group_size", "rollout.prompts_per_step", "rollout.max_new_tokens")
+GUARDED_FIELDS = (
+  "reward.mode",
+  "tasks.train_task",
+  "init.policy_dir",
+  "init.hf_path",
+  "init.random_model",
+  "rollout.group_size",
+  "rollout.prompts_per_step",
+  "rollout.max_new_tokens",
+)
 
 
 class WorkdirLock:
@@ -41,13 +50,21 @@ class WorkdirLock:
       holder = _read_holder(fd)
       os.close(fd)
       raise WorkdirError(
-          f"another trainer{holder} is running in {os.path.dirname(self.path)} (it holds {self.path}): two runs "
-          "in one workdir would interleave their metrics and checkpoints. Wait for it to end or stop it, or "
-          "choose a new --workdir") from None
+        f"another trainer{holder} is running in {os.path.dirname(self.path)} (it holds {self.path}): two runs "
+        "in one workdir would interleave their metrics and checkpoints. Wait for it to end or stop it, or "
+        "choose a new --workdir"
+      ) from None
     os.ftruncate(fd, 0)
-    os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                             "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-                             }).encode())
+    os.write(
+      fd,
+      json.dumps(
+        {
+          "pid": os.getpid(),
+          "host": socket.gethostname(),
+          "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+      ).encode(),
+    )
     self._fd = fd
     return self
 
@@ -110,6 +127,7 @@ def check_resume_config(saved, config, where: str) -> None:
   if changes:
     names = ", ".join(f'"{c.split(":")[0]}"' for c in changes)
     raise WorkdirError(
-        f"--config.resume=True would change what the run in {where} trains ({'; '.join(changes)}): its log "
-        "and checkpoints would mix two incompatible runs. Resume with the saved values, choose a new --workdir, "
-        f"or allow the change with --config.resume_allow_changes='({names},)'")
+      f"--config.resume=True would change what the run in {where} trains ({'; '.join(changes)}): its log "
+      "and checkpoints would mix two incompatible runs. Resume with the saved values, choose a new --workdir, "
+      f"or allow the change with --config.resume_allow_changes='({names},)'"
+    )

@@ -1,4 +1,5 @@
 """Bradley–Terry fitting (SPEC §6) against a float64 scipy L-BFGS-B reference, plus properties."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,7 +33,7 @@ def live_matches(rng, batch, g, noise=1.0):
   m = max(len(r[0]) for r in rows)
   out = np.zeros((4, batch, m))
   for b, (f, s, o) in enumerate(rows):
-    out[:, b, :len(f)] = np.stack([f, s, o, np.ones(len(f))])
+    out[:, b, : len(f)] = np.stack([f, s, o, np.ones(len(f))])
   return out[0].astype(int), out[1].astype(int), out[2], out[3]
 
 
@@ -170,22 +171,28 @@ def test_min_max_rewards():
   np.testing.assert_allclose(arena.min_max_normalise(theta), [[0.0, 1 / 3, 1.0], [0.5, 0.5, 0.5]])
 
 
-@pytest.mark.parametrize("kwargs, match", [
+@pytest.mark.parametrize(
+  "kwargs, match",
+  [
     (dict(solver="adam"), "unknown Bradley–Terry solver 'adam'"),
     (dict(l2=0.0), "l2 must be > 0"),
-])
+  ],
+)
 def test_bad_options_raise(kwargs, match):
   with pytest.raises(ValueError, match=match):
     arena.fit_bradley_terry([0], [1], [1.0], None, 2, **kwargs)
 
 
-@pytest.mark.parametrize("args, match", [
+@pytest.mark.parametrize(
+  "args, match",
+  [
     (([0], [2], [1.0]), "second holds player index 2"),
     (([-1], [1], [1.0]), "first holds player index -1"),
     (([0], [1], [1.5]), r"outcome must lie in \[0, 1\]"),
     (([0], [1], [np.nan]), r"outcome must lie in \[0, 1\]"),
     (([0.0], [1], [1.0]), "first must hold integer"),
-])
+  ],
+)
 def test_bad_matches_raise_naming_the_field(args, match):
   with pytest.raises(ValueError, match=match):
     arena.fit_bradley_terry(*args, None, 2)
@@ -193,10 +200,16 @@ def test_bad_matches_raise_naming_the_field(args, match):
 
 # ───────────────────────────────────── properties (hypothesis) ─────────────────────────────────────
 
-match_lists = st.integers(3, 7).flatmap(lambda g: st.tuples(
+match_lists = st.integers(3, 7).flatmap(
+  lambda g: st.tuples(
     st.just(g),
-    st.lists(st.tuples(st.integers(0, g - 1), st.integers(1, g - 1), st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0])),
-             min_size=1, max_size=12)))
+    st.lists(
+      st.tuples(st.integers(0, g - 1), st.integers(1, g - 1), st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0])),
+      min_size=1,
+      max_size=12,
+    ),
+  )
+)
 
 
 def _arrays(g, rows):
@@ -233,10 +246,11 @@ def test_an_added_win_never_lowers_the_winner(gm, winner, offset):
 def test_mirroring_a_match_changes_nothing(gm, flips):
   g, rows = gm
   f, s, o = _arrays(g, rows)
-  flip = np.array(flips[:len(f)])
+  flip = np.array(flips[: len(f)])
   mf, ms, mo = np.where(flip, s, f), np.where(flip, f, s), np.where(flip, 1.0 - o, o)
-  np.testing.assert_allclose(arena.fit_bradley_terry(mf, ms, mo, None, g),
-                             arena.fit_bradley_terry(f, s, o, None, g), atol=1e-5)
+  np.testing.assert_allclose(
+    arena.fit_bradley_terry(mf, ms, mo, None, g), arena.fit_bradley_terry(f, s, o, None, g), atol=1e-5
+  )
 
 
 # ───────────────────────────────────── standard errors (Laplace, sandwich) ─────────────────────────────────────
@@ -315,8 +329,11 @@ def test_standard_errors_shrink_with_evidence_and_grow_for_sparse_players():
   many = arena.fit_bradley_terry(np.tile(i, 8), np.tile(j, 8), outcome, None, g, errors="laplace")[1]
   assert np.all(np.asarray(many) < 0.5 * np.asarray(few))
   # Player 3 in one match only: the least certain.
-  se = np.asarray(arena.fit_bradley_terry([0, 0, 1, 1, 0, 2], [1, 2, 2, 0, 3, 1], [0.9, 0.9, 0.5, 0.1, 0.9, 0.1],
-                                          None, g, errors="laplace")[1])
+  se = np.asarray(
+    arena.fit_bradley_terry(
+      [0, 0, 1, 1, 0, 2], [1, 2, 2, 0, 3, 1], [0.9, 0.9, 0.5, 0.1, 0.9, 0.1], None, g, errors="laplace"
+    )[1]
+  )
   assert se.argmax() == 3
   with pytest.raises(ValueError, match="errors"):
     arena.fit_bradley_terry(i, j, outcome[:6], None, g, errors="fisher")

@@ -1,5 +1,6 @@
 """Tests of the tournament schedulers (SPEC §5): call counts, bracket shapes, Swiss pairing rules, live
 opponent choice, failure handling, native rankings and BT aggregation of the observed matches."""
+
 import math
 
 import numpy as np
@@ -11,8 +12,16 @@ from arena_jax.arena import fit_bradley_terry_host
 from arena_jax.arena import tournaments as T
 from arena_jax.arena.testing import strength_judge
 
-NAMES = ("round_robin", "live", "anchor", "seeded_single_elimination", "double_elimination", "swiss", "live_info",
-         "info_budget")
+NAMES = (
+  "round_robin",
+  "live",
+  "anchor",
+  "seeded_single_elimination",
+  "double_elimination",
+  "swiss",
+  "live_info",
+  "info_budget",
+)
 PAPER_NAMES = NAMES[:6]  # the information-gain schedules rank by BT on sparse graphs: see their own tests
 FAST = settings(max_examples=40, deadline=None)
 
@@ -54,14 +63,14 @@ def test_call_counts_and_rounds(name):
     assert sched.num_issued == T.expected_calls(name, g, anchor=0) == len(sched.observed()[0])
     log_g = math.ceil(math.log2(g))
     closed_form = {
-        "round_robin": (g * (g - 1) // 2, 1),
-        "live": (3 * g - 6 if g >= 3 else 1, g - 1),
-        "anchor": (g - 1, 1),
-        "seeded_single_elimination": (2 * g - 2, 1 + log_g),
-        "double_elimination": (2 * g - 2 + (g - 1), None),  # seeded by the anchor because anchor= is given
-        "swiss": (log_g * (g // 2), log_g),
-        "live_info": (3 * g - 6 if g >= 3 else 1, g - 1),
-        "info_budget": (3 * g - 6 if g >= 3 else 1, -(-max(1, 3 * g - 6) // (g // 2))),
+      "round_robin": (g * (g - 1) // 2, 1),
+      "live": (3 * g - 6 if g >= 3 else 1, g - 1),
+      "anchor": (g - 1, 1),
+      "seeded_single_elimination": (2 * g - 2, 1 + log_g),
+      "double_elimination": (2 * g - 2 + (g - 1), None),  # seeded by the anchor because anchor= is given
+      "swiss": (log_g * (g // 2), log_g),
+      "live_info": (3 * g - 6 if g >= 3 else 1, g - 1),
+      "info_budget": (3 * g - 6 if g >= 3 else 1, -(-max(1, 3 * g - 6) // (g // 2))),
     }[name]
     assert sched.num_issued == closed_form[0], g
     if closed_form[1] is not None:
@@ -69,14 +78,14 @@ def test_call_counts_and_rounds(name):
 
 
 CLOSED_FORMS = {  # each scheduler's `calls_formula`, as a function of G (run as the trainer runs it)
-    "round_robin": lambda g: g * (g - 1) // 2,
-    "live": lambda g: 3 * g - 6,
-    "anchor": lambda g: g - 1,
-    "seeded_single_elimination": lambda g: 2 * g - 2,
-    "double_elimination": lambda g: 3 * g - 3,
-    "swiss": lambda g: (g - 1).bit_length() * (g // 2),
-    "live_info": lambda g: 3 * g - 6,
-    "info_budget": lambda g: 3 * g - 6,
+  "round_robin": lambda g: g * (g - 1) // 2,
+  "live": lambda g: 3 * g - 6,
+  "anchor": lambda g: g - 1,
+  "seeded_single_elimination": lambda g: 2 * g - 2,
+  "double_elimination": lambda g: 3 * g - 3,
+  "swiss": lambda g: (g - 1).bit_length() * (g // 2),
+  "live_info": lambda g: 3 * g - 6,
+  "info_budget": lambda g: 3 * g - 6,
 }
 
 
@@ -128,12 +137,15 @@ def test_bracket_order_is_the_standard_recursion():
     assert all(a + b == size - 1 for a, b in zip(order[::2], order[1::2]))  # seed k meets seed size−1−k
 
 
-@pytest.mark.parametrize("g, first_round, second_round", [
+@pytest.mark.parametrize(
+  "g, first_round, second_round",
+  [
     # seeding="index": seed k (0-based) is trajectory k; byes go to the top P − G seeds.
     (5, [(3, 4)], [(0, 3), (1, 2)]),
     (6, [(3, 4), (2, 5)], [(0, 3), (1, 2)]),
     (12, [(7, 8), (4, 11), (6, 9), (5, 10)], [(0, 7), (3, 4), (1, 6), (2, 5)]),
-])
+  ],
+)
 def test_single_elimination_byes_and_pairings(g, first_round, second_round):
   # Index 0 strongest: the better seed always wins, so round 2 is fully determined.
   judge = _Recorder(strength_judge(-np.arange(g, dtype=float)))
@@ -187,12 +199,12 @@ def test_double_elimination_structure():
   judge = _Recorder(strength_judge(-np.arange(g, dtype=float)))  # the better seed always wins
   sched = T.play(T.make_scheduler("double_elimination", g, seeding="index"), judge)
   assert judge.batches == [
-      [(0, 7), (3, 4), (1, 6), (2, 5)],  # WB round 1
-      [(0, 3), (1, 2), (4, 7), (5, 6)],  # WB round 2 ‖ LB round over the four WB round-1 losers
-      [(0, 1), (2, 5), (3, 4)],          # WB final ‖ LB: survivors 4, 5 + WB drops 2, 3 (seed fold)
-      [(2, 3)],                          # LB: 2, 3 + WB-final loser 1; the best seed (1) has the bye
-      [(1, 2)],
-      [(0, 1)],                          # grand final, WB champion first; no bracket reset
+    [(0, 7), (3, 4), (1, 6), (2, 5)],  # WB round 1
+    [(0, 3), (1, 2), (4, 7), (5, 6)],  # WB round 2 ‖ LB round over the four WB round-1 losers
+    [(0, 1), (2, 5), (3, 4)],  # WB final ‖ LB: survivors 4, 5 + WB drops 2, 3 (seed fold)
+    [(2, 3)],  # LB: 2, 3 + WB-final loser 1; the best seed (1) has the bye
+    [(1, 2)],
+    [(0, 1)],  # grand final, WB champion first; no bracket reset
   ]
   assert sched.num_issued == 2 * g - 2 and sched.champion == 0
   ranking = sched.native_ranking()
@@ -214,8 +226,11 @@ def test_double_elimination_survives_one_loss():
 
 
 @FAST
-@given(g=st.integers(2, 17), seed=st.integers(0, 2**16),
-       outcomes=st.lists(st.sampled_from([0.1, 0.5, 0.9, 0.3, None]), min_size=64, max_size=64))
+@given(
+  g=st.integers(2, 17),
+  seed=st.integers(0, 2**16),
+  outcomes=st.lists(st.sampled_from([0.1, 0.5, 0.9, 0.3, None]), min_size=64, max_size=64),
+)
 def test_swiss_never_rematches_and_byes_rotate(g, seed, outcomes):
   it = iter(outcomes * 4)
   sched = T.play(T.make_scheduler("swiss", g, seed=seed), lambda pairs: [next(it) for _ in pairs])
@@ -254,8 +269,9 @@ def test_swiss_points_bye_and_buchholz():
   assert sched.native_ranking()[0] == 0
 
 
-@pytest.mark.parametrize("name, options", [("swiss", {}), ("double_elimination", {}),
-                                           ("seeded_single_elimination", {"seeding": "shuffle"})])
+@pytest.mark.parametrize(
+  "name, options", [("swiss", {}), ("double_elimination", {}), ("seeded_single_elimination", {"seeding": "shuffle"})]
+)
 def test_seeded_determinism(name, options):
   g = 13
   runs = []
@@ -386,8 +402,10 @@ def test_arrival_quota_spreads_a_budget_over_the_arrivals():
 def test_live_budget_and_arrival_order(name):
   g, order = 12, np.random.default_rng(3).permutation(12)
   for budget in (None, 7, 30, 66):
-    sched = T.play(T.make_scheduler(name, g, arrival_order=order, seed=2, budget=budget),
-                   strength_judge(_latent(g, 4), noise=1.0, seed=1))
+    sched = T.play(
+      T.make_scheduler(name, g, arrival_order=order, seed=2, budget=budget),
+      strength_judge(_latent(g, 4), noise=1.0, seed=1),
+    )
     quota = T.arrival_quota(g, budget)
     assert sched.num_issued == sum(quota) == T.expected_calls(name, g, budget=budget)
     assert sched.num_rounds == sum(q > 0 for q in quota)
@@ -464,8 +482,9 @@ def test_info_budget_rounds_and_budget():
 def test_information_gain_schedules_are_seeded_and_rank_by_bt(name):
   g = 12
   strengths = _latent(g, 5)
-  runs = [T.play(T.make_scheduler(name, g, seed=seed, arrival_order=range(g)), strength_judge(strengths))
-          for seed in (3, 3)]
+  runs = [
+    T.play(T.make_scheduler(name, g, seed=seed, arrival_order=range(g)), strength_judge(strengths)) for seed in (3, 3)
+  ]
   for x, y in zip(runs[0].observed(), runs[1].observed()):
     np.testing.assert_array_equal(x, y)
   theta = fit_bradley_terry_host(*runs[0].observed(), None, g)
@@ -515,8 +534,7 @@ def test_noiseless_judge_strongest_first(g, seed, anchor_frac):
   best, anchor = int(np.argmax(strengths)), int(anchor_frac * g)
   order = np.random.default_rng(seed + 1).permutation(g)
   for name in PAPER_NAMES:
-    sched = T.play(T.make_scheduler(name, g, anchor=anchor, seed=seed, arrival_order=order),
-                   strength_judge(strengths))
+    sched = T.play(T.make_scheduler(name, g, anchor=anchor, seed=seed, arrival_order=order), strength_judge(strengths))
     scores, ranking = sched.native_scores(), sched.native_ranking()
     assert name == "swiss" or scores[best] == scores.max(), name
     if name in ("round_robin", "seeded_single_elimination", "double_elimination"):
@@ -539,8 +557,10 @@ def test_noiseless_live_strongest_first():
     g = int(rng.integers(2, 13))
     strengths = rng.permutation(g).astype(float)
     for leaderboard in ("bt", "win_rate"):
-      sched = T.play(T.make_scheduler("live", g, arrival_order=rng.permutation(g), leaderboard=leaderboard),
-                     strength_judge(strengths))
+      sched = T.play(
+        T.make_scheduler("live", g, arrival_order=rng.permutation(g), leaderboard=leaderboard),
+        strength_judge(strengths),
+      )
       assert sched.native_ranking()[int(np.argmax(strengths))] == 0, (trial, leaderboard)
 
 

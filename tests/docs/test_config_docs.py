@@ -1,6 +1,7 @@
 """docs/configuration.md and the judge-cost tables of docs/judges.md are generated from the code
 (tools/gen_config_docs.py renders the config declarations): they must equal a fresh generation, and every
 field a config has must be declared, and every declared field be in a config."""
+
 import pytest
 
 from arena_jax import arena
@@ -61,8 +62,14 @@ def test_defaults_do_not_depend_on_the_environment(monkeypatch, tmp_path):
 def test_every_field_appears_with_its_default():
   text = gen.generate_configuration()
   flat = gen.flatten(train_config.base_config())
-  for path in ("reward.mode", "judge.client.timeout_s", "judge.server.noise", "tasks.sft.fractions.clean",
-               "loss.eps_high", "optim.lr"):
+  for path in (
+    "reward.mode",
+    "judge.client.timeout_s",
+    "judge.server.noise",
+    "tasks.sft.fractions.clean",
+    "loss.eps_high",
+    "optim.lr",
+  ):
     assert f"| `{path}` | {gen.fmt(flat[path])} |" in text, path
 
 

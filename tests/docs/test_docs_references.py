@@ -1,5 +1,6 @@
 """The hand-written docs cannot rot silently: the files, modules, names, commands and links they cite exist
 (docs/architecture.md, docs/judges.md, docs/reward_modes.md, docs/configuration.md, docs/spec.md)."""
+
 import importlib
 import pathlib
 import re

@@ -1,5 +1,6 @@
 """notebooks/quickstart.ipynb runs top to bottom on the CPU: executed here with nbclient in
 a fresh kernel, against the local package, with its datasets and runs in a temporary directory."""
+
 import json
 import os
 import pathlib
@@ -46,8 +47,9 @@ def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   nb = _read()
   start = time.time()
   # Run from notebooks/, as Jupyter opens it: the notebook finds the repository root itself.
-  NotebookClient(nb, timeout=600, kernel_name="python3",
-                 resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+  NotebookClient(
+    nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+  ).execute()
   wall = time.time() - start
   print(f"notebook executed in {wall:.0f}s")
 
@@ -59,7 +61,11 @@ def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   assert "go to the judge" in text and "judge calls (live: 3G−6 = 18, round robin: 28)" in text
   assert "samples with a non-zero advantage" in text
   # The inspector's step page inline: one card per judged group shown (at most three), one row per match.
-  pages = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {}) and "group-card" in o["data"]["text/html"]]
+  pages = [
+    o["data"]["text/html"]
+    for o in outputs
+    if "text/html" in o.get("data", {}) and "group-card" in o["data"]["text/html"]
+  ]
   assert len(pages) == 1 and 1 <= pages[0].count('<section class="group-card"') <= 3 and '<tr class="match' in pages[0]
   assert "run page: " in text
   for step in range(1, 9):  # the RL run's per-step lines (RL_STEPS = 8)

@@ -4,8 +4,8 @@
   README                                   run here
   --config=configs/<x>.py                  --config=configs/<x>.py:smoke (random tiny policy, 2 steps: no runs/sft_demo)
   --workdir=runs/<name>                    <tmp>/runs/<name>
-  launch.train                             + --config.log.tensorboard=True (checks the documented <workdir>/tensorboard)
-  http://judge-host:8000/v1                a `launch.serve_judge` started here, serving the command's --config.judge.model
+  launch.train                             + --config.log.tensorboard=True (checks <workdir>/tensorboard)
+  http://judge-host:8000/v1                a `launch.serve_judge` started here, serving --config.judge.model
   launch.eval                              + 4 problems, 2 samples, 8 new tokens per benchmark
   launch.serve_judge --port 8000           a free port, in the background until the end; localhost:8000 → that port
   --input pairs.jsonl                      two trace pairs written here
@@ -15,6 +15,7 @@
 
 A command of a module `_smoke` does not know fails the test: add its mapping here.
 """
+
 import json
 import os
 import pathlib
@@ -33,16 +34,27 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 EVAL_SMOKE = ("--config.num_examples=4", "--config.num_samples=2", "--config.max_new_tokens=8")
 KNOWN = ("launch.train", "launch.eval", "launch.serve_judge", "launch.judge_pairs", "launch.jury", "launch.rescore")
 PAIRS = [
-    {"id": "p0", "problem": "2 + 3 * 4", "reference": "14",
-     "trace_a": "3 * 4 = 12\n2 + 12 = 14\nAnswer: 14", "trace_b": "2 + 3 = 5\n5 * 4 = 20\nAnswer: 20"},
-    {"id": "p1", "problem": "7 - 2", "reference": "5", "trace_a": "7 - 2 = 4\nAnswer: 4", "trace_b": "7 - 2 = 5\nAnswer: 5"},
+  {
+    "id": "p0",
+    "problem": "2 + 3 * 4",
+    "reference": "14",
+    "trace_a": "3 * 4 = 12\n2 + 12 = 14\nAnswer: 14",
+    "trace_b": "2 + 3 = 5\n5 * 4 = 20\nAnswer: 20",
+  },
+  {
+    "id": "p1",
+    "problem": "7 - 2",
+    "reference": "5",
+    "trace_a": "7 - 2 = 4\nAnswer: 4",
+    "trace_b": "7 - 2 = 5\nAnswer: 5",
+  },
 ]
 
 
 def _section(title):
   start = README.index(f"\n## {title}\n")
   end = README.find("\n## ", start + 1)
-  return README[start:end if end >= 0 else None]
+  return README[start : end if end >= 0 else None]
 
 
 def _blocks(text, lang):
@@ -56,10 +68,16 @@ def _commands():
 
 
 def _env():
-  env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(ROOT / ".jax_cache"),
-         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2"}
+  env = {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    "JAX_COMPILATION_CACHE_DIR": str(ROOT / ".jax_cache"),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+  }
   # A user's process: one CPU device, not the tests' 8 fake ones.
-  env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f)
+  env["XLA_FLAGS"] = " ".join(
+    f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f
+  )
   return env
 
 
@@ -72,8 +90,9 @@ def _free_port():
 def _serve(args, port, tmp_path):
   """Starts `python -m launch.serve_judge args` and waits until it answers /v1/models."""
   log = open(tmp_path / f"serve_{port}.log", "w", encoding="utf-8")
-  proc = subprocess.Popen([sys.executable, "-m", "launch.serve_judge", *args], cwd=ROOT, env=_env(),
-                          stdout=log, stderr=subprocess.STDOUT)
+  proc = subprocess.Popen(
+    [sys.executable, "-m", "launch.serve_judge", *args], cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT
+  )
   for _ in range(600):
     if proc.poll() is not None:
       break
@@ -83,8 +102,10 @@ def _serve(args, port, tmp_path):
     except OSError:
       _wait(proc, 0.1)
   proc.kill()
-  pytest.fail(f"launch.serve_judge {' '.join(args)} did not come up:\n"
-              + (tmp_path / f"serve_{port}.log").read_text(encoding="utf-8"))
+  pytest.fail(
+    f"launch.serve_judge {' '.join(args)} did not come up:\n"
+    + (tmp_path / f"serve_{port}.log").read_text(encoding="utf-8")
+  )
 
 
 def _wait(proc, seconds):
@@ -155,8 +176,10 @@ def test_readme_python_blocks_run_as_written(capsys):
 
 
 def test_the_package_does_not_import_the_tensorboard_viewer():
-  code = ("import sys, arena_jax, arena_jax.train, arena_jax.eval; "
-          "assert 'tensorboard' not in sys.modules, sorted(m for m in sys.modules if 'tensorboard' in m)")
+  code = (
+    "import sys, arena_jax, arena_jax.train, arena_jax.eval; "
+    "assert 'tensorboard' not in sys.modules, sorted(m for m in sys.modules if 'tensorboard' in m)"
+  )
   proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr
 
@@ -164,8 +187,13 @@ def test_the_package_does_not_import_the_tensorboard_viewer():
 @pytest.mark.slow
 def test_readme_using_it_commands_run(tmp_path):
   commands = _commands()
-  assert {c[2] for c in commands} >= {"launch.train", "launch.eval", "launch.serve_judge", "launch.judge_pairs",
-                                      "launch.jury"}, commands
+  assert {c[2] for c in commands} >= {
+    "launch.train",
+    "launch.eval",
+    "launch.serve_judge",
+    "launch.judge_pairs",
+    "launch.jury",
+  }, commands
   servers, urls = [], {}
   try:
     for command in commands:
@@ -185,9 +213,12 @@ def test_readme_using_it_commands_run(tmp_path):
         urls[f"http://localhost:{readme_port}"] = f"http://localhost:{port}"
         continue
       run = _smoke(args, tmp_path, urls)
-      proc = subprocess.run([sys.executable, "-m", *run], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                            timeout=600)
-      assert proc.returncode == 0, f"README: python -m {shlex.join(args)}\nran: {shlex.join(run)}\n{proc.stderr[-3000:]}"
+      proc = subprocess.run(
+        [sys.executable, "-m", *run], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600
+      )
+      assert proc.returncode == 0, (
+        f"README: python -m {shlex.join(args)}\nran: {shlex.join(run)}\n{proc.stderr[-3000:]}"
+      )
       if args[0] == "launch.train":
         workdir = pathlib.Path(_flag(run, "--workdir"))
         assert (workdir / "metrics.jsonl").is_file() and (workdir / "tensorboard").is_dir()

@@ -7,14 +7,25 @@ are not cited any more: a citation of them is replaced by its plain reason or by
 repository (docs/architecture.md, docs/tpu.md). `PENDING` would list a citation tolerated in one area while
 it is being rewritten; it is empty.
 """
+
 import collections
 import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SPEC = ROOT / "docs" / "spec.md"
-SCANNED = ("arena_jax", "launch", "experiments", "benchmarks", "tools", "configs", "tests", "docs", "notebooks",
-           "README.md")
+SCANNED = (
+  "arena_jax",
+  "launch",
+  "experiments",
+  "benchmarks",
+  "tools",
+  "configs",
+  "tests",
+  "docs",
+  "notebooks",
+  "README.md",
+)
 THIS = pathlib.Path(__file__).resolve()  # names the patterns it looks for: not scanned
 
 REF = r"§\d+(?:\.\d+)*(?: \(\d+\))?"  # §5, §5.2, §4 (1)
@@ -119,8 +130,10 @@ def test_every_spec_citation_names_a_heading_of_docs_spec():
   citations = _citations()
   assert len(citations) > 150, f"found only {len(citations)} SPEC citations: is the pattern still right?"
   unresolved = [f"{path}:{line}: SPEC §{key}" for path, line, key in citations if key not in sections]
-  assert not unresolved, ("these SPEC citations name no heading of docs/spec.md (add the heading, or cite one "
-                          "that exists):\n" + "\n".join(unresolved))
+  assert not unresolved, (
+    "these SPEC citations name no heading of docs/spec.md (add the heading, or cite one "
+    "that exists):\n" + "\n".join(unresolved)
+  )
 
 
 def _pending_area(path):
@@ -135,6 +148,7 @@ def test_no_citations_of_documents_outside_the_repository():
       token = re.sub(r"§\s*", "§", re.sub(r"\s+", " ", m.group()).strip())
       if area is None or token not in PENDING[area]:
         found.append(f"{path}:{_line(text, m.start())}: {token}")
-  assert not found, ("these cite a document that is not in the repository (STYLE, DESIGN, SPEC.md): say the "
-                     "reason in plain words, or cite docs/spec.md, docs/architecture.md or docs/tpu.md:\n"
-                     + "\n".join(found))
+  assert not found, (
+    "these cite a document that is not in the repository (STYLE, DESIGN, SPEC.md): say the "
+    "reason in plain words, or cite docs/spec.md, docs/architecture.md or docs/tpu.md:\n" + "\n".join(found)
+  )

@@ -1,5 +1,6 @@
 """Accuracy metrics (SPEC §9): the unbiased pass@k estimator against brute force, and `evaluate` on a
 tiny random model with a stub verifier whose numbers can be recomputed from the samples."""
+
 import itertools
 
 import jax
@@ -54,8 +55,9 @@ class ParityTask:
 @pytest.fixture(scope="module")
 def tiny():
   tokenizer = SentencePieceTokenizer.train(["Compute 1 + 2.\nAnswer: 3", "Compute 4 * 5.\nAnswer: 20"] * 8, 48)
-  config = models.ModelConfig(vocab_size=64, d_model=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-                              mlp_dim=64)
+  config = models.ModelConfig(
+    vocab_size=64, d_model=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, mlp_dim=64
+  )
   examples = [Example(uid=str(i), question=f"Compute {i} + {i}.", answer=str(2 * i)) for i in range(10)]
   return models.init_model(config, seed=0), tokenizer, examples
 
@@ -91,14 +93,25 @@ def test_evaluate_params_and_flat_metrics(tiny):
   from flax import nnx  # pylint: disable=g-import-not-at-top
 
   params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
-  r = evaluate(params, tokenizer, ParityTask(), examples[:3], config=model.config, num_samples=0,
-               max_new_tokens=8, batch_size=4)
+  r = evaluate(
+    params, tokenizer, ParityTask(), examples[:3], config=model.config, num_samples=0, max_new_tokens=8, batch_size=4
+  )
   assert set(r) == {"num_examples", "greedy_accuracy", "greedy_response_length"}
-  flat = flatten_metrics(evaluate(model, tokenizer, ParityTask(), examples[:3], num_samples=2, max_new_tokens=8,
-                                  batch_size=4, greedy=False), prefix="eval/")
-  assert set(flat) == {"eval/num_examples", "eval/mean_pass_ratio", "eval/pass@1", "eval/pass@2",
-                       "eval/mean_response_length", "eval/truncated_fraction", "eval/frac_all_correct",
-                       "eval/frac_all_wrong", "eval/frac_diverse"}
+  flat = flatten_metrics(
+    evaluate(model, tokenizer, ParityTask(), examples[:3], num_samples=2, max_new_tokens=8, batch_size=4, greedy=False),
+    prefix="eval/",
+  )
+  assert set(flat) == {
+    "eval/num_examples",
+    "eval/mean_pass_ratio",
+    "eval/pass@1",
+    "eval/pass@2",
+    "eval/mean_response_length",
+    "eval/truncated_fraction",
+    "eval/frac_all_correct",
+    "eval/frac_all_wrong",
+    "eval/frac_diverse",
+  }
   with pytest.raises(ValueError, match="no examples"):
     evaluate(model, tokenizer, ParityTask(), [], max_new_tokens=8)
 

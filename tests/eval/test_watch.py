@@ -1,4 +1,5 @@
 """Checkpoint-driven evaluation: each checkpoint evaluated exactly once, restart-safe; a run's policy spec."""
+
 import json
 import os
 import signal
@@ -53,8 +54,7 @@ def test_watch_picks_up_new_checkpoints_and_stops_after_step(run_dir, tmp_path):
     return {"arithmetic": {"greedy_accuracy": 0.0}}
 
   try:
-    watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, poll_s=0.01, stop_after_step=7,
-                    tensorboard=False)
+    watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, poll_s=0.01, stop_after_step=7, tensorboard=False)
   finally:
     os.rmdir(os.path.join(workdir, "checkpoints", "7"))
   assert seen == [1, 2, 3, 7]
@@ -82,8 +82,7 @@ def test_watch_without_a_stop_condition_polls_until_interrupted(run_dir, tmp_pat
   previous = signal.signal(signal.SIGINT, signal.default_int_handler)
   writer.start(), safety.start()
   try:
-    rows = watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, poll_s=0.05, follow=True,
-                           tensorboard=False)
+    rows = watch_lib.watch(workdir, None, out_dir=out, evaluate_fn=fake, poll_s=0.05, follow=True, tensorboard=False)
   finally:
     signal.signal(signal.SIGINT, previous)
     writer.cancel(), safety.cancel()
@@ -163,8 +162,9 @@ def test_evaluation_scores_the_runs_own_problems(run_dir):
   assert resolved.tasks.arithmetic.max_operand == 15 and resolved.tasks.arithmetic.num_test == 32  # … the run's
   assert c.tasks.arithmetic.max_operand == 20  # the caller's config is left alone
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
-  want = watch_lib.evaluate_params(watch_lib.load_params(workdir, 3), model_config, tokenizer, resolved,
-                                   add_bos=add_bos)
+  want = watch_lib.evaluate_params(
+    watch_lib.load_params(workdir, 3), model_config, tokenizer, resolved, add_bos=add_bos
+  )
   assert watch_lib.evaluate_step(workdir, 3, c) == want
   # A flag that agrees with the run is fine; one that contradicts it names both values.
   c.tasks.arithmetic.max_operand = 15
@@ -182,6 +182,7 @@ def test_a_run_recorded_before_a_task_existed_gets_its_defaults(run_dir, tmp_pat
   """tasks.json written before a section was added (here: arithmetic_shift) still evaluates: the
   recorded fields are the run's, the missing ones the given config's."""
   import shutil
+
   workdir, _ = run_dir
   old = tmp_path / "old_run"
   shutil.copytree(workdir, old, ignore=shutil.ignore_patterns("checkpoints", "eval", "transcripts"))
@@ -198,6 +199,7 @@ def test_a_run_that_set_a_section_where_the_config_holds_none(run_dir, tmp_path)
   """chat_template_kwargs defaults to None; a run that set it to a dict records a section: the run's dict
   comes back whole (an empty one too), not a clash between a leaf and its children."""
   import shutil
+
   workdir, _ = run_dir
   for kwargs in ({"enable_thinking": False}, {}):
     old = tmp_path / f"run_{len(kwargs)}"

@@ -1,6 +1,7 @@
 """The orchestrators above the library: configs found from the repository root whatever the working
 directory, the study's modes from the reward-mode registry, a study written and restarted with the
 trainer and the evaluator faked, the demo end to end on the smoke configs."""
+
 import json
 import os
 import pathlib
@@ -32,14 +33,17 @@ def test_config_paths_resolve_from_the_repository_root(tmp_path, monkeypatch):
 
 
 def test_launch_mains_find_their_default_configs_from_another_directory(tmp_path):
-  code = ("import json; from absl import flags; import launch.demo as d, launch.compare as c; flags.FLAGS(['x']); "
-          "print(json.dumps([d._SFT.value.output_dir, d._RL.value.reward.mode, c._STUDY.value.sft_config]))")
+  code = (
+    "import json; from absl import flags; import launch.demo as d, launch.compare as c; flags.FLAGS(['x']); "
+    "print(json.dumps([d._SFT.value.output_dir, d._RL.value.reward.mode, c._STUDY.value.sft_config]))"
+  )
   env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
   assert proc.returncode == 0, proc.stderr
   assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["runs/sft_demo", "arena_live", "configs/sft.py"]
-  proc = subprocess.run([sys.executable, "-m", "launch.demo", "--helpfull"], cwd=tmp_path, env=env,
-                        capture_output=True, text=True)
+  proc = subprocess.run(
+    [sys.executable, "-m", "launch.demo", "--helpfull"], cwd=tmp_path, env=env, capture_output=True, text=True
+  )
   assert "--sft_config" in proc.stdout and "--rl_config" in proc.stdout, proc.stderr
 
 
@@ -54,17 +58,23 @@ def test_study_modes_ablation_and_presets():
     assert run.judge.server.flip_rate == 0.0
   assert study.run_config("arena_live", 0, c, 0.8).judge.server.flip_rate == pytest.approx(0.2)
   # The ablation's accuracy 1 is the plain mode's own run; the others are their own run groups.
-  assert study.variants(c) == {**{m: (m, None) for m in c.modes}, "arena_live@acc0.8": ("arena_live", 0.8),
-                               "arena_live@acc0.65": ("arena_live", 0.65)}
-  quick = study.apply_preset(ml_collections.ConfigDict({**c.to_dict(), "preset": "quick", "num_steps": 3}),
-                             keep={"preset", "num_steps"})
+  assert study.variants(c) == {
+    **{m: (m, None) for m in c.modes},
+    "arena_live@acc0.8": ("arena_live", 0.8),
+    "arena_live@acc0.65": ("arena_live", 0.65),
+  }
+  quick = study.apply_preset(
+    ml_collections.ConfigDict({**c.to_dict(), "preset": "quick", "num_steps": 3}), keep={"preset", "num_steps"}
+  )
   assert (quick.num_steps, quick.seeds, quick.eval.num_examples, quick.eval.max_new_tokens) == (3, (0, 1), 32, 96)
   assert quick.out_dir != c.out_dir and quick.command == "make reproduce-quick"
   assert study.apply_preset(c).to_dict() == c.to_dict()
-  for field_name, value, match in (("modes", ("rlvr", "no_such_mode"), "no_such_mode"),
-                                   ("judge_accuracies", (1.0, 1.5), "study.judge_accuracies"),
-                                   ("ablation_mode", "rlvr", "study.ablation_mode"),
-                                   ("preset", "huge", "study.preset")):
+  for field_name, value, match in (
+    ("modes", ("rlvr", "no_such_mode"), "no_such_mode"),
+    ("judge_accuracies", (1.0, 1.5), "study.judge_accuracies"),
+    ("ablation_mode", "rlvr", "study.ablation_mode"),
+    ("preset", "huge", "study.preset"),
+  ):
     bad = ml_collections.ConfigDict(c.to_dict())
     bad[field_name] = value
     with pytest.raises(errors.ConfigError, match=match):
@@ -77,11 +87,28 @@ def _fake_metrics(workdir, num_steps, mode):
     for step in range(1, num_steps + 1):
       # All-correct groups grow by 0.2 a step from 0.2, all-wrong ones shrink from 0.5: 0.7 non-diverse.
       ac, aw = 0.2 * step, 0.7 - 0.2 * step
-      f.write(json.dumps({"step": step, "accuracy": 0.1 * step, "gen/tokens": 100, "gen/trajectories": 128,
-                          "gen/batches": 1, "time/wall": 2.0, "judge/calls": 3 if mode != "rlvr" else 0,
-                          "judge/groups": 1, "groups/routed": 0.5, "adv/nonzero_fraction": 0.8, "adv/l1": 0.1,
-                          "groups/all_correct": ac, "groups/all_wrong": aw, "groups/diverse": 1 - ac - aw,
-                          "process/faithful_accuracy": 0.05 * step}) + "\n")
+      f.write(
+        json.dumps(
+          {
+            "step": step,
+            "accuracy": 0.1 * step,
+            "gen/tokens": 100,
+            "gen/trajectories": 128,
+            "gen/batches": 1,
+            "time/wall": 2.0,
+            "judge/calls": 3 if mode != "rlvr" else 0,
+            "judge/groups": 1,
+            "groups/routed": 0.5,
+            "adv/nonzero_fraction": 0.8,
+            "adv/l1": 0.1,
+            "groups/all_correct": ac,
+            "groups/all_wrong": aw,
+            "groups/diverse": 1 - ac - aw,
+            "process/faithful_accuracy": 0.05 * step,
+          }
+        )
+        + "\n"
+      )
 
 
 # Per-mode gains of the fake evaluation over rlvr: paired differences are exactly these on every seed.
@@ -101,8 +128,10 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   def fake_eval(workdir, step, cfg):
     group, seed = workdir.split(os.sep)[-2:]
     v = 0.5 + _GAIN[group] + 0.01 * int(seed[4:])  # the seed moves every mode alike: pairs cancel it
-    return {b: {"greedy_accuracy": v, "mean_pass_ratio": 0.25, "faithful_accuracy": v - 0.1,
-                "compensating_rate": 0.01} for b in cfg.benchmarks}
+    return {
+      b: {"greedy_accuracy": v, "mean_pass_ratio": 0.25, "faithful_accuracy": v - 0.1, "compensating_rate": 0.01}
+      for b in cfg.benchmarks
+    }
 
   monkeypatch.setattr(study, "train", fake_train)
   monkeypatch.setattr(watch, "evaluate_step", fake_eval)
@@ -162,8 +191,9 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
 def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
   monkeypatch.setattr(study, "train_sft", lambda config, out: {})
   monkeypatch.setattr(study, "train", lambda config, workdir: _fake_metrics(workdir, 2, config.reward.mode))
-  monkeypatch.setattr(watch, "evaluate_step", lambda workdir, step, cfg: {
-      b: {"greedy_accuracy": 0.5} for b in cfg.benchmarks})
+  monkeypatch.setattr(
+    watch, "evaluate_step", lambda workdir, step, cfg: {b: {"greedy_accuracy": 0.5} for b in cfg.benchmarks}
+  )
   c = study.study_config()
   c.modes, c.seeds, c.num_steps, c.judge_accuracies = ("rlvr", "arena"), (0,), 2, ()
   c.root, c.out_dir = str(tmp_path / "runs"), str(tmp_path / "results")

@@ -1,5 +1,6 @@
 """The study's statistics on synthetic data: the paired bootstrap's interval holds the true mean difference
 about as often as it claims, narrows with more pairs, is reproducible per seed, and pairs runs by seed."""
+
 import numpy as np
 import pytest
 

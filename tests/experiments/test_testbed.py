@@ -1,4 +1,5 @@
 """launch.testbed's figures (issue 17, item 0): the trainer and the evaluator faked, the report line checked."""
+
 import types
 
 import experiments
@@ -11,13 +12,19 @@ def test_measure_reports_both_benchmarks_and_the_demonstrations_as_written(monke
   config.tasks.data_dir = str(tmp_path / "data")
   trained, evaluated = [], []
   monkeypatch.setattr(testbed, "train_sft", lambda c, d: trained.append(d) or {"cached": False})
-  monkeypatch.setattr(testbed, "load_policy", lambda d: types.SimpleNamespace(
-      model="params", config="model", tokenizer="tok", add_bos=True))
+  monkeypatch.setattr(
+    testbed,
+    "load_policy",
+    lambda d: types.SimpleNamespace(model="params", config="model", tokenizer="tok", add_bos=True),
+  )
 
   def fake_evaluate(params, model_config, tokenizer, ec, **kw):
     evaluated.append(ec)
-    return {"arithmetic": {"greedy_accuracy": 0.5, "all_correct_flawed": 0.375, "pass@2": 0.9},
-            "arithmetic_shift": {"greedy_accuracy": 0.25}}
+    return {
+      "arithmetic": {"greedy_accuracy": 0.5, "all_correct_flawed": 0.375, "pass@2": 0.9},
+      "arithmetic_shift": {"greedy_accuracy": 0.25},
+    }
+
   monkeypatch.setattr(testbed.watch, "evaluate_params", fake_evaluate)
 
   out = testbed.measure(config, str(tmp_path / "p"), num_examples=12)

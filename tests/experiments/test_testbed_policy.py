@@ -6,6 +6,7 @@ These are the conditions the study needs from its starting point, not speed: the
 solved (between 10% and 60%), and the non-diverse groups must differ in process (all-correct groups with a flawed
 member, all-wrong groups whose members go wrong at different steps).
 """
+
 import pytest
 
 import experiments

@@ -1,4 +1,5 @@
 """Shared fixtures of the judge tests: an embedded judge server process, demonstrations of each kind."""
+
 import itertools
 
 import pytest

@@ -1,4 +1,5 @@
 """The embedded judge reads a trace's final answer in the forms the task verifier reads (SPEC §1, §4)."""
+
 import pytest
 
 from arena_jax import judges
@@ -14,7 +15,8 @@ ENDINGS = ["The answer is 32.", "**Answer:** 32", "Final answer: 32", "\\boxed{3
 
 def pair(problem, reference, a, b):
   kind, content, _ = judges.JudgeLogic(judges.server_config()).answer(
-      T.render("pairwise", problem=problem, reference=reference, trace_a=a, trace_b=b), seed=0)
+    T.render("pairwise", problem=problem, reference=reference, trace_a=a, trace_b=b), seed=0
+  )
   assert kind == "pairwise"
   return judges.parse_pairwise(content)
 
@@ -34,7 +36,12 @@ def test_unknown_problems_read_the_answer_in_any_common_form(ending):
 
 
 def test_the_judge_says_which_answer_it_read():
-  prompt = T.render("pointwise", problem=SPIDERS, reference="24", rubric=judges.prompts.rubric_text((0, 1)),
-                    trace="Each spider has 8 legs, and 3 * 8 = 24.\n\nThe answer is 24.")
+  prompt = T.render(
+    "pointwise",
+    problem=SPIDERS,
+    reference="24",
+    rubric=judges.prompts.rubric_text((0, 1)),
+    trace="Each spider has 8 legs, and 3 * 8 = 24.\n\nThe answer is 24.",
+  )
   kind, content, _ = judges.JudgeLogic(judges.server_config()).answer(prompt, seed=0)
   assert kind == "pointwise" and "final answer 24 (right)" in content

@@ -1,4 +1,5 @@
 """Judges by name and the embedded default (SPEC §7)."""
+
 import asyncio
 
 import pytest
@@ -15,10 +16,12 @@ def test_pointwise_rubric_scores_follow_process_quality(server, demos):
   async def main():
     judge = judges.make_judge(config, [server.url])
     try:
-      return await judge.score_many([judges.ScoreRequest(d.prompt, d.example.answer, d.completion, key=k)
-                                     for k, d in demos.items()])
+      return await judge.score_many(
+        [judges.ScoreRequest(d.prompt, d.example.answer, d.completion, key=k) for k, d in demos.items()]
+      )
     finally:
       await judge.close()
+
   scores = dict(zip(demos, asyncio.run(main())))
   assert scores["clean"].score == 1.0 and scores["slip"].score == 0.0
   assert scores["compensating"].score == scores["redundant"].score == scores["skipped"].score == 0.5
@@ -37,12 +40,12 @@ def test_rubric_levels_are_configurable(server, demos):
       return await judge.score(d.prompt, d.example.answer, d.completion)
     finally:
       await judge.close()
+
   r = asyncio.run(main())
   assert r.score == 0.5 and r.raw.endswith("Rating: [[2]]")  # the middle of five levels
 
 
-@pytest.mark.parametrize("backend, kind", [("pairwise", "pairwise"), ("pointwise", "pointwise"),
-                                           ("jury", "pointwise")])
+@pytest.mark.parametrize("backend, kind", [("pairwise", "pairwise"), ("pointwise", "pointwise"), ("jury", "pointwise")])
 def test_the_embedded_server_is_started_when_no_url_is_configured(backend, kind, demos):
   config = fast_config()
   config.backend = backend

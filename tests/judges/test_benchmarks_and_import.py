@@ -1,4 +1,5 @@
 """The judge benchmarks run end to end on tiny sizes (nothing is timed here); the package imports quietly."""
+
 import json
 import subprocess
 import sys
@@ -22,8 +23,11 @@ def test_jury_f1_runs_and_ends_with_json(capsys):
 
 
 def test_importing_the_judges_starts_nothing_and_prints_nothing():
-  code = ("import threading, multiprocessing, asyncio; import arena_jax.judges; "
-          "print(threading.active_count(), len(multiprocessing.active_children()))")
-  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                        env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+  code = (
+    "import threading, multiprocessing, asyncio; import arena_jax.judges; "
+    "print(threading.active_count(), len(multiprocessing.active_children()))"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"JAX_PLATFORMS": "cpu", "PATH": ""}
+  )
   assert proc.stdout.split() == ["1", "0"] and proc.stderr == ""

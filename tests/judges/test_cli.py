@@ -1,4 +1,5 @@
 """The CLIs end to end against the embedded server."""
+
 import asyncio
 import json
 import os
@@ -19,8 +20,9 @@ PROCESSBENCH = os.path.join(ROOT, "tests", "data", "processbench_gsm8k_20.jsonl"
 
 
 def cli(module, *args):
-  proc = subprocess.run([sys.executable, "-m", module, "--noprogress", *args], cwd=ROOT, capture_output=True,
-                        text=True, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-m", module, "--noprogress", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout
 
@@ -36,8 +38,15 @@ def read_jsonl(path):
 def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos):
   rows = []
   for k, d in enumerate(demos.values()):
-    rows.append({"id": f"p{k}", "problem": d.prompt, "reference": d.example.answer, "trace_a": d.example.solution,
-                 "trace_b": d.completion})
+    rows.append(
+      {
+        "id": f"p{k}",
+        "problem": d.prompt,
+        "reference": d.example.answer,
+        "trace_a": d.example.solution,
+        "trace_b": d.completion,
+      }
+    )
   src, out = tmp_path / "pairs.jsonl", tmp_path / "verdicts.jsonl"
   write_jsonl(src, rows)
   # No --judge_url: the CLI starts its own embedded server.
@@ -54,8 +63,11 @@ def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos):
   # Interrupted: keep three rows and a half-written line, then resume against a given URL.
   lines = out.read_text().splitlines()
   out.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])
-  summary = json.loads(cli("launch.judge_pairs", "--judge_url", server.url, "--input", str(src), "--output",
-                           str(out)).strip().splitlines()[-1])
+  summary = json.loads(
+    cli("launch.judge_pairs", "--judge_url", server.url, "--input", str(src), "--output", str(out))
+    .strip()
+    .splitlines()[-1]
+  )
   assert summary["resumed"] == 3 and summary["judged"] == len(rows) - 3
   assert [r["row"] for r in read_jsonl(out)] == list(range(len(rows)))
 
@@ -63,8 +75,9 @@ def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos):
 def test_failed_rows_are_recorded_and_retried_on_request(tmp_path, demos):
   d = demos["slip"]
   src, out = tmp_path / "pairs.jsonl", tmp_path / "verdicts.jsonl"
-  write_jsonl(src, [{"problem": d.prompt, "reference": d.example.answer, "trace_a": d.completion,
-                     "trace_b": d.example.solution}])
+  write_jsonl(
+    src, [{"problem": d.prompt, "reference": d.example.answer, "trace_a": d.completion, "trace_b": d.example.solution}]
+  )
 
   async def main():
     config = fast_config(max_parse_retries=0)
@@ -72,8 +85,9 @@ def test_failed_rows_are_recorded_and_retried_on_request(tmp_path, demos):
       first = await judges.judge_pairs_file(config, str(src), str(out), urls=[broken], progress=False)
     async with judges.serve_in_process() as good:
       kept = await judges.judge_pairs_file(config, str(src), str(out), urls=[good], progress=False)
-      retried = await judges.judge_pairs_file(config, str(src), str(out), urls=[good], retry_failed=True,
-                                              progress=False)
+      retried = await judges.judge_pairs_file(
+        config, str(src), str(out), urls=[good], retry_failed=True, progress=False
+      )
     return first, kept, retried
 
   first, kept, retried = asyncio.run(main())
@@ -98,13 +112,29 @@ def test_jury_cli_with_given_jurors_on_labelled_traces(tmp_path, server, demos):
   rows = []
   for d in demos.values():
     report = tasks.check_arithmetic(d.example.expression, d.example.answer, d.completion)
-    rows.append({"problem": d.prompt, "reference": d.example.answer, "trace": d.completion,
-                 "flawed_steps": [s.index for s in report.steps if s.impact]})
+    rows.append(
+      {
+        "problem": d.prompt,
+        "reference": d.example.answer,
+        "trace": d.completion,
+        "flawed_steps": [s.index for s in report.steps if s.impact],
+      }
+    )
   src, out = tmp_path / "traces.jsonl", tmp_path / "flaws.jsonl"
   write_jsonl(src, rows)
   urls = ",".join([server.url] * 3)
-  stdout = cli("launch.jury", "--jurors", urls, "--mode", "consolidation", "--input", str(src), "--output", str(out),
-               "--judge.jury.error_min_impact=minor")
+  stdout = cli(
+    "launch.jury",
+    "--jurors",
+    urls,
+    "--mode",
+    "consolidation",
+    "--input",
+    str(src),
+    "--output",
+    str(out),
+    "--judge.jury.error_min_impact=minor",
+  )
   m = json.loads(stdout.strip().splitlines()[-1])["metrics"]
   assert m["balanced_f1"] == 1.0 and "processbench" not in m  # accurate jurors, no ProcessBench labels
 
@@ -112,12 +142,31 @@ def test_jury_cli_with_given_jurors_on_labelled_traces(tmp_path, server, demos):
 def test_judge_pairs_reads_a_reasoning_style_judge(tmp_path, demos):
   """The embedded judge writing like a served reasoning LLM (thinking in reasoning_content or inline,
   verdicts as [[A]], \\boxed{A}, Final verdict: A, **A**): the same verdicts as the plain style."""
-  rows = [{"id": f"p{k}", "problem": d.prompt, "reference": d.example.answer, "trace_a": d.example.solution,
-           "trace_b": d.completion} for k, d in enumerate(demos.values())]
+  rows = [
+    {
+      "id": f"p{k}",
+      "problem": d.prompt,
+      "reference": d.example.answer,
+      "trace_a": d.example.solution,
+      "trace_b": d.completion,
+    }
+    for k, d in enumerate(demos.values())
+  ]
   src, out = tmp_path / "pairs.jsonl", tmp_path / "verdicts.jsonl"
   write_jsonl(src, rows)
-  summary = json.loads(cli("launch.judge_pairs", "--input", str(src), "--output", str(out),
-                           "--judge.server.style=reasoning", "--judge.server.truncate_rate=0").strip().splitlines()[-1])
+  summary = json.loads(
+    cli(
+      "launch.judge_pairs",
+      "--input",
+      str(src),
+      "--output",
+      str(out),
+      "--judge.server.style=reasoning",
+      "--judge.server.truncate_rate=0",
+    )
+    .strip()
+    .splitlines()[-1]
+  )
   assert summary["judged"] == len(rows) and summary["failed"] == 0
   got = {r["id"]: r for r in read_jsonl(out)}
   for k, d in enumerate(demos.values()):
@@ -155,8 +204,10 @@ def _first_shown_ending(judge_text):
 @pytest.mark.parametrize("debias", ["random", "both"])
 def test_judge_text_order_names_the_trace_the_judge_calls_a(tmp_path, demos, debias):
   d = demos["slip"]
-  rows = [{"problem": d.prompt, "reference": d.example.answer, "trace_a": d.example.solution,
-           "trace_b": d.completion} for _ in range(8)]
+  rows = [
+    {"problem": d.prompt, "reference": d.example.answer, "trace_a": d.example.solution, "trace_b": d.completion}
+    for _ in range(8)
+  ]
   src, out = tmp_path / "pairs.jsonl", tmp_path / "verdicts.jsonl"
   write_jsonl(src, rows)
 

@@ -1,4 +1,5 @@
 """The async judge client against the embedded server and its fault injection."""
+
 import asyncio
 import random
 import socket
@@ -11,13 +12,23 @@ from arena_jax import judges
 from arena_jax.arena import Verdict
 
 MESSAGES = judges.load_templates().messages(
-    "pairwise", problem="Question: Compute 7 + 5.\nSolution:\n", reference="12",
-    trace_a="7 + 5 = 12.\n\nAnswer: 12", trace_b="7 + 5 = 13.\n\nAnswer: 13")
+  "pairwise",
+  problem="Question: Compute 7 + 5.\nSolution:\n",
+  reference="12",
+  trace_a="7 + 5 = 12.\n\nAnswer: 12",
+  trace_b="7 + 5 = 13.\n\nAnswer: 13",
+)
 
 
 def make_client(urls, **kw):
-  options = dict(model="arena-judge", backoff_initial_s=0.001, backoff_max_s=0.004, timeout_s=10.0, max_retries=3,
-                 max_parse_retries=2)
+  options = dict(
+    model="arena-judge",
+    backoff_initial_s=0.001,
+    backoff_max_s=0.004,
+    timeout_s=10.0,
+    max_retries=3,
+    max_parse_retries=2,
+  )
   options.update(kw)
   return judges.JudgeClient(urls if isinstance(urls, (list, tuple)) else [urls], **options)
 
@@ -35,13 +46,16 @@ async def server_stats(url):
 
 def with_server(knobs, fn):
   """Runs `fn(url)` (a coroutine function) against an in-process embedded server with `knobs`."""
+
   async def main():
     async with judges.serve_in_process(**knobs) as url:
       return await fn(url)
+
   return asyncio.run(main())
 
 
 # ── the happy path, against the server process ──
+
 
 def test_answer_reasoning_tokens_and_latency_are_read_and_counted(server):
   client = make_client(server.url)
@@ -60,8 +74,12 @@ def test_requests_carry_model_sampling_parameters_and_key():
 
   async def handler(request):
     seen.append((await request.json(), request.headers.get("Authorization")))
-    return web.json_response({"choices": [{"message": {"content": "[[B]]", "reasoning": "r"}, "finish_reason": "stop"}],
-                              "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+    return web.json_response(
+      {
+        "choices": [{"message": {"content": "[[B]]", "reasoning": "r"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+      }
+    )
 
   async def main():
     app = web.Application()
@@ -91,6 +109,7 @@ def test_base_urls_are_normalised(base):
 
 # ── retries ──
 
+
 def test_transient_errors_are_retried_until_they_pass():
   async def run(url):
     client = make_client(url, max_retries=10)
@@ -110,7 +129,12 @@ def test_persistent_errors_end_in_an_explicit_failed_result():
 
   c, stats = with_server(dict(error_rate=1.0, error_statuses=(503,)), run)
   assert not c.ok and c.failure_reason == "http_503" and c.parsed is None and "injected fault" in c.failure_detail
-  assert c.usage.http_requests == 4 and stats.failed == 1 and stats.failures["http_503"] == 1 and stats.transport_retries == 3
+  assert (
+    c.usage.http_requests == 4
+    and stats.failed == 1
+    and stats.failures["http_503"] == 1
+    and stats.transport_retries == 3
+  )
 
 
 def test_retry_after_is_read_like_openai_python():
@@ -127,21 +151,28 @@ def test_a_retry_after_beyond_the_cap_is_a_final_failure():
     return (await ask(make_client(url, max_retry_after_s=60.0)))[0]
 
   c = with_server(dict(error_rate=1.0, error_statuses=(429,), retry_after_s=120.0), run)
-  assert c.failure_reason == "http_429" and c.usage.http_requests == 1 and "exceeds client.max_retry_after_s" in c.failure_detail
+  assert (
+    c.failure_reason == "http_429"
+    and c.usage.http_requests == 1
+    and "exceeds client.max_retry_after_s" in c.failure_detail
+  )
 
 
 def test_backoff_is_exponential_capped_and_jittered():
   rng = random.Random(0)
   for k in range(8):
     d = judges.backoff_delay(k, initial=0.5, maximum=8.0, jitter=0.25, rng=rng)
-    assert 0.75 * min(0.5 * 2 ** k, 8.0) <= d <= min(0.5 * 2 ** k, 8.0)
+    assert 0.75 * min(0.5 * 2**k, 8.0) <= d <= min(0.5 * 2**k, 8.0)
 
 
-@pytest.mark.parametrize("knobs, reason, attempts", [
+@pytest.mark.parametrize(
+  "knobs, reason, attempts",
+  [
     (dict(hang_rate=1.0, hang_s=5.0), "timeout", 2),
     (dict(disconnect_rate=1.0), "connection", 2),
     (dict(bad_body_rate=1.0), "bad_response", 2),
-])
+  ],
+)
 def test_transport_faults_are_retried_then_reported(knobs, reason, attempts):
   async def run(url):
     return (await ask(make_client(url, max_retries=1, timeout_s=0.3)))[0]
@@ -157,7 +188,9 @@ def test_unparseable_answers_get_a_capped_number_of_fresh_requests():
 
   c, stats = with_server(dict(malformed_rate=1.0), run)
   assert c.failure_reason == "unparseable" and c.parsed is None
-  assert c.parse_attempts == 3 and c.usage.http_requests == 3 and stats.parse_retries == 2 and stats.transport_retries == 0
+  assert (
+    c.parse_attempts == 3 and c.usage.http_requests == 3 and stats.parse_retries == 2 and stats.transport_retries == 0
+  )
   assert c.seed == 42  # each fresh request uses the next seed
   assert c.usage.prompt_tokens > 0 and c.usage.completion_tokens > 0  # the failed answers' tokens are counted
 
@@ -183,12 +216,15 @@ def test_truncation_has_its_own_retry_budget():
   assert c.seed == 9 and stats.truncation_retries == 2 and stats.parse_retries == 0  # each with the next seed
 
 
-@pytest.mark.parametrize("knobs, client_kw, status", [
+@pytest.mark.parametrize(
+  "knobs, client_kw, status",
+  [
     (dict(model="other-judge"), {}, 404),
     (dict(max_request_bytes=1024), {}, 413),
     (dict(api_key_env="ARENA_TEST_JUDGE_KEY"), {}, 401),
     (dict(api_key_env="ARENA_TEST_JUDGE_KEY"), dict(api_key="wrong"), 401),
-])
+  ],
+)
 def test_client_errors_fail_at_once(monkeypatch, knobs, client_kw, status):
   monkeypatch.setenv("ARENA_TEST_JUDGE_KEY", "right")
 
@@ -215,8 +251,9 @@ def test_the_right_api_key_is_accepted(monkeypatch):
 
 
 def test_mixed_faults_against_the_server_process():
-  with judges.EmbeddedJudgeServer(error_rate=0.2, disconnect_rate=0.05, malformed_rate=0.2, bad_body_rate=0.05,
-                                  seed=3) as s:
+  with judges.EmbeddedJudgeServer(
+    error_rate=0.2, disconnect_rate=0.05, malformed_rate=0.2, bad_body_rate=0.05, seed=3
+  ) as s:
     client = make_client(s.url, max_retries=10, max_parse_retries=6)
     answers = asyncio.run(ask(client, 40))
   assert all(c.ok and c.parsed == Verdict.FIRST_WINS for c in answers)
@@ -225,6 +262,7 @@ def test_mixed_faults_against_the_server_process():
 
 
 # ── endpoints ──
+
 
 def test_load_is_spread_and_per_endpoint_limits_hold():
   async def main():

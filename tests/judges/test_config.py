@@ -1,4 +1,5 @@
 """`judges.default_config()` validates, and every bad value is reported with the field to change."""
+
 import pytest
 
 from arena_jax import judges
@@ -9,7 +10,9 @@ def test_default_config_is_valid():
   assert config.backend in judges.BACKENDS and config.debias == "random" and config.margin == 0.4
 
 
-@pytest.mark.parametrize("path, value, field", [
+@pytest.mark.parametrize(
+  "path, value, field",
+  [
     ("backend", "elo", "judge.backend"),
     ("urls", ("ftp://a",), "judge.urls"),
     ("margin", 0.7, "judge.margin"),
@@ -26,7 +29,8 @@ def test_default_config_is_valid():
     ("server.error_rate", 1.2, "judge.server.error_rate"),
     ("server.latency_dist", "pareto", "judge.server.latency_dist"),
     ("server.error_statuses", (200,), "judge.server.error_statuses"),
-])
+  ],
+)
 def test_bad_fields_are_named(path, value, field):
   config = judges.default_config()
   *parents, name = path.split(".")

@@ -1,4 +1,5 @@
 """The Reasoning Jury: Phase 1, consolidation, moderated deliberation, the jury backend, metrics (SPEC §8)."""
+
 import asyncio
 import json
 
@@ -38,6 +39,7 @@ def audit(urls, demo, mode, config=None, consolidator=None):
     finally:
       for c in {id(c): c for c in [jury.moderator, *jury.jurors]}.values():
         await c.close()
+
   return asyncio.run(main())
 
 
@@ -79,10 +81,13 @@ def test_deliberation_debates_disagreements_without_showing_the_moderator_the_tr
     assert turns and any("claim" in t for t in v.transcript)
     assert v.usage.calls >= 3 + 2 * len(turns) + 1  # Phase 1, moderator + juror per turn, synthesis
   # The moderator is never given the problem or the trace (only claims, stances, arguments).
-  assert moderator.prompts and all("[The Start of Problem]" not in p and "[The Start of Step-Marked Trace]" not in p
-                                   and "Compute" not in p for p in moderator.prompts)
-  assert any("[The Start of Claims Under Discussion]" in p and "[The Start of Step-Marked Trace]" in p
-             for p in jurors.prompts)
+  assert moderator.prompts and all(
+    "[The Start of Problem]" not in p and "[The Start of Step-Marked Trace]" not in p and "Compute" not in p
+    for p in moderator.prompts
+  )
+  assert any(
+    "[The Start of Claims Under Discussion]" in p and "[The Start of Step-Marked Trace]" in p for p in jurors.prompts
+  )
 
 
 class Scripted:
@@ -105,15 +110,20 @@ def test_two_different_flaws_on_one_step_stay_two_claims(demos):
   slip = "3 * 4 is computed as 13 instead of 12"
   other = "the unit conversion from minutes to hours is missing"
   own = "the sign of the remainder is dropped"
-  jurors = [Scripted([_flaw(1, slip), _flaw(1, own, "minor")]),
-            Scripted([_flaw(1, "arithmetic slip: 3 * 4 = 13, should be 12", "fatal")]),
-            Scripted([_flaw(1, other)])]
+  jurors = [
+    Scripted([_flaw(1, slip), _flaw(1, own, "minor")]),
+    Scripted([_flaw(1, "arithmetic slip: 3 * 4 = 13, should be 12", "fatal")]),
+    Scripted([_flaw(1, other)]),
+  ]
   cfg = fast_config()
   jury = judges.Jury(jurors, cfg, mode="vote")
   v = asyncio.run(jury.audit("Compute 3 * 4 + 5.", "3 * 4 = 13.\n\n13 + 5 = 18.\n\nThe answer is 18."))
   claims = jury._claims(v, [0, 1, 2])
   assert {c.flaw["what_went_wrong"]: sorted(a for a, s in c.stances.items() if s) for c in claims} == {
-      slip: [0, 1], other: [2], own: [0]}
+    slip: [0, 1],
+    other: [2],
+    own: [0],
+  }
   assert next(c for c in claims if c.flaw["what_went_wrong"] == slip).flaw["impact"] == "fatal"  # the most severe
   assert [(f["what_went_wrong"], f["jurors"]) for f in v.flaws] == [(slip, [1, 2])]
 
@@ -145,6 +155,7 @@ def test_a_jury_without_answers_fails_and_scores_none(demos):
       r = await judge.score(demos["slip"].prompt, demos["slip"].example.answer, demos["slip"].completion)
       await judge.close()
       return r
+
   r = asyncio.run(main())
   assert r.score is None and not r.ok and "no juror answered" in r.failure_detail
 
@@ -156,10 +167,13 @@ def test_the_jury_backend_scores_by_severity(server, demos):
   async def main():
     judge = judges.make_judge(config, [server.url])
     try:
-      return {k: await judge.score(demos[k].prompt, demos[k].example.answer, demos[k].completion)
-              for k in ("clean", "slip", "redundant", "compensating")}
+      return {
+        k: await judge.score(demos[k].prompt, demos[k].example.answer, demos[k].completion)
+        for k in ("clean", "slip", "redundant", "compensating")
+      }
     finally:
       await judge.close()
+
   scores = asyncio.run(main())
   assert scores["clean"].score == 1.0 and scores["slip"].score == 0.0
   assert scores["redundant"].score == pytest.approx(0.9)  # one minor flaw
@@ -170,11 +184,17 @@ def test_the_jury_backend_scores_by_severity(server, demos):
 def test_steps_given_as_a_list_are_marked_as_they_are(server):
   async def main():
     jury = judges.make_jury(fast_config(), [server.url], mode="vote")
-    v = await jury.audit("Gerald earns $30 a day for 5 days and spends $100.",
-                         ["He earns \\(5 \\times 30 = 150\\) dollars", "He has \\(150 - 100 = 40\\) left [STEP-1]",
-                          "The answer is \\boxed{40}"])
+    v = await jury.audit(
+      "Gerald earns $30 a day for 5 days and spends $100.",
+      [
+        "He earns \\(5 \\times 30 = 150\\) dollars",
+        "He has \\(150 - 100 = 40\\) left [STEP-1]",
+        "The answer is \\boxed{40}",
+      ],
+    )
     await jury.jurors[0].close()
     return v
+
   v = asyncio.run(main())
   assert v.num_steps == 3 and v.flagged_steps() == {1} and v.first_error_step("major") == 1
 

@@ -4,6 +4,7 @@
 (Qwen3 inline `<think>`, DeepSeekMath-V2 `\\boxed{}`, reasoning_content apart, truncated thinking, format
 restatements, markdown, lowercase); every row must read as expected.
 """
+
 import json
 import pathlib
 
@@ -68,8 +69,8 @@ def test_every_corpus_row_reads_as_expected():
 def test_split_reasoning_separates_thinking_from_the_answer():
   s = prompts.split_reasoning
   assert s("<think>a [[A]]</think>\n\n[[B]]") == prompts.Answer("[[B]]", "a [[A]]", False)
-  assert s("a [[A]]</think> [[B]]").text == "[[B]]"                      # the template opened the block
-  assert s("x <think>y").truncated and s("x <think>y").text == "x"       # never closed
+  assert s("a [[A]]</think> [[B]]").text == "[[B]]"  # the template opened the block
+  assert s("x <think>y").truncated and s("x <think>y").text == "x"  # never closed
   assert s("[[A]]", "thought", "length") == prompts.Answer("[[A]]", "thought", True)
   assert s(None, "only thinking") == prompts.Answer("", "only thinking", False)
   assert s("<Thinking>t</Thinking>ok").text == "ok" and s("plain answer").text == "plain answer"
@@ -88,10 +89,16 @@ def test_the_template_token_outranks_other_forms_in_the_answer():
   assert judges.parse_rating("Rating: [[0]]\n\nThe trace ends with \\boxed{1}", (0, 0.5, 1)) == 0.0
 
 
-@pytest.mark.parametrize("text", [
-    "[[A]], [[B]] or [[C]]", "[[A]]/[[B]]/[[C]]", "\\boxed{A}, \\boxed{B} or \\boxed{C}",
-    '"[[A]]" if trace A is better, "[[B]]" if trace B is better, "[[C]]" for a tie', "Verdict: A, B or C",
-])
+@pytest.mark.parametrize(
+  "text",
+  [
+    "[[A]], [[B]] or [[C]]",
+    "[[A]]/[[B]]/[[C]]",
+    "\\boxed{A}, \\boxed{B} or \\boxed{C}",
+    '"[[A]]" if trace A is better, "[[B]]" if trace B is better, "[[C]]" for a tie',
+    "Verdict: A, B or C",
+  ],
+)
 def test_a_restated_format_is_not_a_verdict(text):
   assert judges.parse_pairwise(text) is None
   assert judges.parse_pairwise(f"{text}\n\nTrace B is better.\n\n[[B]]") == Verdict.SECOND_WINS
@@ -102,13 +109,20 @@ def test_json_restating_the_template_is_skipped():
   real = json.dumps({"positions": [{"claim": "C1", "stance": "disagree", "argument": "step 2 is right"}]})
   echo = '{"positions": [{"claim": "C1", "stance": "agree", "argument": "..."}]}'
   assert judges.parse_positions(f"{real}\nformat: {echo}", ["C1"]) == {"C1": (False, "step 2 is right")}
-  assert judges.parse_moderator('<think>{"action": "stop"}</think>{"action": "ask", "speaker": 1, "claims": '
-                                '["C1"], "question": "why?"}', 2, ["C1"])["action"] == "ask"
+  assert (
+    judges.parse_moderator(
+      '<think>{"action": "stop"}</think>{"action": "ask", "speaker": 1, "claims": ["C1"], "question": "why?"}',
+      2,
+      ["C1"],
+    )["action"]
+    == "ask"
+  )
 
 
 def test_an_unclosed_thinking_block_fails_as_truncated():
-  cut = client_lib.Completion(content="<think>\nTrace A is right, so [[A]]", finish_reason="stop",
-                              failure_reason="unparseable")
+  cut = client_lib.Completion(
+    content="<think>\nTrace A is right, so [[A]]", finish_reason="stop", failure_reason="unparseable"
+  )
   assert pairwise.settle(cut).failure_reason == "truncated"
   plain = client_lib.Completion(content="no verdict here", failure_reason="unparseable")
   assert pairwise.settle(plain).failure_reason == "unparseable"
@@ -116,7 +130,9 @@ def test_an_unclosed_thinking_block_fails_as_truncated():
   assert pairwise.settle(ok) is ok
 
 
-@pytest.mark.parametrize("text, verdict", [
+@pytest.mark.parametrize(
+  "text, verdict",
+  [
     # A quoted task answer is not the verdict (multiple-choice tasks answer A/B/C too).
     ("Final verdict: A\n\nTrace B reached final answer: C, which is wrong.", Verdict.FIRST_WINS),
     ("Verdict: B\nReason: A's final answer is C", Verdict.SECOND_WINS),
@@ -125,6 +141,7 @@ def test_an_unclosed_thinking_block_fails_as_truncated():
     ("[[B]] ... the verdict is [[B]], not [[A]].", Verdict.SECOND_WINS),
     # A quoted line (markdown '>') is the trace's, not the judge's.
     ("**B**\n\nTrace A's last line:\n> A", Verdict.SECOND_WINS),
-])
+  ],
+)
 def test_answers_that_mention_other_verdicts(text, verdict):
   assert prompts.parse_pairwise(text) == verdict

@@ -4,6 +4,7 @@ truncation not retried by default, and `judge.extra_body` sent verbatim (config,
 Nothing here times the client: the deadlines are short so that the tests are quick, and the only timing
 assertions are generous guards against a hang (a judgment that slept or waited past its deadline).
 """
+
 import asyncio
 import contextlib
 import json
@@ -21,11 +22,14 @@ from tests.judges.test_client import MESSAGES, ask, make_client, with_server
 
 HANG_GUARD_S = 15.0  # far above every deadline below, far below what the old limits allowed
 
-OK = {"choices": [{"message": {"content": "Fine.\n\n[[A]]", "reasoning_content": "I compared them."},
-                   "finish_reason": "stop"}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+OK = {
+  "choices": [
+    {"message": {"content": "Fine.\n\n[[A]]", "reasoning_content": "I compared them."}, "finish_reason": "stop"}
+  ],
+  "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+}
 UNPARSEABLE = {"choices": [{"message": {"content": "I cannot decide."}, "finish_reason": "stop"}]}
-THOUGHT_ONLY = {"choices": [{"message": {"content": None, "reasoning_content": "Step 1 ..."},
-                             "finish_reason": "stop"}]}
+THOUGHT_ONLY = {"choices": [{"message": {"content": None, "reasoning_content": "Step 1 ..."}, "finish_reason": "stop"}]}
 
 
 @contextlib.asynccontextmanager
@@ -60,10 +64,12 @@ def run_scripted(script, **client_kw):
       client = make_client(url, **client_kw)
       (c,) = await ask(client)
       return c, client.stats, bodies
+
   return asyncio.run(main())
 
 
 # ── the deadline ──
+
 
 def test_a_judge_slower_than_the_deadline_fails_with_reason_deadline():
   async def run(url):
@@ -146,6 +152,7 @@ def test_a_retry_waiting_for_a_slot_gives_up_at_the_deadline_and_leaks_nothing()
 
 # ── separate retry budgets ──
 
+
 @pytest.mark.parametrize("max_retries, ok, requests", [(1, False, 3), (2, True, 4)])
 def test_transport_retries_are_one_budget_per_judgment(max_retries, ok, requests):
   # 503, an unparseable answer (its own budget), 503 again, then a verdict.
@@ -185,15 +192,24 @@ def test_extra_body_reaches_the_server_verbatim_from_the_config():
 
   c, (body,) = asyncio.run(main())
   assert c.ok
-  assert body == {"model": config.model, "messages": MESSAGES, "temperature": 0.0, "max_tokens": 16384, "seed": 0,
-                  **THINKING}
+  assert body == {
+    "model": config.model,
+    "messages": MESSAGES,
+    "temperature": 0.0,
+    "max_tokens": 16384,
+    "seed": 0,
+    **THINKING,
+  }
 
 
 @pytest.mark.filterwarnings("ignore:the load_module:DeprecationWarning")  # ml_collections loading the file
-@pytest.mark.parametrize("flag", [
+@pytest.mark.parametrize(
+  "flag",
+  [
     '{"chat_template_kwargs": {"enable_thinking": True}, "top_k": 20, "stop": ["</verdict>"]}',  # Python literal
     '{"chat_template_kwargs": {"enable_thinking": true}, "top_k": 20, "stop": ["</verdict>"]}',  # JSON text
-])
+  ],
+)
 def test_extra_body_can_be_set_on_the_command_line(tmp_path, flag):
   path = tmp_path / "judge_config.py"
   path.write_text("from arena_jax import judges\n\ndef get_config():\n  return judges.default_config()\n")
@@ -206,7 +222,9 @@ def test_extra_body_can_be_set_on_the_command_line(tmp_path, flag):
   assert judges.JudgeClient.from_config(config, ["http://judge:8000"]).extra_body == THINKING
 
 
-@pytest.mark.parametrize("value, says", [
+@pytest.mark.parametrize(
+  "value, says",
+  [
     ({"max_tokens": 100}, "must not set ['max_tokens']"),
     ({"model": "x", "seed": 3}, "must not set ['model', 'seed']"),
     ({"messages": []}, "must not set ['messages']"),
@@ -220,7 +238,8 @@ def test_extra_body_can_be_set_on_the_command_line(tmp_path, flag):
     ("{'enable_thinking': True}", "is not JSON"),
     ('["enable_thinking"]', "must be a dict"),
     (("chat_template_kwargs",), "must be a dict"),
-])
+  ],
+)
 def test_bad_extra_body_is_a_config_error_naming_the_field(value, says):
   config = judges.default_config()
   config.extra_body = value
@@ -234,9 +253,14 @@ def test_the_client_refuses_extra_body_that_overrides_its_own_keys():
     judges.JudgeClient(["http://judge:8000"], model="m", extra_body={"seed": 1})
 
 
-@pytest.mark.parametrize("path, value", [
-    ("client.deadline_s", 0.0), ("client.deadline_s", float("inf")), ("client.max_truncation_retries", -1),
-])
+@pytest.mark.parametrize(
+  "path, value",
+  [
+    ("client.deadline_s", 0.0),
+    ("client.deadline_s", float("inf")),
+    ("client.max_truncation_retries", -1),
+  ],
+)
 def test_bad_limits_are_named(path, value):
   config = judges.default_config()
   section, name = path.split(".")

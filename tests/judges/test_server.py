@@ -1,4 +1,5 @@
 """The embedded judge server: a real process, its protocol, and its judging rules."""
+
 import asyncio
 import json
 import subprocess
@@ -36,8 +37,12 @@ def test_the_server_process_binds_loopback_and_stops():
 
 
 def test_launch_serve_judge_main_serves_on_the_given_port():
-  proc = subprocess.Popen([sys.executable, "-m", "launch.serve_judge", "--port", "0", "--server.latency_ms=1"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  proc = subprocess.Popen(
+    [sys.executable, "-m", "launch.serve_judge", "--port", "0", "--server.latency_ms=1"],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     line = proc.stdout.readline()
     m = server_lib.READY_PATTERN.search(line)
@@ -57,8 +62,9 @@ def test_bad_knobs_are_refused_before_starting():
 
 def test_the_latency_model_has_the_configured_median_tail_and_token_growth():
   cfg = judges.server_config()
-  cfg.update(latency_ms=100.0, latency_p99_ms=1000.0, latency_ms_per_prompt_token=0.5,
-             latency_ms_per_completion_token=20.0)
+  cfg.update(
+    latency_ms=100.0, latency_p99_ms=1000.0, latency_ms_per_prompt_token=0.5, latency_ms_per_completion_token=20.0
+  )
   s = server_lib._Server(cfg)  # pylint: disable=protected-access
   draws = sorted(s._latency() for _ in range(20000))  # pylint: disable=protected-access
   assert draws[10000] == pytest.approx(0.1, rel=0.05) and draws[19800] == pytest.approx(1.0, rel=0.15)
@@ -68,6 +74,7 @@ def test_the_latency_model_has_the_configured_median_tail_and_token_growth():
 
 
 # ── judging rules (no HTTP) ──
+
 
 def logic(**knobs):
   cfg = judges.server_config()
@@ -80,17 +87,31 @@ def verdict(text):
 
 
 def pair(problem, reference, a, b, **knobs):
-  kind, content, _ = logic(**knobs).answer(T.render("pairwise", problem=problem, reference=reference, trace_a=a,
-                                                    trace_b=b), seed=0)
+  kind, content, _ = logic(**knobs).answer(
+    T.render("pairwise", problem=problem, reference=reference, trace_a=a, trace_b=b), seed=0
+  )
   assert kind == "pairwise"
   return verdict(content)
 
 
 def test_each_template_is_recognised():
-  fields = dict(problem=ARITH, reference="32", trace_a=CLEAN, trace_b=SLIP, trace=CLEAN,
-                rubric=judges.prompts.rubric_text((0, 1)), marked_trace="[STEP-1] Answer: 32", final_answer="32",
-                verdicts="[]", claims="[]", question="?",
-                state='{"num_jurors": 3, "quorum": 2, "claims": []}', transcript="", num_jurors=3, quorum=2)
+  fields = dict(
+    problem=ARITH,
+    reference="32",
+    trace_a=CLEAN,
+    trace_b=SLIP,
+    trace=CLEAN,
+    rubric=judges.prompts.rubric_text((0, 1)),
+    marked_trace="[STEP-1] Answer: 32",
+    final_answer="32",
+    verdicts="[]",
+    claims="[]",
+    question="?",
+    state='{"num_jurors": 3, "quorum": 2, "claims": []}',
+    transcript="",
+    num_jurors=3,
+    quorum=2,
+  )
   for name in judges.prompts.TEMPLATE_NAMES:
     kind, content, _ = judges.JudgeLogic(judges.server_config()).answer(T.render(name, **fields), seed=0)
     assert kind == name, (name, content)
@@ -140,11 +161,15 @@ def test_juror_errors_depend_on_the_juror_seed():
   perfect = judges.parse_flaws(logic().answer(prompt, 0)[1], 4)
   assert [f["statement_refs"] for f in perfect] == [["STEP-1"]]
   noisy = logic(miss_rate=0.5, false_alarm_rate=0.5)
-  reports = [tuple(sorted(r for f in judges.parse_flaws(noisy.answer(prompt, s)[1], 4) for r in f["statement_refs"]))
-             for s in range(20)]
+  reports = [
+    tuple(sorted(r for f in judges.parse_flaws(noisy.answer(prompt, s)[1], 4) for r in f["statement_refs"]))
+    for s in range(20)
+  ]
   assert len(set(reports)) > 3
-  assert reports == [tuple(sorted(r for f in judges.parse_flaws(noisy.answer(prompt, s)[1], 4)
-                                  for r in f["statement_refs"])) for s in range(20)]
+  assert reports == [
+    tuple(sorted(r for f in judges.parse_flaws(noisy.answer(prompt, s)[1], 4) for r in f["statement_refs"]))
+    for s in range(20)
+  ]
 
 
 def test_long_answers_are_cut_at_max_tokens():
@@ -152,6 +177,7 @@ def test_long_answers_are_cut_at_max_tokens():
     async with judges.serve_in_process() as url:
       async with judges.JudgeClient([url], model="arena-judge", max_tokens=3, max_parse_retries=0) as c:
         return await c.chat(T.messages("pairwise", problem=ARITH, reference="32", trace_a=CLEAN, trace_b=SLIP))
+
   c = asyncio.run(main())
   assert c.finish_reason == "length" and c.failure_reason == "truncated" and judges.count_tokens(c.content) == 3
 
@@ -159,23 +185,29 @@ def test_long_answers_are_cut_at_max_tokens():
 def _pairs_that_differ(n):
   """`n` (prompt, reference, better trace, worse trace) of arithmetic test problems: a clean demonstration
   against a slipped or compensating one of the same problem (their penalties differ by a whole step)."""
+
   def demos(kind):
     cfg = tasks.default_config()
     cfg.sft.fractions = {k: float(k == kind) for k in tasks.DEMO_KINDS}
     return tasks.demonstrations(cfg, "arithmetic", "test", examples=examples)
+
   examples = tasks.load_split(tasks.default_config(), "arithmetic", "test")[:n]
   flawed = [d for kind in ("slip", "compensating") for d in demos(kind)][::2][:n]
   clean = {d.example.uid: d for d in demos("clean")}
-  return [(d.prompt, d.example.answer, clean[d.example.uid].completion, d.completion) for d in flawed
-          if d.kind != "clean"]
+  return [
+    (d.prompt, d.example.answer, clean[d.example.uid].completion, d.completion) for d in flawed if d.kind != "clean"
+  ]
 
 
 def test_flip_rate_sets_the_verdict_accuracy_on_pairs_that_differ():
   pairs = _pairs_that_differ(300)
   assert len(pairs) >= 250
-  prompts = [(T.render("pairwise", problem=p, reference=r, trace_a=a, trace_b=b), "A") if i % 2 else
-             (T.render("pairwise", problem=p, reference=r, trace_a=b, trace_b=a), "B")
-             for i, (p, r, a, b) in enumerate(pairs)]  # the better trace shown first in half of them
+  prompts = [
+    (T.render("pairwise", problem=p, reference=r, trace_a=a, trace_b=b), "A")
+    if i % 2
+    else (T.render("pairwise", problem=p, reference=r, trace_a=b, trace_b=a), "B")
+    for i, (p, r, a, b) in enumerate(pairs)
+  ]  # the better trace shown first in half of them
 
   def accuracy(seed=0, **knobs):
     judge = logic(**knobs)

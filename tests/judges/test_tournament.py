@@ -1,4 +1,5 @@
 """Tournament schedulers driven to completion by the async pairwise judge (SPEC §5)."""
+
 import asyncio
 
 import numpy as np
@@ -14,11 +15,11 @@ REFERENCE = "32"
 # Best to worst by the embedded judge's penalty: 0, 0.5 (one operation not shown), 1 (a redundant
 # step), 1.5 (three operations not shown), 2 (a slip and a wrong answer).
 TRACES = [
-    "7 + 5 = 12.\n\n12 * 3 = 36.\n\n36 - 4 = 32.\n\nAnswer: 32",
-    "(7 + 5) * 3 = 36.\n\n36 - 4 = 32.\n\nAnswer: 32",
-    "7 + 5 = 12.\n\n12 * 1 = 12.\n\n12 * 3 = 36.\n\n36 - 4 = 32.\n\nAnswer: 32",
-    "Answer: 32",
-    "7 + 5 = 13.\n\n13 * 3 = 39.\n\n39 - 4 = 35.\n\nAnswer: 35",
+  "7 + 5 = 12.\n\n12 * 3 = 36.\n\n36 - 4 = 32.\n\nAnswer: 32",
+  "(7 + 5) * 3 = 36.\n\n36 - 4 = 32.\n\nAnswer: 32",
+  "7 + 5 = 12.\n\n12 * 1 = 12.\n\n12 * 3 = 36.\n\n36 - 4 = 32.\n\nAnswer: 32",
+  "Answer: 32",
+  "7 + 5 = 13.\n\n13 * 3 = 39.\n\n39 - 4 = 35.\n\nAnswer: 35",
 ]
 
 
@@ -29,6 +30,7 @@ def run(url, jobs, config=None):
       return await judges.run_tournaments(judge, jobs)
     finally:
       await judge.close()
+
   return asyncio.run(main())
 
 
@@ -44,11 +46,11 @@ def test_round_robin_ranks_the_traces_by_process_quality(server):
 
 def test_many_groups_and_topologies_run_concurrently(server):
   g = len(TRACES)
-  jobs = [judges.TournamentJob(arena.make_scheduler("live", g, arrival_order=[4, 3, 2, 1, 0]), PROBLEM, REFERENCE,
-                               TRACES, 1),
-          judges.TournamentJob(arena.make_scheduler("seeded_single_elimination", g, anchor=0), PROBLEM, REFERENCE,
-                               TRACES, 2),
-          judges.TournamentJob(arena.make_scheduler("swiss", g, seed=3), PROBLEM, REFERENCE, TRACES, 3)]
+  jobs = [
+    judges.TournamentJob(arena.make_scheduler("live", g, arrival_order=[4, 3, 2, 1, 0]), PROBLEM, REFERENCE, TRACES, 1),
+    judges.TournamentJob(arena.make_scheduler("seeded_single_elimination", g, anchor=0), PROBLEM, REFERENCE, TRACES, 2),
+    judges.TournamentJob(arena.make_scheduler("swiss", g, seed=3), PROBLEM, REFERENCE, TRACES, 3),
+  ]
   runs = run(server.url, jobs)
   for job, r in zip(jobs, runs):
     assert job.scheduler.done and r.failures == 0
@@ -65,6 +67,7 @@ def test_failed_judgments_are_dropped_and_counted():
       r = await judges.run_tournament(sched, judge, PROBLEM, REFERENCE, TRACES[:4], group_id=0)
       await judge.close()
       return sched, r
+
   sched, r = asyncio.run(main())
   assert sched.done and sched.num_failed == 6 and r.failures == 6 and len(sched.observed()[2]) == 0
 

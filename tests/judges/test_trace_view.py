@@ -1,5 +1,6 @@
 """`judge.trace_view`: what the pairwise, pointwise and jury judges are shown of a reasoning policy's
 completion (SPEC §9: its concise visible reasoning by default)."""
+
 import asyncio
 import json
 
@@ -27,11 +28,14 @@ class Recording:
     pass
 
 
-@pytest.mark.parametrize("view, shown, hidden", [
+@pytest.mark.parametrize(
+  "view, shown, hidden",
+  [
     ("visible", ["So 7 * 2 = 14.", "3 + 4 = 7."], [THOUGHT]),
     ("full", [THOUGHT, "So 7 * 2 = 14."], []),
     ("summary_only", ["Answer: 14"], [THOUGHT, "3 + 4 = 7."]),
-])
+  ],
+)
 def test_each_judge_sees_the_configured_view(view, shown, hidden):
   cfg = fast_config()
   cfg.trace_view = view

@@ -1,4 +1,5 @@
 """`Usage`: sequential cost adds up, concurrent cost takes the slowest latency."""
+
 from arena_jax import judges
 
 

@@ -1,4 +1,5 @@
 """Fixtures for the model tests: tiny random HF checkpoints written by transformers into temp dirs."""
+
 import pytest
 
 from arena_jax import models
@@ -29,7 +30,8 @@ def hf_checkpoint(tmp_path_factory):
 
   def make(config: models.ModelConfig, architecture: str, *, seed: int = 0, dtype=None, **save_kwargs):
     hf_config = getattr(transformers, architecture.replace("ForCausalLM", "Config"))(
-        **models.config_to_hf(config, architecture))
+      **models.config_to_hf(config, architecture)
+    )
     torch.manual_seed(seed)
     model = random_init(getattr(transformers, architecture)(hf_config).eval())
     if dtype is not None:

@@ -1,4 +1,5 @@
 """HF checkpoint import and parity with transformers (extra `hf`): logits ≤ 1e-4, 32 greedy tokens equal."""
+
 import json
 import subprocess
 import sys
@@ -14,30 +15,45 @@ from tests.models.conftest import random_init
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-BASE = models.ModelConfig(vocab_size=97, d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
-                          mlp_dim=96, rms_norm_eps=1e-5)
+BASE = models.ModelConfig(
+  vocab_size=97, d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=96, rms_norm_eps=1e-5
+)
 
 MINISTRAL3 = BASE.replace(
-    rope_theta=1e6, query_scale_beta=0.1, query_scale_length=8,
-    rope_scaling=models.RopeScaling("yarn", factor=4.0, original_max_position_embeddings=8, mscale=1.0,
-                                    mscale_all_dim=1.0))
+  rope_theta=1e6,
+  query_scale_beta=0.1,
+  query_scale_length=8,
+  rope_scaling=models.RopeScaling(
+    "yarn", factor=4.0, original_max_position_embeddings=8, mscale=1.0, mscale_all_dim=1.0
+  ),
+)
 
 FAMILIES = {
-    # Llama-3.1 RoPE scaling (original context 16 so that the scaled band is exercised), biases.
-    "llama": ("LlamaForCausalLM", BASE.replace(
-        rope_theta=500_000.0, attention_bias=True, mlp_bias=True,
-        rope_scaling=models.RopeScaling("llama3", factor=8.0, original_max_position_embeddings=16))),
-    # Mistral: sliding window shorter than the sequences.
-    "mistral": ("MistralForCausalLM", BASE.replace(sliding_window=6, num_kv_heads=1)),
-    # Qwen3: QK-norm, a window on the second layer only (layer_types), tied embeddings.
-    "qwen3": ("Qwen3ForCausalLM", BASE.replace(
-        qk_norm=True, sliding_window=5, sliding_layers=(False, True), tie_embeddings=True, rope_theta=1e6)),
-    # YaRN RoPE (Ministral-3's), untied.
-    "llama_yarn": ("LlamaForCausalLM", BASE.replace(
-        rope_scaling=models.RopeScaling("yarn", factor=4.0, original_max_position_embeddings=16))),
-    # Ministral-3's decoder: YaRN with mscale, and Llama-4 attention scaling; original context 8, so that
-    # the query scale 1 + 0.1·log(1 + ⌊p/8⌋) changes every 8 positions of the 24- and 41-token sequences.
-    "ministral3": ("Ministral3ForCausalLM", MINISTRAL3),
+  # Llama-3.1 RoPE scaling (original context 16 so that the scaled band is exercised), biases.
+  "llama": (
+    "LlamaForCausalLM",
+    BASE.replace(
+      rope_theta=500_000.0,
+      attention_bias=True,
+      mlp_bias=True,
+      rope_scaling=models.RopeScaling("llama3", factor=8.0, original_max_position_embeddings=16),
+    ),
+  ),
+  # Mistral: sliding window shorter than the sequences.
+  "mistral": ("MistralForCausalLM", BASE.replace(sliding_window=6, num_kv_heads=1)),
+  # Qwen3: QK-norm, a window on the second layer only (layer_types), tied embeddings.
+  "qwen3": (
+    "Qwen3ForCausalLM",
+    BASE.replace(qk_norm=True, sliding_window=5, sliding_layers=(False, True), tie_embeddings=True, rope_theta=1e6),
+  ),
+  # YaRN RoPE (Ministral-3's), untied.
+  "llama_yarn": (
+    "LlamaForCausalLM",
+    BASE.replace(rope_scaling=models.RopeScaling("yarn", factor=4.0, original_max_position_embeddings=16)),
+  ),
+  # Ministral-3's decoder: YaRN with mscale, and Llama-4 attention scaling; original context 8, so that
+  # the query scale 1 + 0.1·log(1 + ⌊p/8⌋) changes every 8 positions of the 24- and 41-token sequences.
+  "ministral3": ("Ministral3ForCausalLM", MINISTRAL3),
 }
 
 
@@ -63,13 +79,19 @@ def assert_parity(hf_model, model):
   # 32 greedy tokens from our sampler == transformers' greedy generate, on prompts of two lengths
   # (the shorter is right-padded in our batch).
   prompts = [list(tokens[0, :9]), list(tokens[1, :4])]
-  out = sampling.Sampler(config=config, max_new_tokens=32, method=sampling.Greedy())(model, prompts,
-                                                                                     jax.random.key(0))
+  out = sampling.Sampler(config=config, max_new_tokens=32, method=sampling.Greedy())(model, prompts, jax.random.key(0))
   for i, prompt in enumerate(prompts):
     ids = torch.tensor([prompt])
     with torch.no_grad():
-      expected = hf_model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=32,
-                                   min_new_tokens=32, eos_token_id=None, pad_token_id=0)[0, len(prompt):]
+      expected = hf_model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=32,
+        min_new_tokens=32,
+        eos_token_id=None,
+        pad_token_id=0,
+      )[0, len(prompt) :]
     np.testing.assert_array_equal(np.asarray(out.tokens[i]), expected.numpy())
 
 
@@ -80,8 +102,15 @@ def test_mistral3_conditional_generation_imports_its_text_decoder(tmp_path, tied
   import transformers  # pylint: disable=g-import-not-at-top
 
   text = transformers.Ministral3Config(**models.config_to_hf(MINISTRAL3, "Ministral3ForCausalLM"))
-  vision = transformers.PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                            num_attention_heads=2, head_dim=16, image_size=32, patch_size=8)
+  vision = transformers.PixtralVisionConfig(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    head_dim=16,
+    image_size=32,
+    patch_size=8,
+  )
   hf_config = transformers.Mistral3Config(vision_config=vision, text_config=text, tie_word_embeddings=tied)
   torch.manual_seed(4)
   hf_model = random_init(transformers.Mistral3ForConditionalGeneration(hf_config).eval())
@@ -124,8 +153,11 @@ def _fp8_checkpoint(hf_model, path, block):
 def test_fp8_checkpoints_are_dequantised_on_load(hf_checkpoint, tmp_path, block):
   hf_model, path = hf_checkpoint(MINISTRAL3, "Ministral3ForCausalLM", seed=5)
   hf = json.loads((path / "config.json").read_text())
-  hf["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "static",
-                               **({"weight_block_size": list(block)} if block else {})}
+  hf["quantization_config"] = {
+    "quant_method": "fp8",
+    "activation_scheme": "static",
+    **({"weight_block_size": list(block)} if block else {}),
+  }
   (tmp_path / "config.json").write_text(json.dumps(hf))
   dequantised = _fp8_checkpoint(hf_model, tmp_path, block)
   hf_model.load_state_dict(dequantised)  # the reference computes with exactly the dequantised weights
@@ -176,6 +208,8 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
 
 
 def test_importing_the_package_never_imports_torch():
-  code = ("import sys, arena_jax.models, arena_jax.sampling, arena_jax.tokenizer; "
-          "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+  code = (
+    "import sys, arena_jax.models, arena_jax.sampling, arena_jax.tokenizer; "
+    "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+  )
   subprocess.run([sys.executable, "-c", code], check=True, env={"JAX_PLATFORMS": "cpu", "PATH": ""})

@@ -1,5 +1,6 @@
 """Llama-3.2 import (`LlamaForCausalLM` with tied embeddings, no lm_head.weight stored, RoPE scaling "llama3") and
 parity with transformers: float32 logits within 1e-4, 32 greedy tokens equal (`assert_parity`)."""
+
 import json
 
 import pytest
@@ -14,9 +15,13 @@ pytest.importorskip("transformers")
 # puts the 8 frequencies of a 16-wide head in all three bands of the scaling (wavelengths 2π < 64/4 kept,
 # 32.5 in [16, 64] smoothed, the rest > 64 divided by the factor).
 LLAMA32 = BASE.replace(
-    rope_theta=500_000.0, tie_embeddings=True, max_position_embeddings=1024,
-    rope_scaling=models.RopeScaling("llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                                    original_max_position_embeddings=64))
+  rope_theta=500_000.0,
+  tie_embeddings=True,
+  max_position_embeddings=1024,
+  rope_scaling=models.RopeScaling(
+    "llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64
+  ),
+)
 
 
 def _as_on_the_hub(hf: dict) -> dict:

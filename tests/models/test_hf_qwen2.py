@@ -1,5 +1,6 @@
 """Qwen2 import (`Qwen2ForCausalLM`: q/k/v biases without an o bias, the Qwen sliding window) and parity with
 transformers: float32 logits within 1e-4, 32 greedy tokens equal (`assert_parity`)."""
+
 import json
 
 import pytest
@@ -12,10 +13,10 @@ pytest.importorskip("transformers")
 
 ARCHITECTURE = "Qwen2ForCausalLM"
 CONFIGS = {
-    # Qwen2-0.5B's shape of options: tied embeddings, rope θ 1e6, no window.
-    "tied": BASE.replace(qkv_bias=True, tie_embeddings=True, rope_theta=1e6),
-    # A window shorter than the sequences on the second layer only, untied.
-    "sliding": BASE.replace(qkv_bias=True, sliding_window=5, sliding_layers=(False, True), rope_theta=1e6),
+  # Qwen2-0.5B's shape of options: tied embeddings, rope θ 1e6, no window.
+  "tied": BASE.replace(qkv_bias=True, tie_embeddings=True, rope_theta=1e6),
+  # A window shorter than the sequences on the second layer only, untied.
+  "sliding": BASE.replace(qkv_bias=True, sliding_window=5, sliding_layers=(False, True), rope_theta=1e6),
 }
 
 

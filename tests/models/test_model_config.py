@@ -1,4 +1,5 @@
 """Configs: the tiny default, named real-size configs (abstract instantiation), RoPE tables, sharding rules."""
+
 import json
 import math
 
@@ -13,7 +14,14 @@ from arena_jax import models
 def test_tiny_config_is_the_stated_one():
   c = models.tiny_config()
   assert (c.vocab_size, c.d_model, c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim, c.mlp_dim) == (
-      512, 256, 4, 4, 2, 64, 768)
+    512,
+    256,
+    4,
+    4,
+    2,
+    64,
+    768,
+  )
   assert c.tie_embeddings and c.param_dtype == c.dtype == "float32"
   assert 3e6 < c.num_params() < 4e6
   assert models.get_model_config("tiny") == c
@@ -21,8 +29,9 @@ def test_tiny_config_is_the_stated_one():
 
 
 # Published parameter counts (embeddings included).
-@pytest.mark.parametrize("name, expected", [
-    ("llama3_8b", 8.03e9), ("llama3_1_8b", 8.03e9), ("qwen3_8b", 8.19e9), ("ministral3_8b", 8.5e9)])
+@pytest.mark.parametrize(
+  "name, expected", [("llama3_8b", 8.03e9), ("llama3_1_8b", 8.03e9), ("qwen3_8b", 8.19e9), ("ministral3_8b", 8.5e9)]
+)
 def test_named_configs_instantiate_abstractly(name, expected):
   config = models.get_model_config(name)
   model = models.abstract_model(config)
@@ -78,20 +87,40 @@ def test_a_model_config_json_written_before_qkv_bias_still_loads():
   assert policy_io.config_from_json(policy_io.config_to_json(qwen2)) == qwen2
 
 
-@pytest.mark.parametrize("rope", [
+@pytest.mark.parametrize(
+  "rope",
+  [
     None,
     models.RopeScaling("linear", factor=4.0),
-    models.RopeScaling("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                       original_max_position_embeddings=64),
-    models.RopeScaling("yarn", factor=16.0, original_max_position_embeddings=64, beta_fast=32.0, beta_slow=1.0,
-                       mscale=1.0, mscale_all_dim=0.5),
-])
+    models.RopeScaling(
+      "llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64
+    ),
+    models.RopeScaling(
+      "yarn",
+      factor=16.0,
+      original_max_position_embeddings=64,
+      beta_fast=32.0,
+      beta_slow=1.0,
+      mscale=1.0,
+      mscale_all_dim=0.5,
+    ),
+  ],
+)
 def test_rope_frequencies_match_transformers(rope):
   transformers = pytest.importorskip("transformers")
   from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # pylint: disable=g-import-not-at-top
 
-  config = models.ModelConfig(vocab_size=32, d_model=128, num_layers=1, num_heads=2, num_kv_heads=1, mlp_dim=64,
-                              rope_theta=50_000.0, rope_scaling=rope, max_position_embeddings=1024)
+  config = models.ModelConfig(
+    vocab_size=32,
+    d_model=128,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    mlp_dim=64,
+    rope_theta=50_000.0,
+    rope_scaling=rope,
+    max_position_embeddings=1024,
+  )
   hf = transformers.LlamaConfig(**models.config_to_hf(config))
   inv_freq, factor = models.rope_frequencies(config)
   if rope is None:

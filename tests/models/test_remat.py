@@ -1,5 +1,6 @@
 """Activation rematerialisation (`ModelConfig.remat`): the same loss, gradients and samples as without it,
 and less kept for the backward pass."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,8 +8,9 @@ import pytest
 
 from arena_jax import models, sampling
 
-CONFIG = models.ModelConfig(vocab_size=61, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8,
-                            mlp_dim=48, init_std=1.0)
+CONFIG = models.ModelConfig(
+  vocab_size=61, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=48, init_std=1.0
+)
 REMATS = [r for r in models.REMAT_POLICIES if r != "none"]
 
 
@@ -62,8 +64,12 @@ def test_each_policy_keeps_less_for_the_backward_pass(params, batch):
 
 def test_the_sampler_is_unaffected(params):
   prompts = [[5, 9, 11, 3], [7, 8]]
-  outs = [sampling.Sampler(config=CONFIG.replace(remat=r), max_new_tokens=6, num_samples=2, stop_tokens=(2,))(
-      params, prompts, jax.random.key(1)) for r in ("none", "full")]
+  outs = [
+    sampling.Sampler(config=CONFIG.replace(remat=r), max_new_tokens=6, num_samples=2, stop_tokens=(2,))(
+      params, prompts, jax.random.key(1)
+    )
+    for r in ("none", "full")
+  ]
   np.testing.assert_array_equal(outs[0].tokens, outs[1].tokens)
   np.testing.assert_allclose(outs[0].logprobs, outs[1].logprobs, rtol=1e-6)
 

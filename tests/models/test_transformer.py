@@ -1,4 +1,5 @@
 """The NNX transformer: causality, padding, dtypes, windows, and teacher-forced log-probs (SPEC §2)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,8 +9,9 @@ from flax import nnx
 
 from arena_jax import models
 
-CONFIG = models.ModelConfig(vocab_size=61, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8,
-                            mlp_dim=48, init_std=1.0)
+CONFIG = models.ModelConfig(
+  vocab_size=61, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=48, init_std=1.0
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +51,10 @@ def test_masked_padding_is_invisible(model, forward):
 
 def test_bfloat16_params_and_compute_track_float32(model):
   config = CONFIG.replace(param_dtype="bfloat16", dtype="bfloat16")
-  low = nnx.merge(nnx.graphdef(models.abstract_model(config)),
-                  jax.tree.map(lambda x: x.astype(jnp.bfloat16), nnx.to_pure_dict(nnx.state(model))))
+  low = nnx.merge(
+    nnx.graphdef(models.abstract_model(config)),
+    jax.tree.map(lambda x: x.astype(jnp.bfloat16), nnx.to_pure_dict(nnx.state(model))),
+  )
   tokens = _tokens((2, 6), seed=2)
   ref = model(tokens)
   out = low(tokens)
@@ -89,21 +93,35 @@ def test_token_logprobs_match_the_unpadded_forward(model):
   completion_tokens = np.zeros((2, n), np.int32)
   mask = np.zeros((2, n), bool)
   for i, (pr, co) in enumerate(zip(prompts, completions)):
-    prompt_tokens[i, :len(pr)] = pr
-    completion_tokens[i, :len(co)] = co
-    mask[i, :len(co)] = True
+    prompt_tokens[i, : len(pr)] = pr
+    completion_tokens[i, : len(co)] = co
+    mask[i, : len(co)] = True
   lengths = jnp.asarray([len(x) for x in prompts])
-  lp, ent = models.token_logprobs(model, jnp.asarray(prompt_tokens), lengths, jnp.asarray(completion_tokens),
-                                  jnp.asarray(mask), temperature=0.7, return_entropy=True)
-  chunked = models.token_logprobs(model, jnp.asarray(prompt_tokens), lengths, jnp.asarray(completion_tokens),
-                                  jnp.asarray(mask), temperature=0.7, chunk_size=2)
+  lp, ent = models.token_logprobs(
+    model,
+    jnp.asarray(prompt_tokens),
+    lengths,
+    jnp.asarray(completion_tokens),
+    jnp.asarray(mask),
+    temperature=0.7,
+    return_entropy=True,
+  )
+  chunked = models.token_logprobs(
+    model,
+    jnp.asarray(prompt_tokens),
+    lengths,
+    jnp.asarray(completion_tokens),
+    jnp.asarray(mask),
+    temperature=0.7,
+    chunk_size=2,
+  )
   np.testing.assert_allclose(chunked, lp, atol=1e-6)
   for i, (pr, co) in enumerate(zip(prompts, completions)):
     ref, ref_logp = _reference_logprobs(model, pr, co, 0.7)
-    np.testing.assert_allclose(lp[i, :len(co)], ref, atol=1e-5)
+    np.testing.assert_allclose(lp[i, : len(co)], ref, atol=1e-5)
     ref_entropy = -jnp.sum(jnp.exp(ref_logp) * ref_logp, axis=-1)
-    np.testing.assert_allclose(ent[i, :len(co)], ref_entropy, atol=1e-5)
-    assert np.all(np.asarray(lp[i, len(co):]) == 0) and np.all(np.asarray(ent[i, len(co):]) == 0)
+    np.testing.assert_allclose(ent[i, : len(co)], ref_entropy, atol=1e-5)
+    assert np.all(np.asarray(lp[i, len(co) :]) == 0) and np.all(np.asarray(ent[i, len(co) :]) == 0)
 
 
 def test_token_logprobs_are_differentiable_and_optax_updates_params():

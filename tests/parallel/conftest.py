@@ -1,5 +1,6 @@
 """Shared pieces of the mesh tests: a toy model whose every sharded dimension divides 8, a train batch, and
 which rows of a global array each process holds (what the tests assert about a mesh's host layout)."""
+
 from typing import Sequence
 
 import jax
@@ -11,8 +12,9 @@ from arena_jax import models
 from arena_jax.train import step as step_lib
 
 # vocab, heads, KV heads and MLP split over `tensor` (up to 8), embed over `fsdp`; grouped-query (2 per KV head).
-CONFIG = models.ModelConfig(vocab_size=128, d_model=64, num_layers=2, num_heads=16, num_kv_heads=8, head_dim=4,
-                            mlp_dim=128, init_std=1.0)
+CONFIG = models.ModelConfig(
+  vocab_size=128, d_model=64, num_layers=2, num_heads=16, num_kv_heads=8, head_dim=4, mlp_dim=128, init_std=1.0
+)
 MESHES = [(8, 1, 1), (2, 2, 2), (1, 1, 8)]
 # Stop steps (`sampling.ForcedStops`) of the multi-host compacting sampler's 8 rows: 8 rows → 4 at step 5.
 FORCED_STOPS = (0, 11, 3, 7, 1, 5, 2, 9)
@@ -20,13 +22,15 @@ NEEDS_8 = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devi
 
 
 def loss_config(kl_coef=0.01):
-  return ml_collections.ConfigDict(dict(eps_low=1.0, eps_high=4.0, aggregation="token_mean", mask_truncated=False,
-                                        kl_coef=kl_coef))
+  return ml_collections.ConfigDict(
+    dict(eps_low=1.0, eps_high=4.0, aggregation="token_mean", mask_truncated=False, kl_coef=kl_coef)
+  )
 
 
 def optim_config(lr=1e-4):
-  return ml_collections.ConfigDict(dict(lr=lr, warmup_steps=0, b1=0.9, b2=0.99, eps=1e-8, weight_decay=0.01,
-                                        max_grad_norm=1.0))
+  return ml_collections.ConfigDict(
+    dict(lr=lr, warmup_steps=0, b1=0.9, b2=0.99, eps=1e-8, weight_decay=0.01, max_grad_norm=1.0)
+  )
 
 
 def rollout(rows=16, prompt_len=8, new_tokens=8, seed=0):

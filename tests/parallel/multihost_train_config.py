@@ -1,5 +1,6 @@
 """The run of `test_multihost_train.py`, shared by the test and its worker processes (importing it
 starts no JAX backend: `jax.distributed.initialize()` must come first in the workers)."""
+
 import zlib
 
 from arena_jax import tasks
@@ -23,7 +24,7 @@ def config(data_dir: str, *, steps: int, resume: bool = False, distributed: bool
   c = mode_config("arena_live", "smoke")
   c.tasks.data_dir = data_dir
   c.num_steps, c.resume = steps, resume
-  c.rollout.prompts_per_step = 4   # 2 per host
+  c.rollout.prompts_per_step = 4  # 2 per host
   c.checkpoint.every = 2
   c.mesh.distributed = distributed
   return c

@@ -4,6 +4,7 @@ each, one global mesh of 8), with a stop after step 2 and a resume.
 Run as `python -m tests.parallel.multihost_train_worker OUT_JSON WORKDIR DATA_DIR` with JAX_COORDINATOR_ADDRESS,
 JAX_NUM_PROCESSES and JAX_PROCESS_ID set; writes this host's view of the run as JSON.
 """
+
 import json
 import os
 import sys
@@ -21,8 +22,13 @@ def main(out_path: str, workdir: str, data_dir: str):
   patch_verifier()
   first = train(config(data_dir, steps=2), workdir)  # jax.distributed.initialize() happens in here
   second = train(config(data_dir, steps=3, resume=True), workdir)
-  out = {"process": jax.process_index(), "processes": jax.process_count(), "devices": jax.device_count(),
-         "steps": [first["steps"], second["steps"]], "last": second["last"]}
+  out = {
+    "process": jax.process_index(),
+    "processes": jax.process_count(),
+    "devices": jax.device_count(),
+    "steps": [first["steps"], second["steps"]],
+    "last": second["last"],
+  }
   with open(out_path, "w", encoding="utf-8") as f:
     json.dump(out, f, default=float)
   jax.distributed.shutdown()

@@ -3,6 +3,7 @@
 Run as `python -m tests.parallel.multihost_worker OUT_JSON CKPT_DIR` with JAX_COORDINATOR_ADDRESS,
 JAX_NUM_PROCESSES and JAX_PROCESS_ID set; writes what it saw as JSON.
 """
+
 import dataclasses
 import json
 import os
@@ -25,9 +26,23 @@ from arena_jax.train.checkpoint import Checkpointer  # noqa: E402
 def main(out_path: str, ckpt_dir: str):
   assert parallel.initialize(True)  # before anything starts a JAX backend
   from tests.parallel.conftest import (  # pylint: disable=g-import-not-at-top
-      CONFIG, FORCED_STOPS, global_array, local_groups, local_rows, loss_config, optim_config, process_rows, rollout)
-  out = {"process": jax.process_index(), "processes": jax.process_count(), "devices": jax.device_count(),
-         "local_devices": jax.local_device_count()}
+    CONFIG,
+    FORCED_STOPS,
+    global_array,
+    local_groups,
+    local_rows,
+    loss_config,
+    optim_config,
+    process_rows,
+    rollout,
+  )
+
+  out = {
+    "process": jax.process_index(),
+    "processes": jax.process_count(),
+    "devices": jax.device_count(),
+    "local_devices": jax.local_device_count(),
+  }
   mesh = parallel.make_mesh(parallel.mesh_config(2, 2, 2))
 
   # ── per-host rows: this host's block of a batch, and the global array assembled from the blocks ──
@@ -50,10 +65,13 @@ def main(out_path: str, ckpt_dir: str):
   shardings = train_sharding.train_shardings(CONFIG, optimizer, mesh)
   params = models.pure_params(models.init_model(CONFIG, seed=0))
   ref = jax.tree.map(lambda p: p * 1.01, params)
-  update = train_sharding.train_step_fn(CONFIG, optimizer, loss_config(), mesh, temperature=1.0, micro_batches=2,
-                                        use_reference=True)
+  update = train_sharding.train_step_fn(
+    CONFIG, optimizer, loss_config(), mesh, temperature=1.0, micro_batches=2, use_reference=True
+  )
   state = train_sharding.init_train_state(params, optimizer, shardings)
-  state, metrics = update(state, jax.device_put(rollout(), shardings.rollout), jax.device_put(ref, shardings.state.params))
+  state, metrics = update(
+    state, jax.device_put(rollout(), shardings.rollout), jax.device_put(ref, shardings.state.params)
+  )
   out["metrics"] = {k: float(np.asarray(v.addressable_data(0))) for k, v in metrics.items()}
 
   # ── orbax: every process writes its shards; restore resharded onto (1, 1, 8) ──
@@ -62,14 +80,24 @@ def main(out_path: str, ckpt_dir: str):
   sh_b = train_sharding.train_shardings(CONFIG, optimizer, parallel.make_mesh(parallel.mesh_config(1, 1, 8)))
   restored, _ = ckpt.restore(1, train_sharding.abstract_train_state(CONFIG, optimizer, sh_b))
   ckpt.close()
-  same = [bool(np.array_equal(multihost_utils.process_allgather(a, tiled=True),
-                              multihost_utils.process_allgather(b, tiled=True)))
-          for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state))]
+  same = [
+    bool(
+      np.array_equal(multihost_utils.process_allgather(a, tiled=True), multihost_utils.process_allgather(b, tiled=True))
+    )
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state))
+  ]
   out["restored_equal"] = all(same)
 
   # ── the sampler: the same prompts on every host; outputs gathered, each host owns its groups ──
-  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=12, num_samples=2, stop_tokens=(3,), greedy_first=True,
-                             method=sampling.RandomSampling(temperature=1.0, top_p=0.95), mesh=mesh)
+  sampler = sampling.Sampler(
+    config=CONFIG,
+    max_new_tokens=12,
+    num_samples=2,
+    stop_tokens=(3,),
+    greedy_first=True,
+    method=sampling.RandomSampling(temperature=1.0, top_p=0.95),
+    mesh=mesh,
+  )
   rng = np.random.default_rng(2)
   prompts = [list(rng.integers(4, 128, n)) for n in (5, 9, 3, 7)]
   # Every host passes the same prompts; the call places them as global arrays itself.

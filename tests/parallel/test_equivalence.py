@@ -1,5 +1,6 @@
 """The RL train step and the sampler on meshes (data, fsdp, tensor) = (8,1,1), (2,2,2), (1,1,8) of 8 fake
 CPU devices give the same loss, gradients, update and tokens as on one device (docs/tpu.md, "How it scales")."""
+
 import functools
 
 import jax
@@ -75,8 +76,14 @@ def single_device_samples():
 
 
 def sampler_kwargs():
-  return dict(config=CONFIG, max_new_tokens=12, num_samples=2, stop_tokens=(3,), greedy_first=True,
-              method=sampling.RandomSampling(temperature=1.0, top_p=0.95))
+  return dict(
+    config=CONFIG,
+    max_new_tokens=12,
+    num_samples=2,
+    stop_tokens=(3,),
+    greedy_first=True,
+    method=sampling.RandomSampling(temperature=1.0, top_p=0.95),
+  )
 
 
 @pytest.mark.parametrize("shape", MESHES, ids=lambda s: "x".join(map(str, s)))

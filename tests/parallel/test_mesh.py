@@ -1,6 +1,7 @@
 """Mesh from config, rules, multi-host helpers (single process, 8 fake devices), orbax on a mesh, and the
 AOT path (lower → compile → memory report) on the CPU backend; `import arena_jax.parallel` stays light and
 knows nothing about training, `import arena_jax.aot` never loads libtpu."""
+
 import json
 import subprocess
 import sys
@@ -14,14 +15,23 @@ from arena_jax import aot, models, parallel, rl, sampling
 from arena_jax.train import sharding as train_sharding
 from arena_jax.train import step as step_lib
 from arena_jax.train.checkpoint import Checkpointer
-from tests.parallel.conftest import (CONFIG, NEEDS_8, global_array, local_groups, local_rows, loss_config, optim_config,
-                                     process_rows)
+from tests.parallel.conftest import (
+  CONFIG,
+  NEEDS_8,
+  global_array,
+  local_groups,
+  local_rows,
+  loss_config,
+  optim_config,
+  process_rows,
+)
 
 pytestmark = NEEDS_8
 
 
-@pytest.mark.parametrize("sizes, want", [
-    ((1, -1, 1), (1, 8, 1)), ((2, 2, 2), (2, 2, 2)), ((-1, 1, 8), (1, 1, 8)), ((2, -1, 2), (2, 2, 2))])
+@pytest.mark.parametrize(
+  "sizes, want", [((1, -1, 1), (1, 8, 1)), ((2, 2, 2), (2, 2, 2)), ((-1, 1, 8), (1, 1, 8)), ((2, -1, 2), (2, 2, 2))]
+)
 def test_mesh_shape_fills_one_axis(sizes, want):
   assert parallel.mesh_shape(*sizes, num_devices=8) == want
   mesh = parallel.make_mesh(parallel.mesh_config(*sizes))
@@ -36,9 +46,15 @@ def test_sampler_mesh_defaults_to_the_train_mesh():
   assert set(sample.devices.flat) == set(train.devices.flat)
 
 
-@pytest.mark.parametrize("sizes, match", [
-    ((-1, -1, 1), "at most one"), ((3, -1, 1), "not a multiple"), ((2, 2, 1), "must equal the 8 devices"),
-    ((0, 8, 1), "must be ≥ 1")])
+@pytest.mark.parametrize(
+  "sizes, match",
+  [
+    ((-1, -1, 1), "at most one"),
+    ((3, -1, 1), "not a multiple"),
+    ((2, 2, 1), "must equal the 8 devices"),
+    ((0, 8, 1), "must be ≥ 1"),
+  ],
+)
 def test_bad_mesh_says_what_to_change(sizes, match):
   with pytest.raises(ValueError, match=match):
     parallel.mesh_shape(*sizes, num_devices=8)
@@ -118,15 +134,29 @@ def test_aot_lower_compile_and_memory_report_on_cpu():
   mesh = parallel.make_mesh(parallel.mesh_config(1, 2, 4))
   optimizer = step_lib.make_optimizer(optim_config())
   # The trainer's program: routing and advantages of the step's 2 × 8 rows (4 groups of 4) inside the jit.
-  lowered = aot.lower_train_step(CONFIG, optimizer, loss_config(0.0), mesh, rows=8, prompt_len=8, new_tokens=8,
-                                 micro_batches=2, mode=rl.get_mode("arena_live"), group_size=4, minibatches=2)
+  lowered = aot.lower_train_step(
+    CONFIG,
+    optimizer,
+    loss_config(0.0),
+    mesh,
+    rows=8,
+    prompt_len=8,
+    new_tokens=8,
+    micro_batches=2,
+    mode=rl.get_mode("arena_live"),
+    group_size=4,
+    minibatches=2,
+  )
   assert len(lowered.args_info[0]) == 5  # state, rollout, ref params, StepRewards, minibatch index
   report = aot.memory_report(lowered.compile(), hbm_bytes=1 << 30)
   state = train_sharding.abstract_train_state(CONFIG, optimizer)
   state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
   # The donated state is reused for the new one: per device, ~1/8 of it is an argument and aliased.
   assert report.aliased >= state_bytes / 8 * 0.9 and report.arguments >= report.aliased
-  assert report.fits and report.total == report.arguments + report.outputs - report.aliased + report.temporaries + report.code
+  assert (
+    report.fits
+    and report.total == report.arguments + report.outputs - report.aliased + report.temporaries + report.code
+  )
   sampler = sampling.Sampler(config=CONFIG, max_new_tokens=8, num_samples=2, mesh=mesh)
   prefill, decode = aot.lower_sampler(sampler, num_prompts=4, prompt_len=16)
   assert aot.memory_report(prefill.compile(), 1 << 30).fits
@@ -142,8 +172,10 @@ def test_aot_lower_compile_and_memory_report_on_cpu():
 
 
 def test_out_of_memory_error_becomes_a_report():
-  msg = ("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
-         "(117.69G) exceeds available HBM (95.74G).")
+  msg = (
+    "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
+    "(117.69G) exceeds available HBM (95.74G)."
+  )
   report = aot._oom_report(msg, 95 << 30)  # pylint: disable=protected-access
   assert not report.fits and abs(report.temporaries / (1 << 30) - 117.69) < 0.01
   assert "NO" in aot.format_reports("v5p:2x2x2", [("train", report)])
@@ -157,16 +189,20 @@ def test_topology_names():
       aot.parse_topology(bad)
 
 
-@pytest.mark.parametrize("module, banned", [
+@pytest.mark.parametrize(
+  "module, banned",
+  [
     ("arena_jax.parallel", ("libtpu", "torch", "tensorflow", "arena_jax.train", "arena_jax.eval", "arena_jax.aot")),
-    ("arena_jax.aot", ("libtpu", "torch", "tensorflow"))])
+    ("arena_jax.aot", ("libtpu", "torch", "tensorflow")),
+  ],
+)
 def test_import_never_loads_libtpu(module, banned):
   """Importing the mesh module loads no heavy optional stack and nothing of training; the AOT module loads
   libtpu only when `tpu_devices` is called."""
-  code = (f"import sys, json; import {module}; "
-          f"print(json.dumps(sorted(m for m in {banned!r} if m in sys.modules)))")
-  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                        env={"JAX_PLATFORMS": "cpu", "PATH": ""})
+  code = f"import sys, json; import {module}; print(json.dumps(sorted(m for m in {banned!r} if m in sys.modules)))"
+  proc = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"JAX_PLATFORMS": "cpu", "PATH": ""}
+  )
   assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
@@ -174,8 +210,9 @@ def test_bf16_update_keeps_the_state_dtypes():
   """The donated state is reused only if the update returns the dtypes it got (bf16 moments stay bf16)."""
   config = CONFIG.replace(param_dtype="bfloat16", dtype="bfloat16")
   optimizer = step_lib.make_optimizer(optim_config())
-  update = step_lib.make_update_fn(config, optimizer, loss_config(0.0), temperature=1.0, micro_batches=2,
-                                   use_reference=False, jit=False)
+  update = step_lib.make_update_fn(
+    config, optimizer, loss_config(0.0), temperature=1.0, micro_batches=2, use_reference=False, jit=False
+  )
   state = train_sharding.abstract_train_state(config, optimizer)
   new_state, _ = jax.eval_shape(update, state, train_sharding.abstract_rollout(8, 8, 8), None)
   dtypes = lambda tree: [x.dtype for x in jax.tree.leaves(tree)]

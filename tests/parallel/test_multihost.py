@@ -1,6 +1,7 @@
 """Two CPU processes × 4 fake devices = one global mesh of 8 (jax.distributed over gloo): per-host rows,
 the sharded RL update, a multi-process orbax checkpoint restored onto another mesh, and the sampler's
 programs give what one process on one device gives."""
+
 import json
 import os
 import socket
@@ -30,10 +31,23 @@ def run_two_processes(module: str, *args: str, timeout: int = 600) -> list[str]:
   port = free_port()
   procs = []
   for i in range(2):
-    env = dict(os.environ, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i),
-               PYTHONPATH=ROOT)
-    procs.append(subprocess.Popen([sys.executable, "-m", module, args[0].format(i=i), *args[1:]], cwd=ROOT, env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    env = dict(
+      os.environ,
+      JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+      JAX_NUM_PROCESSES="2",
+      JAX_PROCESS_ID=str(i),
+      PYTHONPATH=ROOT,
+    )
+    procs.append(
+      subprocess.Popen(
+        [sys.executable, "-m", module, args[0].format(i=i), *args[1:]],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+      )
+    )
   logs = [p.communicate(timeout=timeout)[0] for p in procs]
   for p, log in zip(procs, logs):
     assert p.returncode == 0, log[-4000:]
@@ -63,16 +77,26 @@ def test_two_processes_one_mesh(tmp_path):
   # The sampler's tokens equal the single-device sampler's for the same key.
   rng = np.random.default_rng(2)
   prompts = [list(rng.integers(4, 128, n)) for n in (5, 9, 3, 7)]
-  want = sampling.Sampler(config=CONFIG, max_new_tokens=12, num_samples=2, stop_tokens=(3,), greedy_first=True,
-                          method=sampling.RandomSampling(temperature=1.0, top_p=0.95))(
-                              models.init_model(CONFIG, seed=1), prompts, jax.random.key(7))
+  want = sampling.Sampler(
+    config=CONFIG,
+    max_new_tokens=12,
+    num_samples=2,
+    stop_tokens=(3,),
+    greedy_first=True,
+    method=sampling.RandomSampling(temperature=1.0, top_p=0.95),
+  )(models.init_model(CONFIG, seed=1), prompts, jax.random.key(7))
   for o in outs:
     np.testing.assert_array_equal(np.asarray(o["tokens"]), np.asarray(want.tokens))
   # ... and with compaction (8 rows → 4 on 4 batch shards), the uncompacted single-device ones.
-  want = sampling.Sampler(config=CONFIG, max_new_tokens=12, num_samples=2, stop_tokens=(3,), greedy_first=True,
-                          method=sampling.RandomSampling(temperature=1.0, top_p=0.95),
-                          logits_processor=sampling.ForcedStops(FORCED_STOPS, 3))(
-                              models.init_model(CONFIG, seed=1), prompts, jax.random.key(7))
+  want = sampling.Sampler(
+    config=CONFIG,
+    max_new_tokens=12,
+    num_samples=2,
+    stop_tokens=(3,),
+    greedy_first=True,
+    method=sampling.RandomSampling(temperature=1.0, top_p=0.95),
+    logits_processor=sampling.ForcedStops(FORCED_STOPS, 3),
+  )(models.init_model(CONFIG, seed=1), prompts, jax.random.key(7))
   for o in outs:
     assert o["compactions"] >= 1
     np.testing.assert_array_equal(o["compact_lengths"], np.asarray(FORCED_STOPS) + 1)

@@ -2,6 +2,7 @@
 per-host flow of docs/tpu.md (each host draws, verifies and judges its own groups; the step is gathered),
 stops after step 2, resumes, and ends with what one process on 8 devices computes for the same config:
 the same metrics every step and the same parameters."""
+
 import json
 import os
 
@@ -32,8 +33,9 @@ def test_two_hosts_train_like_one(tmp_path, monkeypatch):
   monkeypatch.setattr(tasks.ArithmeticTask, "verify", coin_verify)
   train(config(data_dir, steps=3, distributed=False), str(tmp_path / "one"))
 
-  logs = run_two_processes("tests.parallel.multihost_train_worker", str(tmp_path / "out{i}.json"),
-                           str(tmp_path / "two"), data_dir, timeout=900)
+  logs = run_two_processes(
+    "tests.parallel.multihost_train_worker", str(tmp_path / "out{i}.json"), str(tmp_path / "two"), data_dir, timeout=900
+  )
   outs = [json.loads((tmp_path / f"out{i}.json").read_text()) for i in range(2)]
   assert [o["process"] for o in outs] == [0, 1] and all(o["devices"] == 8 for o in outs)
   assert all(o["steps"] == [2, 3] for o in outs)
@@ -48,8 +50,16 @@ def test_two_hosts_train_like_one(tmp_path, monkeypatch):
   # The same prompts, samples, verdicts and updates as one process: the metrics match step by step.
   routed = 0
   for a, b in zip(one, two):
-    for key in ("accuracy", "groups/diverse", "groups/routed", "judge/groups", "judge/calls", "judge/failures",
-                "gen/tokens", "adv/nonzero_fraction"):
+    for key in (
+      "accuracy",
+      "groups/diverse",
+      "groups/routed",
+      "judge/groups",
+      "judge/calls",
+      "judge/failures",
+      "gen/tokens",
+      "adv/nonzero_fraction",
+    ):
       assert a[key] == b[key], (a["step"], key)
     np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-4, atol=1e-6)
     routed += a["judge/groups"]

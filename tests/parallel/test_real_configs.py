@@ -1,5 +1,6 @@
 """configs/real_*.py: every topology line validates, its meshes cover the slice and its micro-batches split
 over the batch shards (what launch/aot_compile.py then compiles, `make aot`)."""
+
 import importlib.util
 import math
 import os

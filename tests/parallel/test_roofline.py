@@ -1,5 +1,6 @@
 """The roofline of launch/aot_compile.py (`arena_jax.aot`): pure arithmetic, and the cost and report cache
 of a compiled program, here on the CPU backend (no libtpu)."""
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -54,15 +55,17 @@ def test_cost_counts_a_loop_body_once_and_the_cache_skips_the_recompile(tmp_path
   looped = jax.jit(lambda a, b: jax.lax.fori_loop(0, 8, lambda i, y: y @ b, a)).lower(x, x)
   single = aot.program_cost(one.compile(), unit="step", tokens=1)
   loop = aot.program_cost(looped.compile(), unit="step", tokens=1)
-  assert single.flops == pytest.approx(2 * n ** 3) and single.loops == 0
+  assert single.flops == pytest.approx(2 * n**3) and single.loops == 0
   assert loop.flops == pytest.approx(single.flops, rel=1e-4) and loop.loops == 1  # (+ the counter)
-  first = aot.compile_or_cached("loop", looped, "cpu", 1 << 30, unit="step", tokens=1, scale=8.0,
-                                cache_dir=str(tmp_path))
-  again = aot.compile_or_cached("loop", looped, "cpu", 1 << 30, unit="step", tokens=1, scale=8.0,
-                                cache_dir=str(tmp_path))
+  first = aot.compile_or_cached(
+    "loop", looped, "cpu", 1 << 30, unit="step", tokens=1, scale=8.0, cache_dir=str(tmp_path)
+  )
+  again = aot.compile_or_cached(
+    "loop", looped, "cpu", 1 << 30, unit="step", tokens=1, scale=8.0, cache_dir=str(tmp_path)
+  )
   assert not first.cached and again.cached
   assert again.cost == first.cost and again.memory == first.memory
-  assert first.cost.flops == pytest.approx(8 * 2 * n ** 3, rel=1e-4)
+  assert first.cost.flops == pytest.approx(8 * 2 * n**3, rel=1e-4)
   other = aot.compile_or_cached("one", one, "cpu", 1 << 30, unit="step", tokens=1, cache_dir=str(tmp_path))
   assert not other.cached and len(list(tmp_path.iterdir())) == 2
 

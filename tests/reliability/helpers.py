@@ -1,5 +1,6 @@
 """Helpers of the reliability tests: judge servers a test can kill, bounds on judge time, the
 training subprocess a test can SIGKILL."""
+
 import contextlib
 import json
 import os
@@ -102,17 +103,35 @@ def read_rows(workdir) -> list[dict]:
 
 def subprocess_env() -> dict:
   """The test environment plus the shared persistent compilation cache (a cold compile costs ~10 s)."""
-  return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
-              JAX_COMPILATION_CACHE_DIR=os.path.join(ROOT, ".jax_cache"),
-              JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+  return dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    PYTHONUNBUFFERED="1",
+    JAX_COMPILATION_CACHE_DIR=os.path.join(ROOT, ".jax_cache"),
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
+    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+  )
 
 
 def launch_train(workdir, data_dir, *flags, log=None) -> subprocess.Popen:
   """`python -m launch.train` on the arena_live smoke config (its embedded judge) in `workdir`."""
-  cmd = [sys.executable, "-m", "launch.train", "--config=configs/arith_arena_live.py:smoke",
-         f"--workdir={workdir}", f"--config.tasks.data_dir={data_dir}", *flags]
-  return subprocess.Popen(cmd, cwd=ROOT, env=subprocess_env(), stdout=log or subprocess.DEVNULL,
-                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+  cmd = [
+    sys.executable,
+    "-m",
+    "launch.train",
+    "--config=configs/arith_arena_live.py:smoke",
+    f"--workdir={workdir}",
+    f"--config.tasks.data_dir={data_dir}",
+    *flags,
+  ]
+  return subprocess.Popen(
+    cmd,
+    cwd=ROOT,
+    env=subprocess_env(),
+    stdout=log or subprocess.DEVNULL,
+    stderr=subprocess.STDOUT,
+    stdin=subprocess.DEVNULL,
+  )
 
 
 def wait_for_rows(proc: subprocess.Popen, workdir, count: int, limit_s: float = 120.0) -> int:
@@ -130,7 +149,6 @@ def wait_for_rows(proc: subprocess.Popen, workdir, count: int, limit_s: float = 
 def send(proc: subprocess.Popen, sig: int) -> None:
   with contextlib.suppress(ProcessLookupError):
     os.kill(proc.pid, sig)
-
 
 
 # ───────────────────── an embedded judge on its own thread (for monkeypatched judging) ─────────────────────

@@ -1,6 +1,7 @@
 """Bad input: every config field is checked up front, a bad value gives one clear error
 naming the field before anything compiles; bad dataset rows name file:line; a judge URL that does not
 answer at start is a clear error within seconds."""
+
 import contextlib
 import json
 import math
@@ -74,7 +75,7 @@ def test_every_field_is_checked_up_front(data_dir):
     if isinstance(value, bool):
       probes = ["yes"]
     elif isinstance(value, int):
-      probes = [-10 ** 9]
+      probes = [-(10**9)]
     elif isinstance(value, float):
       probes = [math.nan, math.inf]
     else:
@@ -95,7 +96,9 @@ def test_every_field_is_checked_up_front(data_dir):
   assert checked > 100 and not missed, "\n".join(missed)
 
 
-@pytest.mark.parametrize("path, value, match", [
+@pytest.mark.parametrize(
+  "path, value, match",
+  [
     ("rollout.group_size", 1, r"config\.rollout\.group_size: a group needs ≥ 2"),
     ("judge.margin", 0.7, r"config\.judge\.margin: must be a finite number in \[0, 0\.5\], got 0\.7"),
     ("judge.margin", -0.1, r"config\.judge\.margin: must be a finite number in \[0, 0\.5\], got -0\.1"),
@@ -108,7 +111,8 @@ def test_every_field_is_checked_up_front(data_dir):
     ("judge.urls", ("localhost:8000",), r"config\.judge\.urls: entries must be http"),
     ("judge.client.timeout_s", 0.0, r"config\.judge\.client\.timeout_s"),
     ("tasks.train_task", "chess", r"config\.tasks\.train_task"),
-])
+  ],
+)
 def test_a_bad_field_is_one_clear_error_before_any_compile(path, value, match, data_dir, tmp_path):
   c = smoke_config("arena_live", data_dir)
   _set(c, path, value)
@@ -126,13 +130,15 @@ def test_a_mesh_that_does_not_match_the_devices(data_dir, tmp_path):
 
 def test_a_tokenizer_larger_than_the_checkpoint_vocab_fails_before_any_compile(data_dir, tmp_path):
   tokenizer = SentencePieceTokenizer.train(["Question: 1 + 2\nSolution:\n1 + 2 = 3.\n\nAnswer: 3"] * 8, 64)
-  config = models.ModelConfig(vocab_size=tokenizer.vocab_size, d_model=32, num_layers=1, num_heads=2,
-                              num_kv_heads=1, head_dim=16, mlp_dim=64)
+  config = models.ModelConfig(
+    vocab_size=tokenizer.vocab_size, d_model=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, mlp_dim=64
+  )
   policy = tmp_path / "policy"
   policy_io.save_policy(policy, models.init_model(config, seed=0), config, tokenizer)
   small = tokenizer.vocab_size - 5  # a model_config.json from another checkpoint
-  (policy / "model_config.json").write_text(json.dumps({**json.loads((policy / "model_config.json").read_text()),
-                                                        "vocab_size": small}))
+  (policy / "model_config.json").write_text(
+    json.dumps({**json.loads((policy / "model_config.json").read_text()), "vocab_size": small})
+  )
   c = smoke_config("rlvr", data_dir)
   c.init.random_model, c.init.policy_dir = "", str(policy)
   message = fails_up_front(c, tmp_path / "run", match="vocab")
@@ -140,13 +146,16 @@ def test_a_tokenizer_larger_than_the_checkpoint_vocab_fails_before_any_compile(d
     assert part in message, (part, message)
 
 
-@pytest.mark.parametrize("line, needle", [
+@pytest.mark.parametrize(
+  "line, needle",
+  [
     (b'{"question": "1 + 1?", "answer": 2', "malformed JSON"),
     (b'{"question": "1 + 1?"}', "answer: missing field"),
     (b'{"question": "", "answer": "2"}', "must be a non-empty string"),
     (b'{"question": "\xff 1 + 1?", "answer": "2"}', "not valid UTF-8"),
     (b'["1 + 1?", "2"]', "expected a JSON object"),
-])
+  ],
+)
 def test_a_bad_dataset_row_names_file_and_line(line, needle, tmp_path):
   path = tmp_path / "math.jsonl"
   path.write_bytes(b'{"question": "2 + 3?", "answer": "5"}\n\n' + line + b'\n{"question": "4?", "answer": 4}\n')
@@ -162,8 +171,7 @@ def test_an_unreachable_judge_url_is_a_clear_error_within_seconds(data_dir, tmp_
   c.judge.urls = (dead,)
   c.judge.client.startup_check_s = 2.0
   start = time.monotonic()
-  message = fails_up_front(c, tmp_path / "run", error=judges.JudgeUnreachableError,
-                           match="failed the start-up check")
+  message = fails_up_front(c, tmp_path / "run", error=judges.JudgeUnreachableError, match="failed the start-up check")
   assert dead in message and "within 2 s" in message, message
   # Within seconds: the check's window, not a step's worth of retries (a behaviour bound, generous margin).
   assert time.monotonic() - start < 2.0 + 30.0
@@ -188,6 +196,7 @@ def test_a_judge_model_the_server_does_not_serve_fails_at_start_up_naming_what_i
     judges.check_endpoints([judge.url], timeout_s=5.0, model=names[0])  # the served model passes
     c = smoke_config("arena_live", data_dir)
     c.judge.urls, c.judge.model = (judge.url,), "my-judge"
-    message = fails_up_front(c, tmp_path / "run", error=judges.JudgeUnreachableError,
-                             match="does not serve judge.model='my-judge'")
+    message = fails_up_front(
+      c, tmp_path / "run", error=judges.JudgeUnreachableError, match="does not serve judge.model='my-judge'"
+    )
     assert repr(names[0]) in message, message

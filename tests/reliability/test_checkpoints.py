@@ -6,6 +6,7 @@ message names a checkpoint that really restores with finite values. The evaluato
 A second trainer on a live workdir is refused; a resume that changes the run's mode, task, model or
 batch shape is refused unless `resume_allow_changes` names the change.
 """
+
 import os
 import re
 import shutil
@@ -52,8 +53,11 @@ def _restore(workdir, step):
 
 
 def _all_finite(state) -> bool:
-  return all(np.isfinite(np.asarray(x, np.float64)).all() for x in jax.tree.leaves(state)
-             if np.issubdtype(np.asarray(x).dtype, np.inexact))
+  return all(
+    np.isfinite(np.asarray(x, np.float64)).all()
+    for x in jax.tree.leaves(state)
+    if np.issubdtype(np.asarray(x).dtype, np.inexact)
+  )
 
 
 def poison_checkpoint(workdir, step):
@@ -142,8 +146,9 @@ def test_the_watcher_logs_and_skips_a_bad_step(tmp_path, caplog):
     del config
     return {"bench": {"sum": float(np.sum(watch_lib.load_params(workdir, step)["w"]))}}
 
-  rows = watch_lib.watch(str(tmp_path), None, poll_s=0.01, stop_after_step=3, timeout_s=30, evaluate_fn=evaluate,
-                         tensorboard=False)
+  rows = watch_lib.watch(
+    str(tmp_path), None, poll_s=0.01, stop_after_step=3, timeout_s=30, evaluate_fn=evaluate, tensorboard=False
+  )
   assert [r["step"] for r in rows] == [1, 3]
   assert rows[1]["results"]["bench"]["sum"] == 3 * (1 << 14)
   assert any("skipping checkpoint step 2" in r.getMessage() for r in caplog.records)
@@ -176,17 +181,26 @@ def test_a_second_trainer_on_a_live_workdir_is_refused_and_a_crash_releases_the_
   WorkdirLock(str(workdir)).acquire().release()  # the kernel released the dead trainer's lock
 
 
-@pytest.mark.parametrize("field, value", [
-    ("reward.mode", "rlvr_dapo"), ("rollout.group_size", 2), ("rollout.prompts_per_step", 2),
-    ("rollout.max_new_tokens", 8), ("tasks.train_task", "countdown"),
-])
+@pytest.mark.parametrize(
+  "field, value",
+  [
+    ("reward.mode", "rlvr_dapo"),
+    ("rollout.group_size", 2),
+    ("rollout.prompts_per_step", 2),
+    ("rollout.max_new_tokens", 8),
+    ("tasks.train_task", "countdown"),
+  ],
+)
 def test_a_resume_that_changes_the_run_is_refused(field, value, copy4, data_dir):
   before = {name: (copy4 / name).read_bytes() for name in ("metrics.jsonl", "policy.json")}
   c = _config(data_dir, 6, resume=True)
   section, name = field.split(".")
   c[section][name] = value
-  with pytest.raises(WorkdirError, match=rf"would change what the run in {copy4} trains \({re.escape(field)}: "
-                     rf".* → {re.escape(repr(value))}\).*--config.resume_allow_changes='\(\"{re.escape(field)}\",\)'"):
+  with pytest.raises(
+    WorkdirError,
+    match=rf"would change what the run in {copy4} trains \({re.escape(field)}: "
+    rf".* → {re.escape(repr(value))}\).*--config.resume_allow_changes='\(\"{re.escape(field)}\",\)'",
+  ):
     train(c, str(copy4))
   assert {name: (copy4 / name).read_bytes() for name in before} == before  # refused before writing anything
 

@@ -5,6 +5,7 @@ judge): one run is SIGKILLed at a random point (sometimes mid-step, sometimes mi
 run gets SIGTERM at another, and a last resume finishes. The seed of the random points is printed with
 every failure (set RELIABILITY_SEED to replay one).
 """
+
 import os
 import random
 import re

@@ -6,6 +6,7 @@ the protocol promises (`judges/embedded/hostile.py`). Whatever it sends, the cli
 a reason, within its deadline; a step whose judging raises anyway costs that step's judge signal, counted;
 a judge that fails every call stops the run after `reward.max_judge_outage_steps`.
 """
+
 import asyncio
 import json
 import math
@@ -24,26 +25,44 @@ from arena_jax.judges.embedded import hostile
 from arena_jax.judges.embedded import simulated
 from arena_jax.train import train
 from arena_jax.train import trainer as trainer_lib
-from tests.reliability.helpers import (fast_client, free_port, judge_in_thread, killable_judge, read_rows,
-                                       serve_routes, smoke_config)
+from tests.reliability.helpers import (
+  fast_client,
+  free_port,
+  judge_in_thread,
+  killable_judge,
+  read_rows,
+  serve_routes,
+  smoke_config,
+)
 
 MESSAGES = judges.load_templates().messages(
-    "pairwise", problem="Question: Compute 7 + 5.\nSolution:\n", reference="12",
-    trace_a="7 + 5 = 12.\n\nAnswer: 12", trace_b="7 + 5 = 13.\n\nAnswer: 13")
+  "pairwise",
+  problem="Question: Compute 7 + 5.\nSolution:\n",
+  reference="12",
+  trace_a="7 + 5 = 12.\n\nAnswer: 12",
+  trace_b="7 + 5 = 13.\n\nAnswer: 13",
+)
 BOUND_S = 60.0  # no judgment below may run this long: a bound on hangs, not a timing
 
 
 def _ask(url, n=8, parse=judges.parse_pairwise, **client):
   """`n` judgments through a fast client; fails the test if they do not all end within BOUND_S."""
-  options = dict(model=judges.server_config().model, backoff_initial_s=0.001, backoff_max_s=0.004, timeout_s=10.0,
-                 deadline_s=30.0, max_retries=0, max_parse_retries=0)
+  options = dict(
+    model=judges.server_config().model,
+    backoff_initial_s=0.001,
+    backoff_max_s=0.004,
+    timeout_s=10.0,
+    deadline_s=30.0,
+    max_retries=0,
+    max_parse_retries=0,
+  )
   options.update(client)
   c = judges.JudgeClient([url], **options)
 
   async def main():
     async with c:
-      return await asyncio.wait_for(asyncio.gather(*(c.chat(MESSAGES, parse=parse, seed=i) for i in range(n))),
-                                    BOUND_S)
+      return await asyncio.wait_for(asyncio.gather(*(c.chat(MESSAGES, parse=parse, seed=i) for i in range(n))), BOUND_S)
+
   return asyncio.run(main()), c.stats
 
 
@@ -52,8 +71,10 @@ def _ask(url, n=8, parse=judges.parse_pairwise, **client):
 
 @pytest.mark.parametrize("path,value", hostile.WRONG_TYPES)
 def test_every_field_of_a_wrong_type_is_a_bad_response_not_an_exception(path, value):
-  body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "[[A]]"}, "finish_reason": "stop"}],
-          "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+  body = {
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "[[A]]"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+  }
   assert client_lib.completion_fields(json.dumps(body).encode())["content"] == "[[A]]"
   hostile._put(body, path, value)  # pylint: disable=protected-access
   with pytest.raises(ValueError, match=str(path[-1]) if path[-1] != 0 else "choices"):
@@ -118,8 +139,11 @@ def test_judging_that_raises_drops_the_step_and_an_outage_stops_the_run(data_dir
   with pytest.raises(trainer_lib.JudgeOutageError, match="exception: RuntimeError: a bug reached"):
     train(c, str(tmp_path))
   rows = read_rows(tmp_path)
-  assert rows and all(r["judge/failed/exception"] == r["judge/groups"] == r["judge/groups_all_failed"] > 0
-                      for r in rows if r["judge/groups"]), rows
+  assert rows and all(
+    r["judge/failed/exception"] == r["judge/groups"] == r["judge/groups_all_failed"] > 0
+    for r in rows
+    if r["judge/groups"]
+  ), rows
 
 
 # ── item 4: credentials in a judge URL never reach a log, an error or the disk ──
@@ -220,8 +244,10 @@ def test_a_body_that_never_arrives_gets_408():
   with judge_in_thread(read_timeout_s=0.3) as url:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=20) as s:
-      s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 1000\r\n\r\n{\"messages\": ")
+      s.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{\"messages\": "
+      )
       answer = s.recv(4096).decode()
   assert answer.startswith("HTTP/1.1 408") and "did not arrive within 0.3 s" in answer, answer
 
@@ -235,21 +261,21 @@ def test_a_client_that_never_finishes_its_headers_is_disconnected():
 
 
 BAD_REQUESTS = [
-    (b"[" * 100_000 + b"]" * 100_000, {}, "not valid JSON"),
-    (b'{"messages": [{"role": "user", "content": "\xff\xfe\xfa"}]}', {}, "not valid JSON"),
-    (_chat(), {"Content-Type": "application/json; charset=no-such-charset"}, None),  # 200: the charset is ignored
-    (b"", {}, "not valid JSON"),
-    (b"[1, 2]", {}, "must be a JSON object"),
-    (_chat(n=2), {}, "n=2 is not supported"),
-    (_chat(n="1"), {}, "n='1' is not supported"),
-    (_chat(stream=True), {}, "stream=True is not supported"),
-    (_chat(stream="no"), {}, "stream='no' is not supported"),
-    (json.dumps({"messages": [{"role": "user", "content": [{"type": "text"}]}]}).encode(), {}, "messages must be"),
-    (json.dumps({"messages": [{"content": "hi"}]}).encode(), {}, "messages must be"),
-    (_chat(seed=2 ** 64), {}, "seed must be an integer"),
-    (_chat(seed=-1), {}, None),
-    (_chat(max_tokens=10 ** 30), {}, "max_tokens must be an integer"),
-    (_chat(temperature=float("nan")), {}, "temperature must be"),
+  (b"[" * 100_000 + b"]" * 100_000, {}, "not valid JSON"),
+  (b'{"messages": [{"role": "user", "content": "\xff\xfe\xfa"}]}', {}, "not valid JSON"),
+  (_chat(), {"Content-Type": "application/json; charset=no-such-charset"}, None),  # 200: the charset is ignored
+  (b"", {}, "not valid JSON"),
+  (b"[1, 2]", {}, "must be a JSON object"),
+  (_chat(n=2), {}, "n=2 is not supported"),
+  (_chat(n="1"), {}, "n='1' is not supported"),
+  (_chat(stream=True), {}, "stream=True is not supported"),
+  (_chat(stream="no"), {}, "stream='no' is not supported"),
+  (json.dumps({"messages": [{"role": "user", "content": [{"type": "text"}]}]}).encode(), {}, "messages must be"),
+  (json.dumps({"messages": [{"content": "hi"}]}).encode(), {}, "messages must be"),
+  (_chat(seed=2**64), {}, "seed must be an integer"),
+  (_chat(seed=-1), {}, None),
+  (_chat(max_tokens=10**30), {}, "max_tokens must be an integer"),
+  (_chat(temperature=float("nan")), {}, "temperature must be"),
 ]
 
 
@@ -275,14 +301,16 @@ def test_stats_require_the_key(monkeypatch):
 
 def test_a_judge_that_echoes_the_api_key_does_not_put_it_in_any_result():
   from aiohttp import web  # pylint: disable=g-import-not-at-top
+
   key = "sk-test-0123456789"
 
   async def echo(request):
     said = request.headers.get("Authorization", "")
     if (await request.json())["seed"] % 2:
       return web.json_response({"error": {"message": f"bad request from {said}"}}, status=400)
-    return web.json_response({"choices": [{"message": {"content": f"{said} [[A]]", "reasoning_content": said},
-                                           "finish_reason": "stop"}]})
+    return web.json_response(
+      {"choices": [{"message": {"content": f"{said} [[A]]", "reasoning_content": said}, "finish_reason": "stop"}]}
+    )
 
   async def main():
     async with serve_routes(web.post("/v1/chat/completions", echo)) as url:
@@ -294,8 +322,9 @@ def test_a_judge_that_echoes_the_api_key_does_not_put_it_in_any_result():
   assert "Bearer ***" in results[0].content and "Bearer ***" in results[1].failure_detail
 
 
-@pytest.mark.parametrize("record", ["[1, 2]", '{"content": "[[A]]", "completion_tokens": -5}',
-                                    '{"content": "[[A]]", "prompt_tokens": "x"}'])
+@pytest.mark.parametrize(
+  "record", ["[1, 2]", '{"content": "[[A]]", "completion_tokens": -5}', '{"content": "[[A]]", "prompt_tokens": "x"}']
+)
 def test_a_damaged_cache_record_is_asked_again(tmp_path, record):
   cache = judges.ResponseCache(str(tmp_path))
   c = judges.JudgeClient(["http://127.0.0.1:9"], model=judges.server_config().model, cache_dir=str(tmp_path))

@@ -4,6 +4,7 @@ Training must go on, drop and count the failed matches (SPEC §4: never a tie), 
 wait on the judge no longer than the client's limits allow. The judges here are real embedded server
 processes on loopback ports (`judge.urls`), so the test can SIGKILL them and start them again.
 """
+
 import logging
 import math
 
@@ -13,8 +14,15 @@ from arena_jax.errors import UserError
 from arena_jax.train import metrics as metrics_lib
 from arena_jax.train import train
 from arena_jax.train import trainer as trainer_lib
-from tests.reliability.helpers import (KillableJudge, fast_client, free_port, killable_judge, read_rows, smoke_config,
-                                       worst_case_judge_s)
+from tests.reliability.helpers import (
+  KillableJudge,
+  fast_client,
+  free_port,
+  killable_judge,
+  read_rows,
+  smoke_config,
+  worst_case_judge_s,
+)
 
 G = 4  # the smoke config's group size; a live tournament of G has G − 1 sequential stages (SPEC §5)
 
@@ -31,7 +39,6 @@ def hook_steps(monkeypatch, actions):
   fault lands at a known point of the loop: with async_lag = 1 the next step's judging is in flight)."""
 
   class Hooked(metrics_lib.MetricsWriter):
-
     def write(self, step, values):
       super().write(step, values)
       if step in actions:
@@ -47,16 +54,24 @@ def assert_finite(rows):
 
 
 def judge_warnings(caplog):
-  return [r.getMessage() for r in caplog.records
-          if r.levelno == logging.WARNING and "got no judgment" in r.getMessage()]
+  return [
+    r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "got no judgment" in r.getMessage()
+  ]
 
 
 def test_training_rides_out_the_fault_mix(data_dir, tmp_path):
   # 15% HTTP errors (500 / 503 / 429 alike: 10% 5xx, 5% 429, with Retry-After on 429 and 503), 5% hangs
   # far past the client timeout, 5% well-formed answers without a verdict. Seeded: the fault sequence
   # of the first N requests is fixed, so every kind occurs in this run.
-  knobs = dict(error_rate=0.15, error_statuses=(500, 503, 429), retry_after_s=0.05, hang_rate=0.05, hang_s=60.0,
-               malformed_rate=0.05, seed=3)
+  knobs = dict(
+    error_rate=0.15,
+    error_statuses=(500, 503, 429),
+    retry_after_s=0.05,
+    hang_rate=0.05,
+    hang_s=60.0,
+    malformed_rate=0.05,
+    seed=3,
+  )
   with killable_judge(**knobs) as judge:
     c = run_config(data_dir, [judge.url], 6, timeout_s=1.0, max_retries=1, max_parse_retries=0)
     summary = train(c, str(tmp_path))

@@ -1,4 +1,5 @@
 """Group advantages, the per-group router and the CISPO loss (SPEC §1–§3, §5)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -113,10 +114,10 @@ def test_truncated_completions_can_be_masked():
 def test_sum_and_denominator_are_exact_under_micro_batching(aggregation):
   logp, old, adv, mask = _batch(4, b=8)
   whole = rl.cispo_loss(logp, old, adv, mask, aggregation=aggregation)
-  parts = [rl.cispo_loss(logp[s], old[s], adv[s], mask[s], aggregation=aggregation)
-           for s in (slice(0, 3), slice(3, 8))]
-  np.testing.assert_allclose(sum(p.loss_sum for p in parts) / sum(p.denominator for p in parts),
-                             whole.loss_sum / whole.denominator, rtol=1e-6)
+  parts = [rl.cispo_loss(logp[s], old[s], adv[s], mask[s], aggregation=aggregation) for s in (slice(0, 3), slice(3, 8))]
+  np.testing.assert_allclose(
+    sum(p.loss_sum for p in parts) / sum(p.denominator for p in parts), whole.loss_sum / whole.denominator, rtol=1e-6
+  )
 
 
 def test_seq_mean_token_mean_weights_sequences_equally():
@@ -133,8 +134,9 @@ def test_metrics_clip_fraction_ratio_entropy_kl():
   logp = jnp.zeros((1, 4))
   old = jnp.log(jnp.array([[1.0, 1.0, 0.1, 1.0]]))  # ratios 1, 1, 10, 1 → one clipped at cap 5
   mask = jnp.array([[1.0, 1.0, 1.0, 0.0]])
-  out = rl.cispo_loss(logp, old, jnp.ones(1), mask, entropy=jnp.full((1, 4), 2.0),
-                      ref_logprobs=jnp.zeros((1, 4)), kl_coef=0.1)
+  out = rl.cispo_loss(
+    logp, old, jnp.ones(1), mask, entropy=jnp.full((1, 4), 2.0), ref_logprobs=jnp.zeros((1, 4)), kl_coef=0.1
+  )
   vals = rl.metric_values(out.metrics)
   np.testing.assert_allclose(vals["clip_fraction"], 1 / 3, rtol=1e-6)
   np.testing.assert_allclose(vals["ratio"], 12 / 3, rtol=1e-6)

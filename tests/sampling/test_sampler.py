@@ -1,4 +1,5 @@
 """The KV-cache sampler: layout, stop tokens, behaviour log-probs, greedy exactness, groups, recompiles."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,8 +8,9 @@ from flax import nnx
 
 from arena_jax import models, sampling
 
-CONFIG = models.ModelConfig(vocab_size=61, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8,
-                            mlp_dim=48, init_std=1.0)
+CONFIG = models.ModelConfig(
+  vocab_size=61, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=48, init_std=1.0
+)
 STOP = (1, 2)
 
 
@@ -34,15 +36,16 @@ def _teacher_forced_greedy(model, prompt, steps, width=32):
   seq = list(prompt)
   for _ in range(steps):
     buffer = np.zeros((1, width), np.int32)
-    buffer[0, :len(seq)] = seq
+    buffer[0, : len(seq)] = seq
     seq.append(int(jnp.argmax(_forward(model, jnp.asarray(buffer))[0, len(seq) - 1])))
-  return seq[len(prompt):]
+  return seq[len(prompt) :]
 
 
 def test_output_layout_and_stop_tokens(model, prompts):
   g, n = 3, 12
-  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=n, num_samples=g, stop_tokens=STOP,
-                             method=sampling.RandomSampling(temperature=1.5))
+  sampler = sampling.Sampler(
+    config=CONFIG, max_new_tokens=n, num_samples=g, stop_tokens=STOP, method=sampling.RandomSampling(temperature=1.5)
+  )
   out = sampler(model, prompts, jax.random.key(0))
   rows = len(prompts) * g
   assert out.tokens.shape == out.logprobs.shape == (rows, n)
@@ -58,8 +61,8 @@ def test_output_layout_and_stop_tokens(model, prompts):
     else:
       assert stops[0] == lengths[r] - 1  # the stop token is the last one kept
     assert out.completion_step[r] == lengths[r] - 1
-    assert np.all(tokens[r, lengths[r]:] == 0) and np.all(logprobs[r, lengths[r]:] == 0)
-    assert np.all(logprobs[r, :lengths[r]] < 0)
+    assert np.all(tokens[r, lengths[r] :] == 0) and np.all(logprobs[r, lengths[r] :] == 0)
+    assert np.all(logprobs[r, : lengths[r]] < 0)
   np.testing.assert_array_equal(out.completion_mask(), np.arange(n)[None] < lengths[:, None])
   assert not np.asarray(out.is_greedy).any()
 
@@ -71,8 +74,13 @@ def test_behaviour_logprobs_equal_teacher_forced_logprobs(model, prompts):
   sampler = sampling.Sampler(config=CONFIG, max_new_tokens=10, num_samples=g, stop_tokens=STOP, method=method)
   out = sampler(model, prompts, jax.random.key(1))
   recomputed = models.token_logprobs(
-      model, jnp.repeat(out.prompt_tokens, g, axis=0), jnp.repeat(out.prompt_lengths, g, axis=0), out.tokens,
-      out.completion_mask(), temperature=sampler.logprob_temperature)
+    model,
+    jnp.repeat(out.prompt_tokens, g, axis=0),
+    jnp.repeat(out.prompt_lengths, g, axis=0),
+    out.tokens,
+    out.completion_mask(),
+    temperature=sampler.logprob_temperature,
+  )
   np.testing.assert_allclose(out.logprobs, recomputed, atol=2e-5)
 
 
@@ -91,15 +99,17 @@ def test_greedy_with_a_sliding_window_prompt_longer_than_the_window():
   model = models.init_model(config, seed=4)
   prompt = list(np.random.default_rng(5).integers(3, 61, 9))
   # Two samples share the prompt's cache; chunks of 8 put the window across a chunk boundary.
-  out = sampling.Sampler(config=config, max_new_tokens=12, num_samples=2, cache_chunk=8,
-                         method=sampling.Greedy())(model, [prompt], jax.random.key(0))
+  out = sampling.Sampler(config=config, max_new_tokens=12, num_samples=2, cache_chunk=8, method=sampling.Greedy())(
+    model, [prompt], jax.random.key(0)
+  )
   expected = _teacher_forced_greedy(model, prompt, 12)
   assert np.asarray(out.tokens).tolist() == [expected, expected]
 
 
 def test_cache_chunking_does_not_change_the_samples(model, prompts):
-  kw = dict(config=CONFIG, max_new_tokens=20, num_samples=2, stop_tokens=STOP,
-            method=sampling.RandomSampling(temperature=1.0))
+  kw = dict(
+    config=CONFIG, max_new_tokens=20, num_samples=2, stop_tokens=STOP, method=sampling.RandomSampling(temperature=1.0)
+  )
   chunked = sampling.Sampler(**kw, cache_chunk=8)(model, prompts, jax.random.key(10))  # 3 chunks
   whole = sampling.Sampler(**kw, cache_chunk=24)(model, prompts, jax.random.key(10))  # 1 chunk
   np.testing.assert_array_equal(chunked.tokens, whole.tokens)
@@ -127,8 +137,9 @@ def test_greedy_first_member_is_the_greedy_anchor(model, prompts):
 
 
 def test_keys_and_groups(model, prompts):
-  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=6, num_samples=5,
-                             method=sampling.RandomSampling(temperature=1.0))
+  sampler = sampling.Sampler(
+    config=CONFIG, max_new_tokens=6, num_samples=5, method=sampling.RandomSampling(temperature=1.0)
+  )
   a = sampler(model, prompts, jax.random.key(6))
   b = sampler(model, prompts, jax.random.key(6))
   c = sampler(model, prompts, jax.random.key(7))
@@ -143,8 +154,9 @@ def test_first_token_distribution_is_the_policy(model):
   """Empirical frequencies of the first sampled token match softmax(logits / T)."""
   prompt = [5, 9, 13]
   g, temperature = 4000, 1.3
-  out = sampling.Sampler(config=CONFIG, max_new_tokens=1, num_samples=g,
-                         method=sampling.RandomSampling(temperature=temperature))(model, [prompt], jax.random.key(8))
+  out = sampling.Sampler(
+    config=CONFIG, max_new_tokens=1, num_samples=g, method=sampling.RandomSampling(temperature=temperature)
+  )(model, [prompt], jax.random.key(8))
   probs = np.asarray(jax.nn.softmax(model(jnp.asarray([prompt]))[0, -1] / temperature))
   freq = np.bincount(np.asarray(out.tokens[:, 0]), minlength=CONFIG.vocab_size) / g
   assert np.abs(freq - probs).max() < 4 * np.sqrt(probs.max() / g)
@@ -168,7 +180,8 @@ def test_invalid_calls():
   with pytest.raises(ValueError, match="max_new_tokens"):
     sampling.Sampler(config=CONFIG, max_new_tokens=0)
   tokens, lengths = sampling.Sampler(config=CONFIG, max_new_tokens=2, pad_id=0).pad_prompts(
-      (np.asarray([[4, 5, 6], [7, 0, 0]]), np.asarray([3, 1])))
+    (np.asarray([[4, 5, 6], [7, 0, 0]]), np.asarray([3, 1]))
+  )
   assert tokens.shape == (2, 16) and lengths.tolist() == [3, 1] and tokens[1, :2].tolist() == [7, 0]
 
 
@@ -179,8 +192,14 @@ def _stream(sampler, model, prompts, key, every=0):
 
 def test_streaming_gives_the_plain_output_and_each_row_once_when_it_finishes(model, prompts):
   g, n = 3, 40
-  sampler = sampling.Sampler(config=CONFIG, max_new_tokens=n, num_samples=g, stop_tokens=STOP, cache_chunk=16,
-                             method=sampling.RandomSampling(temperature=1.5))
+  sampler = sampling.Sampler(
+    config=CONFIG,
+    max_new_tokens=n,
+    num_samples=g,
+    stop_tokens=STOP,
+    cache_chunk=16,
+    method=sampling.RandomSampling(temperature=1.5),
+  )
   plain = sampler(model, prompts, jax.random.key(3))
   chunks, out = _stream(sampler, model, prompts, jax.random.key(3), every=5)
   for name in ("tokens", "logprobs", "lengths", "truncated", "completion_step", "prompt_tokens"):
@@ -209,8 +228,16 @@ FORCED = (0, 39, 3, 17, 25, 1, 39, 8, 30, 2, 12, 39, 5, 21, 34, 9)
 def test_compaction_gives_the_same_rows_as_one_batch(model, prompts):
   """Gathering the live rows into smaller batches between decode segments changes no row: tokens, log-probs,
   lengths (greedy anchors included), in one call or streamed."""
-  kw = dict(config=CONFIG, max_new_tokens=40, num_samples=4, stop_tokens=STOP[:1], greedy_first=True, cache_chunk=16,
-            method=sampling.RandomSampling(temperature=1.0), logits_processor=sampling.ForcedStops(FORCED, STOP[0]))
+  kw = dict(
+    config=CONFIG,
+    max_new_tokens=40,
+    num_samples=4,
+    stop_tokens=STOP[:1],
+    greedy_first=True,
+    cache_chunk=16,
+    method=sampling.RandomSampling(temperature=1.0),
+    logits_processor=sampling.ForcedStops(FORCED, STOP[0]),
+  )
   plain = sampling.Sampler(**kw)(model, prompts, jax.random.key(4))
   np.testing.assert_array_equal(plain.lengths, np.asarray(FORCED) + 1)  # the processor fixed every length
   compacting = sampling.Sampler(**kw, compact_every=4)

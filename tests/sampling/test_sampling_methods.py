@@ -1,4 +1,5 @@
 """Sampling methods and the sampler's pure mask helpers."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np

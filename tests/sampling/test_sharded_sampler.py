@@ -1,4 +1,5 @@
 """The sampler on 8 fake CPU devices (tests/conftest.py): same tokens as on one device for the same key."""
+
 import jax
 import numpy as np
 import pytest
@@ -6,8 +7,9 @@ import pytest
 from arena_jax import models, sampling
 
 # Divisible where the rules split: vocab, heads, KV heads and MLP over `tensor`, embed over `fsdp`.
-CONFIG = models.ModelConfig(vocab_size=64, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8,
-                            mlp_dim=48, init_std=1.0)
+CONFIG = models.ModelConfig(
+  vocab_size=64, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=48, init_std=1.0
+)
 
 
 @pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices")
@@ -16,8 +18,14 @@ def test_mesh_sampling_matches_one_device():
   rng = np.random.default_rng(2)
   # 3 prompts: not a multiple of the 4 batch shards (data × fsdp), so the mesh path pads the batch.
   prompts = [list(rng.integers(4, 64, n)) for n in (5, 9, 3)]
-  kw = dict(config=CONFIG, max_new_tokens=12, num_samples=2, stop_tokens=(3,), greedy_first=True,
-            method=sampling.RandomSampling(temperature=1.0, top_p=0.95))
+  kw = dict(
+    config=CONFIG,
+    max_new_tokens=12,
+    num_samples=2,
+    stop_tokens=(3,),
+    greedy_first=True,
+    method=sampling.RandomSampling(temperature=1.0, top_p=0.95),
+  )
   single = sampling.Sampler(**kw)(model, prompts, jax.random.key(7))
   mesh = models.make_mesh(data=2, fsdp=2, tensor=2)
   sharded_sampler = sampling.Sampler(**kw, mesh=mesh)

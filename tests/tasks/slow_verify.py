@@ -1,4 +1,5 @@
 """Comparisons for the MathVerifyPool tests, run inside its worker processes (by import path)."""
+
 import os
 import time
 

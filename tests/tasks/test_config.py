@@ -1,4 +1,5 @@
 """Config validation: the default is valid, and every error names the field to change."""
+
 import pytest
 
 from arena_jax import tasks
@@ -9,7 +10,9 @@ def test_default_validates():
   assert tasks.validate_config(config) is config
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("arithmetic.min_ops", 0, r"tasks\.arithmetic\.min_ops: must be an integer ≥ 1, got 0"),
     ("arithmetic.min_ops", 5, r"tasks\.arithmetic\.min_ops: must be ≤ tasks\.arithmetic\.max_ops \(4\), got 5"),
     ("arithmetic.max_operand", -1, r"tasks\.arithmetic\.max_operand: must be an integer ≥ 0"),
@@ -25,7 +28,8 @@ def test_default_validates():
     ("sft.tasks", ("jsonl",), r"tasks\.sft\.tasks"),
     ("sft.fractions.slip", -0.1, r"tasks\.sft\.fractions\.slip"),
     ("sft.fractions.clean", 0.6, r"tasks\.sft\.fractions: must sum to 1"),
-])
+  ],
+)
 def test_bad_fields_are_named(field, value, message):
   config = tasks.default_config()
   *parents, leaf = field.split(".")

@@ -1,4 +1,5 @@
 """SFT demonstrations of controlled reasoning quality, and the tokenizer corpus."""
+
 import collections
 
 import pytest

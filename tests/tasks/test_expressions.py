@@ -1,4 +1,5 @@
 """The safe arithmetic parser: exact values, precedence, printing round-trips, hostile input."""
+
 from fractions import Fraction
 import random
 
@@ -8,19 +9,46 @@ import pytest
 from arena_jax.tasks import expressions as ex
 
 
-@pytest.mark.parametrize("text, value", [
-    ("7 + 5 * 3", 22), ("(7 + 5) * 3", 36), ("20 - 4 - 3", 13), ("20 - (4 - 3)", 19),
-    ("7 / 2 * 2", 7), ("7 / 2", Fraction(7, 2)), ("-3 + 5", 2), ("-(2 + 3) * 2", -10),
-    ("2.5 * 2", 5), ("6 × 7", 42), ("8 ÷ 2", 4), ("9 − 4", 5), ("  12  ", 12),
-])
+@pytest.mark.parametrize(
+  "text, value",
+  [
+    ("7 + 5 * 3", 22),
+    ("(7 + 5) * 3", 36),
+    ("20 - 4 - 3", 13),
+    ("20 - (4 - 3)", 19),
+    ("7 / 2 * 2", 7),
+    ("7 / 2", Fraction(7, 2)),
+    ("-3 + 5", 2),
+    ("-(2 + 3) * 2", -10),
+    ("2.5 * 2", 5),
+    ("6 × 7", 42),
+    ("8 ÷ 2", 4),
+    ("9 − 4", 5),
+    ("  12  ", 12),
+  ],
+)
 def test_evaluates_exactly(text, value):
   assert ex.evaluate(text) == value
 
 
-@pytest.mark.parametrize("text", [
-    "", "7 +", "(7 + 5", "7 + 5)", "7 5", "2 ** 3", "__import__('os').system('true')", "x + 1",
-    "1 / 0", "3 / (2 - 2)", "1" * 41, "(" * 70 + "1" + ")" * 70, "1 + " * 200 + "1",
-])
+@pytest.mark.parametrize(
+  "text",
+  [
+    "",
+    "7 +",
+    "(7 + 5",
+    "7 + 5)",
+    "7 5",
+    "2 ** 3",
+    "__import__('os').system('true')",
+    "x + 1",
+    "1 / 0",
+    "3 / (2 - 2)",
+    "1" * 41,
+    "(" * 70 + "1" + ")" * 70,
+    "1 + " * 200 + "1",
+  ],
+)
 def test_rejects_what_it_does_not_accept(text):
   with pytest.raises(ex.ParseError):
     ex.parse(text)
@@ -36,8 +64,12 @@ def _random_tree(rng, n):
 
 
 def _same_structure(a, b):
-  return (a.op == b.op and a.value == b.value and len(a.children) == len(b.children)
-          and all(_same_structure(x, y) for x, y in zip(a.children, b.children)))
+  return (
+    a.op == b.op
+    and a.value == b.value
+    and len(a.children) == len(b.children)
+    and all(_same_structure(x, y) for x, y in zip(a.children, b.children))
+  )
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)

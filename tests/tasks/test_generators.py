@@ -1,4 +1,5 @@
 """Arithmetic and countdown generation: knobs, determinism, disjoint splits, verifiable solutions."""
+
 import collections
 
 from hypothesis import given, settings, strategies as st
@@ -49,10 +50,13 @@ def test_generation_is_deterministic_by_seed(name):
   assert first != list(tasks.get_task(name, config).generate("train"))
 
 
-@pytest.mark.parametrize("name, key", [
+@pytest.mark.parametrize(
+  "name, key",
+  [
     ("arithmetic", lambda e: ex.canonical_key(ex.parse(e.expression))),
     ("countdown", lambda e: ",".join(map(str, sorted(e.numbers))) + "->" + e.answer),
-])
+  ],
+)
 def test_splits_are_disjoint_and_free_of_duplicates_across_seeds(name, key):
   config = _config()
   train_keys, test_keys = set(), set()
@@ -74,7 +78,7 @@ def test_growing_a_split_keeps_its_prefix():
   config = _config()
   small = list(tasks.get_task("arithmetic", config).generate("test"))
   config.arithmetic.num_test = 120
-  assert list(tasks.get_task("arithmetic", config).generate("test"))[:len(small)] == small
+  assert list(tasks.get_task("arithmetic", config).generate("test"))[: len(small)] == small
 
 
 def test_a_too_small_problem_space_is_a_clear_error():
@@ -84,11 +88,21 @@ def test_a_too_small_problem_space_is_a_clear_error():
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(seed=st.integers(0, 10**6), min_ops=st.integers(1, 3), extra_ops=st.integers(0, 2),
-       max_operand=st.integers(10, 30), operators=st.sampled_from(["+-*", "+-*/", "+-", "*/+"]))
+@given(
+  seed=st.integers(0, 10**6),
+  min_ops=st.integers(1, 3),
+  extra_ops=st.integers(0, 2),
+  max_operand=st.integers(10, 30),
+  operators=st.sampled_from(["+-*", "+-*/", "+-", "*/+"]),
+)
 def test_every_canonical_solution_verifies_and_checks_clean(seed, min_ops, extra_ops, max_operand, operators):
-  config = _config(min_ops=min_ops, max_ops=min_ops + extra_ops, max_operand=max_operand, operators=operators,
-                   max_value=max(400, max_operand))
+  config = _config(
+    min_ops=min_ops,
+    max_ops=min_ops + extra_ops,
+    max_operand=max_operand,
+    operators=operators,
+    max_value=max(400, max_operand),
+  )
   config.seed = seed
   config.arithmetic.update(num_train=20, num_test=5)
   config.countdown.update(num_train=20, num_test=5)

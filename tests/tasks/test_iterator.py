@@ -1,4 +1,5 @@
 """The prompt iterator: deterministic, sharded by process, exactly resumable."""
+
 from hypothesis import given, settings, strategies as st
 import pytest
 
@@ -48,8 +49,14 @@ def test_unshuffled_order_and_default_process():
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(n=st.integers(8, 60), batch=st.integers(1, 4), procs=st.integers(1, 2), seed=st.integers(0, 2**31),
-       before=st.integers(0, 30), after=st.integers(1, 20))
+@given(
+  n=st.integers(8, 60),
+  batch=st.integers(1, 4),
+  procs=st.integers(1, 2),
+  seed=st.integers(0, 2**31),
+  before=st.integers(0, 30),
+  after=st.integers(1, 20),
+)
 def test_resumes_exactly(n, batch, procs, seed, before, after):
   data = source(n)
   for p in range(procs):
@@ -57,8 +64,14 @@ def test_resumes_exactly(n, batch, procs, seed, before, after):
     take(run, before)
     saved = run.state.to_dict()  # what a checkpoint stores
     expected = take(run, after)
-    resumed = tasks.PromptIterator(data, batch_size=batch, seed=12345, process_index=p, process_count=procs,
-                                   state=tasks.IteratorState.from_dict(saved))
+    resumed = tasks.PromptIterator(
+      data,
+      batch_size=batch,
+      seed=12345,
+      process_index=p,
+      process_count=procs,
+      state=tasks.IteratorState.from_dict(saved),
+    )
     assert take(resumed, after) == expected
     other = tasks.PromptIterator(data, batch_size=batch, seed=seed, process_index=p, process_count=procs)
     other.restore(saved)
@@ -71,8 +84,9 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match="process_index"):
     tasks.PromptIterator(source(5), batch_size=1, process_index=2, process_count=2)
   with pytest.raises(ValueError, match="does not fit"):
-    tasks.PromptIterator(source(5), batch_size=2, process_index=0, process_count=1,
-                         state=tasks.IteratorState(seed=0, epoch=0, position=4))
+    tasks.PromptIterator(
+      source(5), batch_size=2, process_index=0, process_count=1, state=tasks.IteratorState(seed=0, epoch=0, position=4)
+    )
   with pytest.raises(ValueError, match="not an iterator state"):
     tasks.IteratorState.from_dict({"seed": 0})
 

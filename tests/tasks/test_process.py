@@ -1,4 +1,5 @@
 """The process checker: per-step validity and relevance, earliest error, skipped steps, severities."""
+
 import json
 
 from hypothesis import given, settings, strategies as st
@@ -69,8 +70,9 @@ def test_commutative_operands_may_be_swapped():
   assert r.steps[2].valid and not r.steps[2].relevant and not r.answer_correct
 
 
-@pytest.mark.parametrize("extra", ["7 + 5 = 12.", "12 * 1 = 12.", "12 + 0 = 12.", "12 - 5 = 7.", "3 + 4 = 7.",
-                                   "Let me double-check."])
+@pytest.mark.parametrize(
+  "extra", ["7 + 5 = 12.", "12 * 1 = 12.", "12 + 0 = 12.", "12 - 5 = 7.", "3 + 4 = 7.", "Let me double-check."]
+)
 def test_redundant_steps_are_valid_but_irrelevant(extra):
   r = check(lines("7 + 5 = 12.", extra, "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"))
   assert r.num_invalid == 0 and r.irrelevant_steps == (1,) and r.answer_correct
@@ -184,6 +186,7 @@ def test_repeated_answer_lines_after_skipped_operations_do_not_crash():
   # Seen in RL: a sampled trace that skips the last operation and states two answers made the
   # checker raise KeyError (HTTP 500 from the embedded judge). The second answer is judged too.
   from arena_jax import tasks as tasks_lib
+
   trace = "9 + 9 = 18.\n\n9 * 4 = 36.\n\n36 + 36 = 92.\n\nAnswer: 8.\n\nAnswer: 86"
   report = tasks_lib.check_arithmetic("8 + 9 + (3 + 9 * 4)", "56", trace)
   assert not report.answer_correct
@@ -193,31 +196,35 @@ def test_repeated_answer_lines_after_skipped_operations_do_not_crash():
 def test_process_metrics_of_a_hand_labelled_set():
   """Issue 17's process metrics on completions whose labels are known by construction (EXPR = 32)."""
   labelled = [  # (completion, verifier reward)
-      (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),   # clean
-      (lines("7 + 5 = 13.", "13 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),   # compensating errors
-      ("Answer: 32", 1.0),                                                       # bare answer
-      (lines("(7 + 5) * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),          # a skipped operation
-      (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 31.", "Answer: 31"), 0.0),   # wrong at step index 2
-      (lines("7 + 5 = 13.", "13 * 3 = 39.", "39 - 4 = 35.", "Answer: 35"), 0.0),   # wrong at step index 0
-      (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),   # clean
-      (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),   # clean
+    (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),  # clean
+    (lines("7 + 5 = 13.", "13 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),  # compensating errors
+    ("Answer: 32", 1.0),  # bare answer
+    (lines("(7 + 5) * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),  # a skipped operation
+    (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 31.", "Answer: 31"), 0.0),  # wrong at step index 2
+    (lines("7 + 5 = 13.", "13 * 3 = 39.", "39 - 4 = 35.", "Answer: 35"), 0.0),  # wrong at step index 0
+    (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),  # clean
+    (lines("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32"), 1.0),  # clean
   ]
   reports = [check(c) for c, _ in labelled]
   rewards = [r for _, r in labelled]
   rates = tasks.process_rates(tasks.process_counts(reports, rewards))
-  assert rates == pytest.approx({
-      "faithful_accuracy": 5 / 8,       # clean ×3, bare, skipped: right with no invalid step
+  assert rates == pytest.approx(
+    {
+      "faithful_accuracy": 5 / 8,  # clean ×3, bare, skipped: right with no invalid step
       "compensating_rate": 1 / 8,
-      "flawed_correct_rate": 3 / 8,     # compensating, bare, skipped
+      "flawed_correct_rate": 3 / 8,  # compensating, bare, skipped
       "bare_answer_rate": 1 / 8,
-      "skipped_rate": 2 / 8,            # the bare answer skips every operation too
-      "first_error_step_wrong": (2 + 0) / 2})
+      "skipped_rate": 2 / 8,  # the bare answer skips every operation too
+      "first_error_step_wrong": (2 + 0) / 2,
+    }
+  )
   assert set(rates) == set(tasks.PROCESS_METRICS)
   # Hosts add their counts: two halves summed give the whole.
   halves = [tasks.process_counts(reports[:4], rewards[:4]), tasks.process_counts(reports[4:], rewards[4:])]
   assert tasks.process_rates({k: halves[0][k] + halves[1][k] for k in halves[0]}) == pytest.approx(rates)
   # Groups of 4: group 0 is all correct with flawed members, group 1 mixed → one all-correct group, flawed.
   from arena_jax.tasks import process
+
   groups = process.group_process_metrics(reports, rewards, 4)
   assert groups == {"all_correct_flawed": 1.0}  # no all-wrong group: no spread to report
   wrong = [reports[4], reports[5]]

@@ -1,4 +1,5 @@
 """TFDS datasets: built on first use without TensorFlow, reused afterwards, read with tfds.data_source."""
+
 import json
 import os
 import subprocess
@@ -37,8 +38,9 @@ def test_built_once_then_reused_and_rebuilt_when_the_config_changes(tmp_path, mo
   first = tasks.prepare(config, "arithmetic")
   calls = []
   original = tasks.ArithmeticTask.generate
-  monkeypatch.setattr(tasks.ArithmeticTask, "generate",
-                      lambda self, split: calls.append(split) or original(self, split))
+  monkeypatch.setattr(
+    tasks.ArithmeticTask, "generate", lambda self, split: calls.append(split) or original(self, split)
+  )
   assert tasks.prepare(config, "arithmetic") == first and len(tasks.load_split(config, "arithmetic", "test")) == 40
   assert calls == []  # nothing regenerated
   config.arithmetic.max_ops = 3
@@ -73,30 +75,34 @@ def test_empty_split_is_a_clear_error(tmp_path):
 
 def _run(code, tmp_path):
   env = dict(os.environ, PYTHONPATH=ROOT, ARENA_JAX_DATA_DIR=str(tmp_path / "data"))
-  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path),
-                        timeout=120)
+  return subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120
+  )
 
 
 def test_import_is_quiet_and_light(tmp_path):
-  out = _run("import sys, arena_jax.tasks\n"
-             "heavy = ('jax', 'tensorflow', 'tensorflow_datasets', 'math_verify')\n"
-             "print(sorted(m for m in heavy if m in sys.modules))",
-             tmp_path)
+  out = _run(
+    "import sys, arena_jax.tasks\n"
+    "heavy = ('jax', 'tensorflow', 'tensorflow_datasets', 'math_verify')\n"
+    "print(sorted(m for m in heavy if m in sys.modules))",
+    tmp_path,
+  )
   assert out.returncode == 0, out.stderr
   assert out.stdout == "[]\n" and out.stderr == ""
 
 
 def test_build_and_read_need_no_tensorflow(tmp_path):
   code = (
-      "import importlib.util, sys\n"
-      "from arena_jax import tasks\n"
-      "c = tasks.default_config()\n"
-      "c.arithmetic.update(num_train=30, num_test=10)\n"
-      "s = tasks.load_split(c, 'arithmetic', 'train')\n"
-      "assert len(s) == 30 and s[0].answer\n"
-      "assert importlib.util.find_spec('tensorflow') is None\n"
-      "assert 'tensorflow' not in sys.modules\n"
-      "print('ok')\n")
+    "import importlib.util, sys\n"
+    "from arena_jax import tasks\n"
+    "c = tasks.default_config()\n"
+    "c.arithmetic.update(num_train=30, num_test=10)\n"
+    "s = tasks.load_split(c, 'arithmetic', 'train')\n"
+    "assert len(s) == 30 and s[0].answer\n"
+    "assert importlib.util.find_spec('tensorflow') is None\n"
+    "assert 'tensorflow' not in sys.modules\n"
+    "print('ok')\n"
+  )
   out = _run(code, tmp_path)
   assert out.returncode == 0, out.stderr
   assert out.stdout == "ok\n" and out.stderr == ""  # building prints nothing either

@@ -1,18 +1,22 @@
 """A reasoning policy's thinking block: split from the visible answer, skipped by the verifier, counted
 when it never closed, and shown to the judge as `judge.trace_view` says (SPEC §9)."""
+
 import pytest
 
 from arena_jax import tasks
 
 
-@pytest.mark.parametrize("text, visible, thinking, unclosed", [
+@pytest.mark.parametrize(
+  "text, visible, thinking, unclosed",
+  [
     ("<think>try 3</think>\n\nAnswer: 5", "Answer: 5", "try 3", False),
-    ("[THINK]try 3[/THINK]Answer: 5", "Answer: 5", "try 3", False),               # Magistral / Ministral-3
-    ("try 3</think>\nAnswer: 5", "Answer: 5", "try 3", False),                    # the template opened the block
+    ("[THINK]try 3[/THINK]Answer: 5", "Answer: 5", "try 3", False),  # Magistral / Ministral-3
+    ("try 3</think>\nAnswer: 5", "Answer: 5", "try 3", False),  # the template opened the block
     ("<thinking>a <think>b</think> c</thinking>Answer: 5", "Answer: 5", "a <think>b</think> c", False),  # nested
     ("Let me see. <think>Answer: 3 and then", "Let me see.", "Answer: 3 and then", True),  # cut while thinking
-    ("Step 1.\n\nAnswer: 5", "Step 1.\n\nAnswer: 5", "", False),                   # no thinking at all
-])
+    ("Step 1.\n\nAnswer: 5", "Step 1.\n\nAnswer: 5", "", False),  # no thinking at all
+  ],
+)
 def test_split_thinking(text, visible, thinking, unclosed):
   assert tasks.split_thinking(text) == tasks.Thinking(visible, thinking, unclosed)
 

@@ -1,4 +1,5 @@
 """Final-answer extraction, numeric equality and SPEC §8 step segmentation."""
+
 from fractions import Fraction
 import re
 
@@ -7,27 +8,42 @@ import pytest
 from arena_jax import tasks
 
 
-@pytest.mark.parametrize("completion, answer", [
+@pytest.mark.parametrize(
+  "completion, answer",
+  [
     ("7 + 5 = 12.\n\nAnswer: 12", "12"),
     ("the result is \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),
     ("Answer: $\\boxed{7}$.", "7"),
-    ("answer: 3\n\nOn second thought \\boxed{4}", "4"),      # the later one wins
+    ("answer: 3\n\nOn second thought \\boxed{4}", "4"),  # the later one wins
     ("\\boxed{4}\n\nAnswer: 3", "3"),
-    ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),                    # balanced braces
+    ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),  # balanced braces
     ("**Answer:** 5", "5"),
     ("Final answer: -2.5", "-2.5"),
     ("no answer here", None),
     ("Answer:   ", None),
-])
+  ],
+)
 def test_extract_answer(completion, answer):
   assert tasks.extract_answer(completion) == answer
 
 
-@pytest.mark.parametrize("text, value", [
-    ("12", 12), ("-3", -3), ("+4", 4), ("1,234", 1234), ("2.50", Fraction(5, 2)), ("7/2", Fraction(7, 2)),
-    ("\\frac{7}{2}", Fraction(7, 2)), ("\\dfrac{-1}{3}", Fraction(-1, 3)), ("$12$", 12), ("12.", 12),
-    ("1e3", 1000), ("−5", -5),
-])
+@pytest.mark.parametrize(
+  "text, value",
+  [
+    ("12", 12),
+    ("-3", -3),
+    ("+4", 4),
+    ("1,234", 1234),
+    ("2.50", Fraction(5, 2)),
+    ("7/2", Fraction(7, 2)),
+    ("\\frac{7}{2}", Fraction(7, 2)),
+    ("\\dfrac{-1}{3}", Fraction(-1, 3)),
+    ("$12$", 12),
+    ("12.", 12),
+    ("1e3", 1000),
+    ("−5", -5),
+  ],
+)
 def test_parse_number(text, value):
   assert tasks.parse_number(text) == value
 

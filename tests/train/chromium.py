@@ -1,11 +1,12 @@
 """Headless Chromium driven over the DevTools protocol (aiohttp's websocket client; no selenium).
 
-    with Browser() as b:                       # raises BrowserUnavailable when there is no chromium
-      page = b.open("file:///.../step.html")   # waits for the load event
-      page.evaluate("document.title")
-      page.errors                              # console errors and uncaught exceptions so far
-      page.screenshot("shot.png")
+with Browser() as b:                       # raises BrowserUnavailable when there is no chromium
+  page = b.open("file:///.../step.html")   # waits for the load event
+  page.evaluate("document.title")
+  page.errors                              # console errors and uncaught exceptions so far
+  page.screenshot("shot.png")
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -67,8 +68,12 @@ class Page:
     method, p = data.get("method"), data.get("params", {})
     self._events.append(data)
     if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-      self.errors.append("console." + p["type"] + ": " + " ".join(str(a.get("value", a.get("description", "")))
-                                                               for a in p.get("args", [])))
+      self.errors.append(
+        "console."
+        + p["type"]
+        + ": "
+        + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+      )
     elif method == "Runtime.exceptionThrown":
       d = p.get("exceptionDetails", {})
       self.errors.append("exception: " + str(d.get("exception", {}).get("description") or d.get("text")))
@@ -86,6 +91,7 @@ class Page:
         self._event(data)
         if data.get("method") == name:
           return
+
     self.browser.loop.run_until_complete(wait())
 
   def navigate(self, url: str) -> None:
@@ -116,8 +122,10 @@ class Browser:
   def __init__(self, binary: str | None = None, start_timeout_s: float = 60.0):
     self.binary = binary or find_chromium()
     if not self.binary:
-      raise BrowserUnavailable(f"no Chromium on PATH (looked for {', '.join(CANDIDATES)}); on Debian/Ubuntu: "
-                               "apt-get install -y chromium (make test does it when run as root)")
+      raise BrowserUnavailable(
+        f"no Chromium on PATH (looked for {', '.join(CANDIDATES)}); on Debian/Ubuntu: "
+        "apt-get install -y chromium (make test does it when run as root)"
+      )
     self.start_timeout_s = start_timeout_s
     self.loop = asyncio.new_event_loop()
     self.proc = self.session = None
@@ -125,9 +133,20 @@ class Browser:
     self._pages = []
 
   def __enter__(self) -> "Browser":
-    args = [self.binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--remote-debugging-port=0",
-            "--remote-allow-origins=*", f"--user-data-dir={self.profile}", "about:blank"]
+    args = [
+      self.binary,
+      "--headless=new",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-dev-shm-usage",
+      "--no-first-run",
+      "--no-default-browser-check",
+      "--disable-extensions",
+      "--remote-debugging-port=0",
+      "--remote-allow-origins=*",
+      f"--user-data-dir={self.profile}",
+      "about:blank",
+    ]
     self._log = tempfile.TemporaryFile()  # a file, not a pipe: a chatty browser never blocks on it
     self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._log)
     port_file = os.path.join(self.profile, "DevToolsActivePort")

@@ -1,5 +1,6 @@
 """The run config: one declaration per field (`arena_jax.config_schema`), the config files built on it, and
 the checks derived from it."""
+
 import math
 import pathlib
 
@@ -30,7 +31,7 @@ def test_each_arith_file_is_the_testbed_the_study_runs(path, arg):
   """configs/arith_<mode>.py (what `make demo` and `launch.train` run) equals `mode_config(<mode>)` (what the
   study runs): configs/arith_arena_live.py spells the testbed out, the others change the mode only."""
   c = configs.get_config(path, arg)
-  assert c.reward.mode == path.stem[len("arith_"):]
+  assert c.reward.mode == path.stem[len("arith_") :]
   assert c == mode_config(c.reward.mode, arg)
   train_config.validate_config(c, check_devices=False)
 
@@ -51,6 +52,7 @@ def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
   c = mode_config("brand_new_mode", "smoke")
   with pytest.raises(ValueError, match=r"config\.reward\.mode: unknown reward mode 'brand_new_mode'; choose one of"):
     train_config.validate_config(c, check_devices=False)
+
   class BrandNew(type(rl.REWARD_MODES["rlvr"])):
     name = "brand_new_mode"
 
@@ -61,7 +63,9 @@ def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
     rl.REWARD_MODES.unregister("brand_new_mode")
 
 
-@pytest.mark.parametrize("path, value, match", [
+@pytest.mark.parametrize(
+  "path, value, match",
+  [
     ("num_steps", True, r"config\.num_steps: must be an integer ≥ 1, got True"),
     ("optim.lr", math.inf, r"config\.optim\.lr: must be a finite number > 0, got inf"),
     ("reward.std_ddof", 4, r"config\.reward\.std_ddof: must be in \[0, group_size\) = \[0, 4\), got 4"),
@@ -70,10 +74,15 @@ def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):
     ("reward.bt_shrinkage", -0.5, r"config\.reward\.bt_shrinkage: must be a finite number ≥ 0"),
     ("reward.bt_shrinkage", 1.0, None),
     ("reward.aggregation", "win_rate", None),  # and, independently, its aggregation
-    ("reward.aggregation", "pointwise", r"config\.reward\.aggregation: 'pointwise' reads pointwise verdicts but "
-                                        r"mode 'arena_live' is pairwise; use one of \['bt', 'rank_quantile', 'win_rate'\]"),
+    (
+      "reward.aggregation",
+      "pointwise",
+      r"config\.reward\.aggregation: 'pointwise' reads pointwise verdicts but "
+      r"mode 'arena_live' is pairwise; use one of \['bt', 'rank_quantile', 'win_rate'\]",
+    ),
     ("reward.aggregation", "mean", r"config\.reward\.aggregation: .*'mean'"),
-])
+  ],
+)
 def test_field_and_cross_field_checks(path, value, match):
   c = mode_config("arena_live", "smoke")
   *parents, name = path.split(".")
@@ -115,13 +124,15 @@ def test_a_rlvr_run_leaves_the_judge_unchecked():
 
 # ───────────────────────────────────── the schema itself ─────────────────────────────────────
 
-SECTION = cs.Section(dict(
+SECTION = cs.Section(
+  dict(
     n=cs.field(2, "A count.", cs.integer(1)),
     rate=cs.field(0.5, "A share.", cs.number(0, 1, hi_open=True)),
     name=cs.field("", "Optional name.", cs.one_of(("a", "b")), when=lambda c: bool(c.name)),
     limit=cs.field(None, "Optional limit.", cs.optional(cs.integer(1)), placeholder=int),
     parts=cs.Section(dict(x=cs.field(0.5, "x.", cs.number(0)), y=cs.field(0.5, "y.", cs.number(0))), exact="parts"),
-))
+  )
+)
 
 
 @SECTION.rule
@@ -136,13 +147,20 @@ def test_defaults_checks_and_documentation_come_from_one_declaration():
   assert c.to_dict() == {"n": 2, "rate": 0.5, "name": "", "limit": None, "parts": {"x": 0.5, "y": 0.5}}
   assert SECTION.validate(c, "cfg") is c
   assert {p: f.describe() for p, f in SECTION.fields().items()} == {
-      "n": "int ≥ 1", "rate": "[0, 1)", "name": "one of a, b", "limit": "None or int ≥ 1", "parts.x": "≥ 0",
-      "parts.y": "≥ 0"}
+    "n": "int ≥ 1",
+    "rate": "[0, 1)",
+    "name": "one of a, b",
+    "limit": "None or int ≥ 1",
+    "parts.x": "≥ 0",
+    "parts.y": "≥ 0",
+  }
   assert cs.rule_docs(SECTION) == [("n_above_limit", "n ≤ limit when a limit is set.")]
   assert cs.table([("n", 2, SECTION.entries["n"])])[-1] == "| `n` | `2` | int ≥ 1 | A count. |"
 
 
-@pytest.mark.parametrize("change, message", [
+@pytest.mark.parametrize(
+  "change, message",
+  [
     (dict(n=0), "cfg.n: must be an integer ≥ 1, got 0"),
     (dict(n=2.0), "cfg.n: must be an integer ≥ 1, got 2.0"),
     (dict(rate=1.0), "cfg.rate: must be a finite number in [0, 1), got 1.0"),
@@ -150,7 +168,8 @@ def test_defaults_checks_and_documentation_come_from_one_declaration():
     (dict(name="c"), "cfg.name: must be one of ('a', 'b'), got 'c'"),
     (dict(limit=0), "cfg.limit: must be an integer ≥ 1, got 0"),
     (dict(limit=1), "cfg.n: must be ≤ cfg.limit (1), got 2"),
-])
+  ],
+)
 def test_each_bad_value_names_its_field(change, message):
   c = ml_collections.ConfigDict(SECTION.defaults().to_dict(), type_safe=False)
   c.update(change)

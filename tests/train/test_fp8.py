@@ -1,5 +1,6 @@
 """FP8 training (issue 27, `model.quantization = "fp8"`): the train step's projections and MLP run as FP8
 matmuls through Qwix, the masters stay float32, and a short SFT run tracks bfloat16's loss."""
+
 import tempfile
 
 import jax

@@ -1,5 +1,6 @@
 """The tournament inspector (`launch.inspect`): run and step pages from a real run's transcripts, the
 filters' data (failures, upsets, BT / win-rate disagreement), escaping, and a workdir still being written."""
+
 import html.parser
 import json
 import os
@@ -68,19 +69,58 @@ def test_run_and_step_pages_of_a_real_run(judged_run, tmp_path):
 
 def _example_row(step, verdict, traces, failure=None):
   """A judged arithmetic group of two members whose one match the judge decided `verdict`."""
-  example = {"uid": "u", "question": "Compute 2 + 3 * 4.", "answer": "14", "solution": "", "expression": "2 + 3 * 4",
-             "numbers": []}
-  call = {"order_shown": [0, 1], "answer": f"judge says {verdict}", "reasoning": "<b>thinking</b>", "finish_reason": "stop",
-          "verdict_shown": {"first": "A", "second": "B"}.get(verdict), "failure_reason": failure, "failure_detail": "",
-          "latency_s": 0.1, "prompt_tokens": 10, "completion_tokens": 5, "http_requests": 1, "parse_attempts": 1,
-          "endpoint": "http://judge", "status": 200, "seed": 1, "cached": False}
+  example = {
+    "uid": "u",
+    "question": "Compute 2 + 3 * 4.",
+    "answer": "14",
+    "solution": "",
+    "expression": "2 + 3 * 4",
+    "numbers": [],
+  }
+  call = {
+    "order_shown": [0, 1],
+    "answer": f"judge says {verdict}",
+    "reasoning": "<b>thinking</b>",
+    "finish_reason": "stop",
+    "verdict_shown": {"first": "A", "second": "B"}.get(verdict),
+    "failure_reason": failure,
+    "failure_detail": "",
+    "latency_s": 0.1,
+    "prompt_tokens": 10,
+    "completion_tokens": 5,
+    "http_requests": 1,
+    "parse_attempts": 1,
+    "endpoint": "http://judge",
+    "status": 200,
+    "seed": 1,
+    "cached": False,
+  }
   outcome = {"first": 0.9, "second": 0.1}.get(verdict)
-  return {"kind": "group", "form": "pairwise", "step": step, "group": 0, "problem": example["question"],
-          "reference": "14", "traces": traces, "shown": {"problem": example["question"], "reference": "14",
-                                                         "traces": [None, None]},
-          "example": example, "topology": "round_robin", "arrival_order": [0, 1], "native_ranking": None,
-          "matches": [{"i": 0, "j": 1, "outcome": outcome, "verdict": verdict, "failure_reason": failure,
-                       "failure_detail": "", "calls": [call]}]}
+  return {
+    "kind": "group",
+    "form": "pairwise",
+    "step": step,
+    "group": 0,
+    "problem": example["question"],
+    "reference": "14",
+    "traces": traces,
+    "shown": {"problem": example["question"], "reference": "14", "traces": [None, None]},
+    "example": example,
+    "topology": "round_robin",
+    "arrival_order": [0, 1],
+    "native_ranking": None,
+    "matches": [
+      {
+        "i": 0,
+        "j": 1,
+        "outcome": outcome,
+        "verdict": verdict,
+        "failure_reason": failure,
+        "failure_detail": "",
+        "calls": [call],
+      }
+    ],
+  }
 
 
 RIGHT = "3 * 4 = 12.\n\n2 + 12 = 14.\n\nAnswer: 14"
@@ -92,15 +132,25 @@ def test_upsets_failures_and_escaping(tmp_path):
   workdir = str(tmp_path)
   w = tr.TranscriptWriter(workdir, fraction=1.0)
   w.put(_example_row(1, "second", [RIGHT, WRONG]))  # the judge preferred the wrong trace: an upset
-  w.put(_example_row(2, "first", [RIGHT, WRONG]))   # agrees with the process checker
+  w.put(_example_row(2, "first", [RIGHT, WRONG]))  # agrees with the process checker
   w.put(_example_row(3, None, [EVIL, WRONG], failure="timeout"))
   w.close()
   with open(os.path.join(workdir, "tasks.json"), "w") as f:  # what a run writes: the task's checker is found
     json.dump({"train_task": "arithmetic"}, f)
   with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
     for s in (1, 2, 3):
-      f.write(json.dumps({"step": s, "accuracy": 0.5, "judge/calls": 1, "judge/failures": int(s == 3),
-                          "judge/failed/timeout": int(s == 3)}) + "\n")
+      f.write(
+        json.dumps(
+          {
+            "step": s,
+            "accuracy": 0.5,
+            "judge/calls": 1,
+            "judge/failures": int(s == 3),
+            "judge/failed/timeout": int(s == 3),
+          }
+        )
+        + "\n"
+      )
   upset = inspector.step_context(workdir, 1)["cards"][0]
   assert upset["upsets"] == 1 and upset["failures"] == 0 and upset["matches"][0]["upset"]
   marks = [[s["mark"] for s in m["process"]["steps"]] for m in upset["members"]]
@@ -128,7 +178,9 @@ def test_a_copy_shows_its_nodes_strength_and_says_whose_copy_it_is(tmp_path):
   members = inspector.step_context(workdir, 1)["cards"][0]["members"]
   assert members[2]["copy_of"] == 0 and "copy_of" not in members[0] and "copy_of" not in members[1]
   assert members[2]["theta"] == members[0]["theta"] > members[1]["theta"]
-  assert members[2]["se"] == members[0]["se"] and members[2]["win_rate"] == members[0]["win_rate"] == 0.9  # one soft win
+  assert (
+    members[2]["se"] == members[0]["se"] and members[2]["win_rate"] == members[0]["win_rate"] == 0.9
+  )  # one soft win
   page = inspector.render_step(workdir, 1)
   assert "a copy of #0" in page and "win rate –" not in page
 
@@ -154,7 +206,13 @@ def test_bad_requests_are_one_line_errors(judged_run, tmp_path):
   with pytest.raises(inspector.InspectError, match="--groups: 'x'"):
     inspector.parse_ints("1,x", "groups")
   assert inspector.parse_ints("1,3-5", "step") == [1, 3, 4, 5]
-  proc = subprocess.run([sys.executable, "-m", "launch.inspect", f"--workdir={tmp_path}"], cwd=ROOT,
-                        capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-m", "launch.inspect", f"--workdir={tmp_path}"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    timeout=300,
+  )
   assert proc.returncode == 2 and proc.stderr.strip().startswith("error: ") and "metrics.jsonl" in proc.stderr
   assert "Traceback" not in proc.stderr

@@ -1,6 +1,7 @@
 """The inspector's pages in a real browser: headless Chromium (Debian's `chromium`; `make test` installs it
 when it can) loads the run page and a step page of a real run, with no console error, the expected
 elements, working filters, and a screenshot."""
+
 import os
 
 import pytest
@@ -13,8 +14,10 @@ from tests.train import chromium
 @pytest.fixture(scope="module")
 def browser():
   if chromium.find_chromium() is None:
-    reason = ("no Chromium on PATH: the browser test is skipped (apt-get install -y chromium; `make test` does it "
-              "when run as root)")
+    reason = (
+      "no Chromium on PATH: the browser test is skipped (apt-get install -y chromium; `make test` does it "
+      "when run as root)"
+    )
     print(reason)
     pytest.skip(reason)
   with chromium.Browser() as b:
@@ -38,7 +41,9 @@ def test_the_report_renders_in_chromium(judged_run, browser, tmp_path):
   assert count(".group-card") == len(mine)  # one card per routed group
   assert count("tr.match") == sum(len(g["matches"]) for g in mine)  # one row per match
   assert count(".member") == sum(len(g["traces"]) for g in mine)
-  assert page.evaluate("document.getElementById('shown-count').textContent") == f"{len(mine)} of {len(mine)} group(s) shown"
+  assert (
+    page.evaluate("document.getElementById('shown-count').textContent") == f"{len(mine)} of {len(mine)} group(s) shown"
+  )
   # The "failures only" filter hides the cards without a failed judgment (the embedded judge fails none here).
   failed = sum(any(m["failure_reason"] for m in g["matches"]) for g in mine)
   page.evaluate("(() => { const b = document.querySelector('input[data-filter=failures]'); b.click(); })()")

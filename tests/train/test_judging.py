@@ -1,5 +1,6 @@
 """Duplicates for free (issue 20): members of a judged group whose traces are the same up to whitespace
 share one tournament node — no call between them, one call on behalf of all copies, equal rewards."""
+
 import asyncio
 import threading
 

@@ -1,5 +1,6 @@
 """Judging while generation runs (issue 14): the per-step deadline, groups judged as they finish
 decoding (`reward.live_start`), and speculative live tournaments."""
+
 import math
 
 import jax
@@ -53,8 +54,9 @@ def _params(workdir):
   return jax.tree.leaves(restore(workdir, 2)[0])
 
 
-def test_judging_groups_as_they_finish_decoding_trains_exactly_as_judging_the_step(data_dir, coin_verifier,
-                                                                                  early_stops, tmp_path):
+def test_judging_groups_as_they_finish_decoding_trains_exactly_as_judging_the_step(
+  data_dir, coin_verifier, early_stops, tmp_path
+):
   # The embedded judge is deterministic: the same tournaments give the same verdicts, the same rewards.
   base = _run("arena_live", data_dir, tmp_path / "step_done")
   for start in ("group_done", "speculative"):
@@ -91,8 +93,9 @@ def test_speculative_needs_live_tournaments_of_routed_groups(mode, topology, dat
   validate_config(c)
 
 
-def test_pipelined_live_tournaments_play_every_match_while_arrivals_stream(data_dir, coin_verifier, early_stops,
-                                                                          tmp_path):
+def test_pipelined_live_tournaments_play_every_match_while_arrivals_stream(
+  data_dir, coin_verifier, early_stops, tmp_path
+):
   rows = _run("arena_live", data_dir, tmp_path, live_start="speculative", live_pipelined=True)
   assert sum(r["judge/groups"] for r in rows) > 0
   for r in rows:  # 3G − 6 = 6 calls per judged group of G = 4, none failed, none late

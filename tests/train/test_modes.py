@@ -1,5 +1,6 @@
 """Every reward mode of SPEC §7 runs a few RL steps end to end (tiny shapes, the embedded judge), and a
 new mode is one block: defined here, in this file alone, it trains."""
+
 import json
 import math
 
@@ -11,8 +12,12 @@ from arena_jax.train import read_metrics, train
 from tests.train.conftest import smoke_config
 
 EXPECTED_CALLS = {  # judge calls per judged group of G = 4 with no failures (SPEC §5)
-    "arena_live": 3 * 4 - 6, "arena": 4 * 3 // 2, "arenarl": 2 * 4 - 2, "arenarl_baseline": 4 * 3 // 2, "rlaif": 4,
-    "adaptive_pointwise": 4,
+  "arena_live": 3 * 4 - 6,
+  "arena": 4 * 3 // 2,
+  "arenarl": 2 * 4 - 2,
+  "arenarl_baseline": 4 * 3 // 2,
+  "rlaif": 4,
+  "adaptive_pointwise": 4,
 }
 
 
@@ -25,9 +30,23 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
   assert [r["step"] for r in rows] == [1, 2, 3] and summary["steps"] == 3
   for r in rows:
     assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
-    for key in ("accuracy", "groups/all_correct", "groups/all_wrong", "groups/diverse", "adv/l1",
-                "adv/nonzero_fraction", "clip_fraction", "ratio", "entropy", "loss", "time/judge_wait",
-                "gen/batches", "gen/trajectories", "gen/unclosed_thinking", "response_length"):
+    for key in (
+      "accuracy",
+      "groups/all_correct",
+      "groups/all_wrong",
+      "groups/diverse",
+      "adv/l1",
+      "adv/nonzero_fraction",
+      "clip_fraction",
+      "ratio",
+      "entropy",
+      "loss",
+      "time/judge_wait",
+      "gen/batches",
+      "gen/trajectories",
+      "gen/unclosed_thinking",
+      "response_length",
+    ):
       assert key in r, key
     fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
     np.testing.assert_allclose(fractions, 1.0, atol=1e-6)

@@ -5,6 +5,7 @@ The paper trains at a constant lr of 4e-7 (SPEC §9). A bfloat16 weight has 8 si
 of ≈ lr on |w| ≈ 0.02-0.1 is 2⁻¹⁵ … 2⁻¹⁸ of the weight, far below half its spacing (2⁻⁹ … 2⁻⁸), so it rounds
 away. float32 masters keep 24 bits.
 """
+
 import json
 import zlib
 
@@ -38,8 +39,11 @@ def _bf16_qwen3(path):
   config = TINY.replace(qk_norm=True, rope_theta=1e6, tie_embeddings=True)
   hf = transformers.Qwen3Config(**models.config_to_hf(config, "Qwen3ForCausalLM"), eos_token_id=1)
   _init(transformers.Qwen3ForCausalLM(hf)).to(torch.bfloat16).save_pretrained(path)
-  _tokenizer(path, ["<|endoftext|>", "<|im_end|>", "<|im_start|>", "<think>", "</think>"],
-             {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+  _tokenizer(
+    path,
+    ["<|endoftext|>", "<|im_end|>", "<|im_start|>", "<think>", "</think>"],
+    {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+  )
   (path / "chat_template.jinja").write_text((ROOT / "tests/data/chat_templates/qwen3.jinja").read_text())
   assert json.loads((path / "config.json").read_text()).get("dtype", "bfloat16") == "bfloat16"
 
@@ -116,9 +120,15 @@ def test_bfloat16_masters_at_a_small_lr_stop_at_the_first_update(data_dir, coin_
 def _rollout(config, rows=8, p=6, n=10, seed=0):
   rng = np.random.default_rng(seed)
   lengths = rng.integers(3, n + 1, rows)
-  return step_lib.rows_to_rollout(rng.integers(3, config.vocab_size, (rows, p)), np.full(rows, p),
-                                  rng.integers(3, config.vocab_size, (rows, n)), lengths,
-                                  -rng.uniform(0.5, 3.0, (rows, n)), rng.normal(size=rows), np.zeros(rows, bool))
+  return step_lib.rows_to_rollout(
+    rng.integers(3, config.vocab_size, (rows, p)),
+    np.full(rows, p),
+    rng.integers(3, config.vocab_size, (rows, n)),
+    lengths,
+    -rng.uniform(0.5, 3.0, (rows, n)),
+    rng.normal(size=rows),
+    np.zeros(rows, bool),
+  )
 
 
 @pytest.mark.parametrize("compute", ["bfloat16", "float32"])
@@ -147,30 +157,36 @@ def test_float32_masters_under_bf16_compute_match_a_float32_update(compute):
   ref, ref_m = one_update(base)
   got, got_m = one_update(masters)
   assert {str(x.dtype) for x in jax.tree.leaves(got.params)} == {"float32"}
-  du_ref = [np.asarray(a, np.float64) - np.asarray(p) for a, p in zip(jax.tree.leaves(ref.params), jax.tree.leaves(params))]
-  du_got = [np.asarray(a, np.float64) - np.asarray(p) for a, p in zip(jax.tree.leaves(got.params), jax.tree.leaves(params))]
+  du_ref = [
+    np.asarray(a, np.float64) - np.asarray(p) for a, p in zip(jax.tree.leaves(ref.params), jax.tree.leaves(params))
+  ]
+  du_got = [
+    np.asarray(a, np.float64) - np.asarray(p) for a, p in zip(jax.tree.leaves(got.params), jax.tree.leaves(params))
+  ]
   err = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(du_ref, du_got)))
-  rel = err / np.sqrt(sum(np.sum(a ** 2) for a in du_ref))
+  rel = err / np.sqrt(sum(np.sum(a**2) for a in du_ref))
   if compute == "float32":
     assert rel < 1e-5  # float32 round-off of the update's own arithmetic (w + u − w)
   else:
     stages = 2 * 3 * 2 * base.num_layers + 2
-    bound = np.sqrt(3 * stages) * 2.0 ** -9 * 4
+    bound = np.sqrt(3 * stages) * 2.0**-9 * 4
     assert 1e-4 < rel < bound, (rel, bound)  # bf16 did compute (rel > 0), within its round-off
   assert got_m["update/changed"] > 0.99 and ref_m["update/changed"] > 0.99
-  assert got_m["loss"] == pytest.approx(ref_m["loss"], rel=2.0 ** -6)
+  assert got_m["loss"] == pytest.approx(ref_m["loss"], rel=2.0**-6)
 
 
 def test_the_sampler_decodes_a_compute_dtype_copy():
   """`Sampler.shard_params` casts float32 masters to the sampler config's dtype (bf16) once per call."""
   from arena_jax.sampling import Sampler  # pylint: disable=g-import-not-at-top
+
   masters = models.with_precision(models.tiny_config(), weight_dtype="float32", dtype="bfloat16")
   params = models.pure_params(models.init_model(masters))
   sampler = Sampler(config=models.sampling_config(masters), max_new_tokens=4)
   copy = sampler.shard_params(params)
   assert {str(x.dtype) for x in jax.tree.leaves(copy)} == {"bfloat16"}
   assert {str(x.dtype) for x in jax.tree.leaves(params)} == {"float32"}  # the masters stay
-  np.testing.assert_array_equal(np.asarray(copy["embedding"], np.float32),
-                                np.asarray(params["embedding"].astype(jnp.bfloat16), np.float32))
+  np.testing.assert_array_equal(
+    np.asarray(copy["embedding"], np.float32), np.asarray(params["embedding"].astype(jnp.bfloat16), np.float32)
+  )
   out = sampler(copy, [[3, 4, 5]], jax.random.key(0))
   assert out.tokens.shape == (1, 4)

@@ -2,6 +2,7 @@
 real path): a tiny random checkpoint of the policy's architecture built here with transformers, imported
 from HF format, prompted through its chat template, trained 2 steps on JSONL math data verified by
 math-verify against the embedded judge over HTTP on a sharded mesh, then evaluated from its checkpoint."""
+
 import json
 import pathlib
 
@@ -18,8 +19,9 @@ tokenizers = pytest.importorskip("tokenizers")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
-TINY = models.ModelConfig(vocab_size=512, d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
-                          mlp_dim=96, rms_norm_eps=1e-5)
+TINY = models.ModelConfig(
+  vocab_size=512, d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=96, rms_norm_eps=1e-5
+)
 PROBLEMS = [(f"What is {a} + {b}?", str(a + b)) for a in range(2, 6) for b in range(3, 7)]
 
 
@@ -27,8 +29,9 @@ def _tokenizer(path, specials, config):
   model = tokenizers.Tokenizer(tokenizers.models.BPE())
   model.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
   model.decoder = tokenizers.decoders.ByteLevel()
-  trainer = tokenizers.trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                           initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+  trainer = tokenizers.trainers.BpeTrainer(
+    vocab_size=400, special_tokens=specials, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()
+  )
   model.train_from_iterator([q + " Answer: " + a for q, a in PROBLEMS] * 4, trainer)
   model.save(str(path / "tokenizer.json"))
   (path / "tokenizer_config.json").write_text(json.dumps(config))
@@ -46,28 +49,52 @@ def qwen3_checkpoint(path):
   config = TINY.replace(qk_norm=True, rope_theta=1e6)
   hf = transformers.Qwen3Config(**models.config_to_hf(config, "Qwen3ForCausalLM"), eos_token_id=1)
   _init(transformers.Qwen3ForCausalLM(hf)).save_pretrained(path)
-  _tokenizer(path, ["<|endoftext|>", "<|im_end|>", "<|im_start|>", "<think>", "</think>"],
-             {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+  _tokenizer(
+    path,
+    ["<|endoftext|>", "<|im_end|>", "<|im_start|>", "<think>", "</think>"],
+    {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+  )
   (path / "chat_template.jinja").write_text((TEMPLATES / "qwen3.jinja").read_text())
 
 
 def ministral3_checkpoint(path):
   """Mistral3ForConditionalGeneration: a Pixtral vision tower around a ministral3 decoder (the paper's policy)."""
-  config = TINY.replace(rope_theta=1e6, query_scale_beta=0.1, query_scale_length=8, rope_scaling=models.RopeScaling(
-      "yarn", factor=4.0, original_max_position_embeddings=8, mscale=1.0, mscale_all_dim=1.0))
+  config = TINY.replace(
+    rope_theta=1e6,
+    query_scale_beta=0.1,
+    query_scale_length=8,
+    rope_scaling=models.RopeScaling(
+      "yarn", factor=4.0, original_max_position_embeddings=8, mscale=1.0, mscale_all_dim=1.0
+    ),
+  )
   text = transformers.Ministral3Config(**models.config_to_hf(config, "Ministral3ForCausalLM"))
-  vision = transformers.PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                            num_attention_heads=2, head_dim=16, image_size=32, patch_size=8)
+  vision = transformers.PixtralVisionConfig(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    head_dim=16,
+    image_size=32,
+    patch_size=8,
+  )
   hf = transformers.Mistral3Config(vision_config=vision, text_config=text, tie_word_embeddings=False)
   _init(transformers.Mistral3ForConditionalGeneration(hf)).save_pretrained(path)
-  _tokenizer(path, ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
-             {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
-              "chat_template": (TEMPLATES / "mistral.jinja").read_text()})
+  _tokenizer(
+    path,
+    ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
+    {
+      "bos_token": "<s>",
+      "eos_token": "</s>",
+      "unk_token": "<unk>",
+      "chat_template": (TEMPLATES / "mistral.jinja").read_text(),
+    },
+  )
 
 
 @pytest.mark.slow  # about 2 minutes per config on 2 CPU cores: two compiles on a 4 × 2 mesh, then the evaluation
-@pytest.mark.parametrize("name, build", [("real_ministral3_8b", ministral3_checkpoint),
-                                         ("real_qwen3_8b", qwen3_checkpoint)])
+@pytest.mark.parametrize(
+  "name, build", [("real_ministral3_8b", ministral3_checkpoint), ("real_qwen3_8b", qwen3_checkpoint)]
+)
 def test_the_real_config_at_smoke_size_trains_and_evaluates(name, build, tmp_path):
   checkpoint, data, workdir = tmp_path / "checkpoint", tmp_path / "data", tmp_path / "run"
   checkpoint.mkdir()

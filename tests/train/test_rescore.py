@@ -1,6 +1,7 @@
 """Judges compared on a run's stored pairs (`launch.rescore`, `arena_jax.report.rescore`): the run's own
 judge agrees with itself, a noisier, position-biased one agrees less, and the command prints a table and
 one JSON line."""
+
 import asyncio
 import json
 import os
@@ -30,12 +31,17 @@ def _traces(a: int, b: int, c: int) -> list[str]:
   that the first member of a pair is not always the better one), for the process judge to rank."""
   p, s = b * c, a + b * c
   order = np.random.default_rng(a * 100 + b * 10 + c).permutation(G)
-  return [[f"{b} * {c} = {p}\n{a} + {p} = {s}\nAnswer: {s}",
-          f"{a} + {p} = {s}\nAnswer: {s}",                               # a skipped operation
-          f"{b} * {c} = {p + 1}\n{a} + {p + 1} = {s + 1}\nAnswer: {s}",   # an invalid step, right answer
-          f"{b} * {c} = {p}\n{a} + {p} = {s + 2}\nAnswer: {s + 2}",       # a wrong sum, wrong answer
-          f"{a} + {b} = {a + b}\n{a + b} * {c} = {(a + b) * c}\nAnswer: {(a + b) * c}",  # wrong order
-          f"Answer: {s + 7}"][k] for k in order]
+  return [
+    [
+      f"{b} * {c} = {p}\n{a} + {p} = {s}\nAnswer: {s}",
+      f"{a} + {p} = {s}\nAnswer: {s}",  # a skipped operation
+      f"{b} * {c} = {p + 1}\n{a} + {p + 1} = {s + 1}\nAnswer: {s}",  # an invalid step, right answer
+      f"{b} * {c} = {p}\n{a} + {p} = {s + 2}\nAnswer: {s + 2}",  # a wrong sum, wrong answer
+      f"{a} + {b} = {a + b}\n{a + b} * {c} = {(a + b) * c}\nAnswer: {(a + b) * c}",  # wrong order
+      f"Answer: {s + 7}",
+    ][k]
+    for k in order
+  ]
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +54,16 @@ def judged_pairs(data_dir, tmp_path_factory):
   problems = [(2, 3, 4), (5, 6, 7), (9, 2, 8), (4, 7, 3)]
   with judges.EmbeddedJudgeServer(config.server, model=config.model) as server:
     judge = judges.make_judge(config, [server.url])
-    jobs = [judges.TournamentJob(arena.make_scheduler("round_robin", G), f"Compute {a} + {b} * {c}.", str(a + b * c),
-                                 _traces(a, b, c), group_id=k) for k, (a, b, c) in enumerate(problems)]
+    jobs = [
+      judges.TournamentJob(
+        arena.make_scheduler("round_robin", G),
+        f"Compute {a} + {b} * {c}.",
+        str(a + b * c),
+        _traces(a, b, c),
+        group_id=k,
+      )
+      for k, (a, b, c) in enumerate(problems)
+    ]
 
     async def play():
       try:
@@ -60,8 +74,9 @@ def judged_pairs(data_dir, tmp_path_factory):
     runs = asyncio.run(play())
   writer = tr.TranscriptWriter(workdir, fraction=1.0)
   for k, (job, run) in enumerate(zip(jobs, runs)):
-    group = types.SimpleNamespace(index=k, problem=job.problem, reference=job.reference, traces=job.traces,
-                                  arrival_order=list(range(G)))
+    group = types.SimpleNamespace(
+      index=k, problem=job.problem, reference=job.reference, traces=job.traces, arrival_order=list(range(G))
+    )
     writer.put(tr.pairwise_group_row(judge, 1 + k // 2, group, run, "round_robin"))
   writer.close()
   return workdir
@@ -108,17 +123,34 @@ def test_the_same_judge_agrees_a_noisier_judge_agrees_less(judged_pairs, data_di
 
 def test_the_command_prints_a_table_then_a_json_line(judged_pairs, tmp_path):
   env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  proc = subprocess.run([sys.executable, "-m", "launch.rescore", f"--workdir={judged_pairs}",
-                         *(f"--judge.server.{k}={v}" for k, v in NOISY.items())],
-                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "launch.rescore",
+      f"--workdir={judged_pairs}",
+      *(f"--judge.server.{k}={v}" for k, v in NOISY.items()),
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   lines = proc.stdout.strip().splitlines()
   summary = json.loads(lines[-1])
   assert summary["calls"] > 0 and summary["agreement"] < 0.9 and "Cohen's kappa" in proc.stdout
   assert set(summary["first_shown_rate"]) == {"run", "rescore"}
   # A workdir without transcripts: one line naming the directory, no traceback.
-  proc = subprocess.run([sys.executable, "-m", "launch.rescore", f"--workdir={tmp_path}"], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-m", "launch.rescore", f"--workdir={tmp_path}"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert proc.returncode != 0 and "transcripts" in proc.stderr and "Traceback" not in proc.stderr
   with pytest.raises(MissingFileError, match="transcripts"):
     report.rescore(str(tmp_path), judges.default_config(), ["http://127.0.0.1:9"])

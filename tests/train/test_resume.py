@@ -1,4 +1,5 @@
 """Checkpoints: a run stopped and resumed ends with exactly the parameters of an uninterrupted run."""
+
 import jax
 import numpy as np
 import pytest
@@ -17,11 +18,14 @@ def _params(workdir, step):
   return state["params"], meta
 
 
-@pytest.mark.parametrize("lag, live_start, dtype", [(0, "step_done", ""), (1, "step_done", ""),
-                                                    (0, "speculative", ""), (1, "step_done", "bfloat16")])
+@pytest.mark.parametrize(
+  "lag, live_start, dtype",
+  [(0, "step_done", ""), (1, "step_done", ""), (0, "speculative", ""), (1, "step_done", "bfloat16")],
+)
 def test_stop_and_resume_equals_straight_run(lag, live_start, dtype, data_dir, coin_verifier, tmp_path):
   """`dtype` bfloat16: float32 masters under bf16 compute (the real configs' precision); the checkpoints hold
   the float32 masters and the AdamW moments, so the resumed run is the straight one to the bit."""
+
   # The embedded judge is deterministic by default (no noise): the same matches give the same verdicts.
   def config(steps, resume=False):
     c = smoke_config("arena_live", data_dir, live_start=live_start)
@@ -57,7 +61,9 @@ def test_resume_drops_metric_rows_written_after_the_last_checkpoint(data_dir, co
   assert [r["step"] for r in read_metrics(str(tmp_path))] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("field, value, match", [
+@pytest.mark.parametrize(
+  "field, value, match",
+  [
     ("rollout.group_size", 1, r"config.rollout.group_size: a group needs ≥ 2"),
     ("reward.mode", "ppo", r"config.reward.mode: unknown mode 'ppo'"),
     ("reward.topology", "ladder", r"config.reward.topology: unknown topology 'ladder'"),
@@ -68,7 +74,8 @@ def test_resume_drops_metric_rows_written_after_the_last_checkpoint(data_dir, co
     ("judge.backend", "pointwise", r"config.judge.backend: mode 'arena_live' compares pairs"),
     ("optim.micro_batches", 3, r"config.optim.micro_batches: .* 16 rows"),
     ("loss.aggregation", "sum", r"config.loss.aggregation"),
-])
+  ],
+)
 def test_bad_config_fails_up_front_naming_the_field(field, value, match, data_dir):
   c = smoke_config("arena_live", data_dir)
   section, name = field.split(".")

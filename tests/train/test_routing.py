@@ -1,5 +1,6 @@
 """The masked per-group router and the advantages run inside the jitted update (SPEC §1, §3, §5) and give
 what routing on the host gave: the update with `StepRewards` equals the update fed host advantages."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -61,14 +62,18 @@ def test_update_with_rewards_equals_update_with_host_advantages(scaled):
   kw = dict(temperature=1.0, micro_batches=2, use_reference=False)
   batch = rollout(rows=B * G)
   host = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), **kw)
-  want, want_m = host(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer),
-                      batch._replace(advantages=jnp.asarray(adv)), None)
+  want, want_m = host(
+    step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer), batch._replace(advantages=jnp.asarray(adv)), None
+  )
   routed = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), mode=mode, **kw)
   # The rollout's own advantages are ignored: the update computes them from the rewards.
-  got, got_m = routed(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer),
-                      batch._replace(advantages=jnp.full(B * G, 123.0)), None,
-                      step_lib.StepRewards(verifier, np.where(diverse[:, None], np.nan, judge), judged,
-                                           scale if scaled else None), 0)
+  got, got_m = routed(
+    step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer),
+    batch._replace(advantages=jnp.full(B * G, 123.0)),
+    None,
+    step_lib.StepRewards(verifier, np.where(diverse[:, None], np.nan, judge), judged, scale if scaled else None),
+    0,
+  )
   for g, w in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params)):
     np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
   np.testing.assert_allclose(got_m["loss"], want_m["loss"], rtol=1e-6)
@@ -85,9 +90,16 @@ def test_minibatch_k_trains_its_own_rows():
   half = rollout(rows=B * G // 2)
   host = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), **kw)
   routed = step_lib.make_update_fn(CONFIG, optimizer, loss_config(0.0), mode=mode, **kw)
-  _, want = host(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer), half._replace(advantages=jnp.asarray(adv[8:])), None)
-  _, got = routed(step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer), half, None,
-                  step_lib.StepRewards(verifier, judge, judged), jnp.int32(1))
+  _, want = host(
+    step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer), half._replace(advantages=jnp.asarray(adv[8:])), None
+  )
+  _, got = routed(
+    step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer),
+    half,
+    None,
+    step_lib.StepRewards(verifier, judge, judged),
+    jnp.int32(1),
+  )
   np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-6)
 
 

@@ -1,5 +1,6 @@
 """SFT warm start and the policy directory: end to end on the smoke config, the cache, bit-exact
 save/load, a run directory's policy spec, the vocabulary check, config validation, the non-finite-loss error."""
+
 import importlib.util
 import json
 import pathlib
@@ -72,13 +73,24 @@ def test_fingerprint_ignores_display_fields_only():
   b.learning_rate = 1e-4
   b.model.d_model = 64
   assert sft._diff(sft.config_fingerprint(a), sft.config_fingerprint(b)) == [
-      "learning_rate", "model.d_model", "resolved_model.d_model"]
+    "learning_rate",
+    "model.d_model",
+    "resolved_model.d_model",
+  ]
 
 
 def _tiny_policy(vocab_size=64):
   tokenizer = SentencePieceTokenizer.train(["Question: 1 + 2\nSolution:\n1 + 2 = 3.\n\nAnswer: 3"] * 8, 64)
-  config = models.ModelConfig(vocab_size=vocab_size, d_model=32, num_layers=1, num_heads=2, num_kv_heads=1,
-                              head_dim=16, mlp_dim=64, tie_embeddings=False)
+  config = models.ModelConfig(
+    vocab_size=vocab_size,
+    d_model=32,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=16,
+    mlp_dim=64,
+    tie_embeddings=False,
+  )
   return models.init_model(config, seed=3), config, tokenizer
 
 
@@ -146,7 +158,9 @@ def test_incomplete_policy_dir(tmp_path):
     policy_io.load_policy(tmp_path)
 
 
-@pytest.mark.parametrize("field,value,needle", [
+@pytest.mark.parametrize(
+  "field,value,needle",
+  [
     ("learning_rate", 0.0, "config.learning_rate"),
     ("warmup_steps", 10_000, "config.warmup_steps"),
     ("batch_size", 0, "config.batch_size"),
@@ -155,7 +169,8 @@ def test_incomplete_policy_dir(tmp_path):
     ("tasks.arithmetic.max_ops", 0, "config.tasks.arithmetic"),
     ("model.name", "nope", "config.model.name"),
     ("model.num_kv_heads", 3, "config.model"),
-])
+  ],
+)
 def test_validation_names_the_field(field, value, needle):
   config = get_config("smoke")
   *parents, name = field.split(".")
@@ -184,8 +199,9 @@ def test_non_finite_loss_fails_fast(tmp_path, monkeypatch):
 
 def test_batches_are_full_length_grouped_and_deterministic():
   lengths = np.random.default_rng(0).integers(10, 100, size=1000)
-  take = lambda seed: [next(it) for it in [sft.batch_indices(lengths, 16, np.random.default_rng(seed))]
-                       for _ in range(125)]
+  take = lambda seed: [
+    next(it) for it in [sft.batch_indices(lengths, 16, np.random.default_rng(seed))] for _ in range(125)
+  ]
   a, b = take(1), take(1)
   assert all(np.array_equal(x, y) for x, y in zip(a, b))
   assert all(len(x) == 16 for x in a)

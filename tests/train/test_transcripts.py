@@ -1,10 +1,10 @@
 """Judge transcripts (`judge.transcripts`): every judge call of a run on disk, readable while written and
 after a kill, superseded on resume, bounded in size."""
+
 import gzip
 import os
 import time
 
-import pytest
 
 from arena_jax import judges
 from arena_jax.train import read_groups, read_metrics, read_steps, read_transcripts, train
@@ -49,7 +49,7 @@ def test_a_run_records_every_judge_call_with_what_rejudging_needs(judged_run):
     a, b = (r["trace_second"], r["trace_first"]) if r["swapped"] else (r["trace_first"], r["trace_second"])
     quoted = [line for line in r["answer"].splitlines() if " ends with: " in line]
     if len(quoted) == 2 and a != b:
-      assert quoted[0][len('Trace A ends with: "'):-1] in a and quoted[1][len('Trace B ends with: "'):-1] in b
+      assert quoted[0][len('Trace A ends with: "') : -1] in a and quoted[1][len('Trace B ends with: "') : -1] in b
       checked += 1
   assert checked
 
@@ -65,10 +65,26 @@ def test_transcripts_off_writes_nothing_and_a_fraction_samples_whole_groups(data
 
 
 def _row(step, group=0, text="x"):
-  return {"kind": "group", "form": "pointwise", "step": step, "group": group, "problem": "p", "reference": "r",
-          "traces": [text], "shown": {"problem": "p", "reference": "r", "traces": [None]}, "example": None,
-          "scores": [{"member": 0, "score": 1.0, "failure_reason": None, "failure_detail": "",
-                      "calls": [{"answer": "Score: 1", "verdict_shown": 1.0}]}]}
+  return {
+    "kind": "group",
+    "form": "pointwise",
+    "step": step,
+    "group": group,
+    "problem": "p",
+    "reference": "r",
+    "traces": [text],
+    "shown": {"problem": "p", "reference": "r", "traces": [None]},
+    "example": None,
+    "scores": [
+      {
+        "member": 0,
+        "score": 1.0,
+        "failure_reason": None,
+        "failure_detail": "",
+        "calls": [{"answer": "Score: 1", "verdict_shown": 1.0}],
+      }
+    ],
+  }
 
 
 def _written(w, n):
@@ -95,7 +111,7 @@ def test_rows_are_readable_while_written_and_a_torn_tail_is_skipped(tmp_path):
     with open(path, "wb") as f:
       f.write(data[:cut])
     steps = [g["step"] for g in read_groups(str(tmp_path))]
-    assert steps == [1, 2, 3][:len(steps)]
+    assert steps == [1, 2, 3][: len(steps)]
   with open(path, "wb") as f:
     f.write(data + b"garbage that is not gzip")
   assert [g["step"] for g in read_groups(str(tmp_path))] == [1, 2, 3]

@@ -30,26 +30,28 @@ Topologies (calls = judge calls of a full tournament without failures):
 The simulated `strength_judge` of the tests and benchmarks lives in `arena_jax.arena.testing`; it is
 re-exported here so that the old `tournaments.strength_judge` keeps working.
 """
+
 from arena_jax.arena.tournaments.base import (
-    SCHEDULERS,
-    Judge,
-    Pair,
-    Scheduler,
-    expected_calls,
-    make_scheduler,
-    play,
-    register_scheduler,
+  SCHEDULERS,
+  Judge,
+  Pair,
+  Scheduler,
+  expected_calls,
+  make_scheduler,
+  play,
+  register_scheduler,
 )
 from arena_jax.arena.tournaments.ranking import average_ranks, rank_quantile
+
 # The topology modules: importing them registers their topologies in SCHEDULERS, in this order (the
 # registry's iteration order, as it was when they shared one module).
 from arena_jax.arena.tournaments.round_robin import Anchor, RoundRobin
 from arena_jax.arena.tournaments.live import Live, arrival_quota, leaderboard_positions
 from arena_jax.arena.tournaments.information import (
-    InfoBudget,
-    LiveInfo,
-    choose_informative_pairs,
-    pair_information,
+  InfoBudget,
+  LiveInfo,
+  choose_informative_pairs,
+  pair_information,
 )
 from arena_jax.arena.tournaments.elimination import DoubleElimination, SeededSingleElimination, bracket_order
 from arena_jax.arena.tournaments.swiss import Swiss

@@ -24,6 +24,7 @@ the argument checks, the warm-started Bradley–Terry fit of the BT-ranked topol
 and the entry points `make_scheduler`, `expected_calls` and `play`. The topologies live one family per
 module beside it and register themselves when the package is imported (see the package docstring).
 """
+
 from __future__ import annotations
 
 import abc
@@ -111,15 +112,16 @@ class Scheduler(abc.ABC):
   def __init__(self, num_players: int, *, arrival_order=None, anchor=None, seed: int = 0):
     self.num_players = _check_num_players(num_players)
     # Validated for every topology (a bad value is a caller bug), used only by those that need them.
-    self.arrival_order = (None if arrival_order is None
-                          else _check_permutation(arrival_order, self.num_players, "arrival_order"))
+    self.arrival_order = (
+      None if arrival_order is None else _check_permutation(arrival_order, self.num_players, "arrival_order")
+    )
     self.anchor = None if anchor is None else _check_index(anchor, self.num_players, "anchor")
     self.seed = int(seed)
     self.num_issued = 0
     self.num_failed = 0
     self.num_rounds = 0
     self._pending: dict[Pair, None] = {}  # issued, result not yet recorded (insertion-ordered)
-    self._queue: list[Pair] = []          # decided, not yet handed out by next_matches()
+    self._queue: list[Pair] = []  # decided, not yet handed out by next_matches()
     self._first: list[int] = []
     self._second: list[int] = []
     self._outcome: list[float] = []
@@ -143,10 +145,14 @@ class Scheduler(abc.ABC):
     outcome = _check_outcome(outcome)
     if (first, second) not in self._pending:
       if (second, first) in self._pending:
-        raise ValueError(f"record(first={first}, second={second}): the pair was issued as ({second}, {first}); "
-                         f"record it in that order, with the outcome of {second}")
-      raise ValueError(f"record(first={first}, second={second}): no such pair is pending — it was never "
-                       "issued by next_matches() or its result was already recorded")
+        raise ValueError(
+          f"record(first={first}, second={second}): the pair was issued as ({second}, {first}); "
+          f"record it in that order, with the outcome of {second}"
+        )
+      raise ValueError(
+        f"record(first={first}, second={second}): no such pair is pending — it was never "
+        "issued by next_matches() or its result was already recorded"
+      )
     del self._pending[(first, second)]
     if outcome is None:
       self.num_failed += 1
@@ -165,8 +171,11 @@ class Scheduler(abc.ABC):
 
   def observed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """first int32[M], second int32[M], outcome float64[M] of the successful matches, in recording order."""
-    return (np.asarray(self._first, np.int32), np.asarray(self._second, np.int32),
-            np.asarray(self._outcome, np.float64))
+    return (
+      np.asarray(self._first, np.int32),
+      np.asarray(self._second, np.int32),
+      np.asarray(self._outcome, np.float64),
+    )
 
   @abc.abstractmethod
   def native_scores(self) -> np.ndarray:
@@ -208,8 +217,10 @@ class Scheduler(abc.ABC):
     return total, count.astype(np.float64)
 
   def __repr__(self) -> str:
-    return (f"{type(self).__name__}(name={self.name!r}, num_players={self.num_players}, issued={self.num_issued}, "
-            f"failed={self.num_failed}, rounds={self.num_rounds}, pending={len(self._pending)}, done={self.done})")
+    return (
+      f"{type(self).__name__}(name={self.name!r}, num_players={self.num_players}, issued={self.num_issued}, "
+      f"failed={self.num_failed}, rounds={self.num_rounds}, pending={len(self._pending)}, done={self.done})"
+    )
 
 
 # ────────────────────────────────── shared by the Bradley–Terry topologies ──────────────────────────────────
@@ -248,8 +259,9 @@ def _lookup(name: str) -> type[Scheduler]:
   return SCHEDULERS.get_or_raise(name)
 
 
-def make_scheduler(name: str, num_players: int, *, arrival_order=None, anchor=None, seed: int = 0,
-                   **options) -> Scheduler:
+def make_scheduler(
+  name: str, num_players: int, *, arrival_order=None, anchor=None, seed: int = 0, **options
+) -> Scheduler:
   """A fresh scheduler of topology `name` for a group of `num_players` trajectories (SPEC §5).
 
   `arrival_order` (live) and `anchor` (anchor, seeded_single_elimination; seeding of
@@ -271,8 +283,10 @@ def play(scheduler: Scheduler, judge: Judge) -> Scheduler:
   while not scheduler.done:
     batch = scheduler.next_matches()
     if not batch:
-      raise RuntimeError(f"{scheduler!r} is not done but has nothing to issue (a streaming live "
-                         "tournament waiting for arrive()/close()?)")
+      raise RuntimeError(
+        f"{scheduler!r} is not done but has nothing to issue (a streaming live "
+        "tournament waiting for arrive()/close()?)"
+      )
     outcomes = list(judge(batch))
     if len(outcomes) != len(batch):
       raise ValueError(f"judge returned {len(outcomes)} outcomes for {len(batch)} pairs")

@@ -6,6 +6,7 @@ tie rules. They rank lexicographically (elimination round, then average points);
 is the rank quantile of that order with tied players sharing the average rank, which is ArenaRL's
 pre-normalisation reward r_i = 1 − rank_i/(G − 1).
 """
+
 from __future__ import annotations
 
 import abc
@@ -61,13 +62,15 @@ class _Bracket(Scheduler):
     super().__init__(num_players, anchor=anchor, **kwargs)
     self.seeding = self._resolve_seeding(seeding, self.anchor)
     if self.seeding == "anchor" and self.anchor is None:
-      raise ValueError(f"{self.name} with seeding='anchor' needs anchor=<index of the group's greedy sample> "
-                       "(SPEC §5); or pass seeding='index' / 'shuffle'")
+      raise ValueError(
+        f"{self.name} with seeding='anchor' needs anchor=<index of the group's greedy sample> "
+        "(SPEC §5); or pass seeding='index' / 'shuffle'"
+      )
     self.num_seed_decided = 0
     self._points: list[list[float]] = [[] for _ in range(self.num_players)]
     self._results: dict[Pair, float | None] = {}  # results of the current stage
     self._phase = "init"
-    self.seeds: list[int] | None = None           # players from the top seed down
+    self.seeds: list[int] | None = None  # players from the top seed down
     self._seed_rank: dict[int, int] = {}
 
   @classmethod
@@ -137,12 +140,10 @@ class _Bracket(Scheduler):
     return rank_quantile(average_ranks([(float(t), float(a)) for t, a in zip(tier, avg)]))
 
   @abc.abstractmethod
-  def _bracket_start(self) -> list[Pair]:
-    ...
+  def _bracket_start(self) -> list[Pair]: ...
 
   @abc.abstractmethod
-  def _bracket_advance(self, results) -> list[Pair]:
-    ...
+  def _bracket_advance(self, results) -> list[Pair]: ...
 
 
 @register_scheduler("seeded_single_elimination")
@@ -173,14 +174,15 @@ class SeededSingleElimination(_Bracket):
     self._start()
 
   def _bracket_start(self):
-    size = 2 ** self.num_bracket_rounds
+    size = 2**self.num_bracket_rounds
     self._slots = [self.seeds[s] if s < self.num_players else None for s in bracket_order(size)]
     return self._play_round()
 
   def _play_round(self) -> list[Pair]:
     self._round += 1
-    return [self._oriented(a, b) for a, b in zip(self._slots[::2], self._slots[1::2])
-            if a is not None and b is not None]
+    return [
+      self._oriented(a, b) for a, b in zip(self._slots[::2], self._slots[1::2]) if a is not None and b is not None
+    ]
 
   def _bracket_advance(self, results):
     nxt = []
@@ -250,13 +252,16 @@ class DoubleElimination(_Bracket):
 
   def _play_stage(self) -> list[Pair]:
     self._stage += 1
-    matches = [self._oriented(a, b) for a, b in zip(self._wb[::2], self._wb[1::2])
-               if a is not None and b is not None] if len(self._wb) > 1 else []
+    matches = (
+      [self._oriented(a, b) for a, b in zip(self._wb[::2], self._wb[1::2]) if a is not None and b is not None]
+      if len(self._wb) > 1
+      else []
+    )
     self._pool.extend(self._drops)
     self._drops = []
     if len(self._pool) >= 2:
       pool = sorted(self._pool, key=self._seed_rank.__getitem__)
-      playing = pool[len(pool) % 2:]  # an odd pool's best seed sits this LB round out
+      playing = pool[len(pool) % 2 :]  # an odd pool's best seed sits this LB round out
       matches += [self._oriented(playing[k], playing[-1 - k]) for k in range(len(playing) // 2)]
     if not matches and len(self._wb) == 1 and self._final is None:
       lb_champion = self._pool[0] if self._pool else None

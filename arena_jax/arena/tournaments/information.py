@@ -5,6 +5,7 @@ current Bradley–Terry fit and its Laplace covariance (`pair_information`), gre
 (`choose_informative_pairs`); docs/reward_modes.md derives the criterion. Both rank by the BT θ of the
 observed matches and spend live's budget by default (`arrival_quota`), so they compare at equal cost.
 """
+
 from __future__ import annotations
 
 import math
@@ -104,8 +105,15 @@ class InfoBudget(_FitsBradleyTerry):
 
   calls_formula = "3G−6 (the budget; default live's)"
 
-  def __init__(self, num_players: int, *, budget: int | None = None, batch_size: int | None = None,
-               l2: float = DEFAULT_L2, **kwargs):
+  def __init__(
+    self,
+    num_players: int,
+    *,
+    budget: int | None = None,
+    batch_size: int | None = None,
+    l2: float = DEFAULT_L2,
+    **kwargs,
+  ):
     super().__init__(num_players, **kwargs)
     self.budget = self._budget(self.num_players, budget)
     if batch_size is None:

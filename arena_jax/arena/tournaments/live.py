@@ -7,6 +7,7 @@ observed. `arrival_quota` (how many opponents each arrival gets for a call budge
 the fidelity benchmark's budget curve spreads its budgets with them; the information-gain topologies
 (`information`) spend `arrival_quota`'s budget too.
 """
+
 from __future__ import annotations
 
 import collections
@@ -94,9 +95,18 @@ class Live(_FitsBradleyTerry):
   uses_arrival_order = True
   calls_formula = "3G−6"
 
-  def __init__(self, num_players: int, *, arrival_order=None, leaderboard: str = "bt",
-               wait_for_results: bool = True, streaming: bool = False, l2: float = DEFAULT_L2,
-               budget: int | None = None, **kwargs):
+  def __init__(
+    self,
+    num_players: int,
+    *,
+    arrival_order=None,
+    leaderboard: str = "bt",
+    wait_for_results: bool = True,
+    streaming: bool = False,
+    l2: float = DEFAULT_L2,
+    budget: int | None = None,
+    **kwargs,
+  ):
     super().__init__(num_players, arrival_order=arrival_order, **kwargs)
     self.quota = arrival_quota(self.num_players, budget)
     if leaderboard not in ("bt", "win_rate"):
@@ -108,8 +118,8 @@ class Live(_FitsBradleyTerry):
     self.streaming = bool(streaming)
     self._init_fit(l2)
     self._closed = False
-    self._seen: set[int] = set()          # arrived, processed or not
-    self._arrived: list[int] = []         # processed arrivals, in order
+    self._seen: set[int] = set()  # arrived, processed or not
+    self._arrived: list[int] = []  # processed arrivals, in order
     self._backlog: collections.deque[int] = collections.deque()
     self.opponents: dict[int, list[int]] = {}  # arrival → the opponents it was given
     if not self.streaming:

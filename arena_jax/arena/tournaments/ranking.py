@@ -4,6 +4,7 @@ Pure NumPy; nothing here knows about matches. `average_ranks` turns any comparab
 ties sharing the average rank (every scheduler's `native_ranking`, the bracket and Swiss orders), and
 `rank_quantile` maps ranks to ArenaRL's rank reward (also used by `rl.aggregation`).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -21,7 +22,7 @@ def average_ranks(keys: Sequence) -> np.ndarray:
     stop = start
     while stop + 1 < n and keys[order[stop + 1]] == keys[order[start]]:
       stop += 1
-    ranks[order[start:stop + 1]] = 0.5 * (start + stop)
+    ranks[order[start : stop + 1]] = 0.5 * (start + stop)
     start = stop + 1
   return ranks
 

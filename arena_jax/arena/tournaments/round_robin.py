@@ -3,6 +3,7 @@
 Both issue their whole schedule as a single concurrent batch, and their native scores are read straight
 off the observed soft outcomes (the win rate; the score against the anchor), without a fit.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -3,6 +3,7 @@
 Like the brackets it ranks lexicographically (points, then Buchholz) and scores by the rank quantile
 of that order, ArenaRL's r_i = 1 − rank_i/(G − 1).
 """
+
 from __future__ import annotations
 
 import math
@@ -111,7 +112,7 @@ class Swiss(Scheduler):
     for k in range(1, len(rest)):
       if rest[k] in self._met[top]:
         continue
-      tail = self._search(rest[1:k] + rest[k + 1:], budget)
+      tail = self._search(rest[1:k] + rest[k + 1 :], budget)
       if tail is not None:
         return [(top, rest[k])] + tail
     return None

@@ -61,15 +61,16 @@ The modules, one concern each:
 
 Nothing here imports the embedded judge server (`arena_jax.judges.embedded`): a client needs none.
 """
+
 from arena_jax.judges.client.backoff import RETRYABLE_STATUSES, backoff_delay, retry_after_seconds
 from arena_jax.judges.client.cache import ResponseCache, request_key
 from arena_jax.judges.client.endpoints import chat_completions_url, models_url, split_urls
 from arena_jax.judges.client.judge_client import (
-    BODY_KEYS_SET_BY_CLIENT,
-    EXTRA_BODY_CHECK,
-    ClientStats,
-    Completion,
-    JudgeClient,
+  BODY_KEYS_SET_BY_CLIENT,
+  EXTRA_BODY_CHECK,
+  ClientStats,
+  Completion,
+  JudgeClient,
 )
 from arena_jax.judges.client.probe import JudgeUnreachableError, check_endpoints
 from arena_jax.judges.client.responses import ACCEPT_ENCODING, completion_fields

@@ -5,6 +5,7 @@ are final at once) after an exponential backoff with jitter (initial · 2^k capp
 of it), or after what the server asks for in `Retry-After` / `retry-after-ms`, as openai-python does. A
 Retry-After that is not a usable number is ignored; too long a one is a final failure (`JudgeClient`).
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -49,4 +50,3 @@ def _sane_delay(seconds: float) -> float | None:
 def backoff_delay(retry: int, *, initial: float, maximum: float, jitter: float, rng: random.Random) -> float:
   """Exponential backoff with jitter: min(initial · 2^retry, maximum) · (1 − jitter · U[0, 1))."""
   return min(initial * 2.0 ** min(retry, 60), maximum) * (1.0 - jitter * rng.random())
-

@@ -3,6 +3,7 @@
 The key is the request body itself — model, messages and sampling parameters, not the endpoint — so a
 cached answer is returned, parsed, without a call, from any endpoint and any process.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,10 +35,13 @@ class ResponseCache:
         record = json.load(f)
     except (OSError, ValueError, RecursionError):
       return None
-    ok = (isinstance(record, dict) and all(isinstance(record.get(k), (str, type(None))) for k in
-                                           ("content", "reasoning", "finish_reason"))
-          and all(isinstance(record.get(k, 0), int) and record.get(k, 0) >= 0 for k in
-                  ("prompt_tokens", "completion_tokens")))
+    ok = (
+      isinstance(record, dict)
+      and all(isinstance(record.get(k), (str, type(None))) for k in ("content", "reasoning", "finish_reason"))
+      and all(
+        isinstance(record.get(k, 0), int) and record.get(k, 0) >= 0 for k in ("prompt_tokens", "completion_tokens")
+      )
+    )
     return record if ok else None
 
   def put(self, key: str, record: dict) -> None:

@@ -5,6 +5,7 @@ has its own concurrency limit, and one that keeps failing is taken out of rotati
 another one is healthy; a retry avoids the endpoint that just failed. A request that finds no free slot
 waits, first come first served, until one is released or its judgment's deadline passes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,7 @@ def chat_completions_url(base: str) -> str:
 
 def models_url(base: str) -> str:
   """The model-list URL (`GET /v1/models`) of a base URL given in any form `chat_completions_url` takes."""
-  return chat_completions_url(base)[:-len("/chat/completions")] + "/models"
+  return chat_completions_url(base)[: -len("/chat/completions")] + "/models"
 
 
 def split_urls(urls: str | Sequence[str]) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ transport failures after a backoff (`backoff`), reads the answer defensively (`r
 for an answer without a verdict or one cut at max_tokens, each with the next seed, and stores a parsed
 answer in the cache (`cache`) — all within the judgment's one deadline, and all of it counted in `stats`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,12 +30,21 @@ from arena_jax.judges.usage import Usage
 
 # What every request body carries from the client itself; `extra_body` may not override these (an `n` > 1
 # or `stream` would also return what the client cannot read, `max_completion_tokens` outranks max_tokens).
-BODY_KEYS_SET_BY_CLIENT = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "seed", "n",
-                           "stream")
+BODY_KEYS_SET_BY_CLIENT = (
+  "model",
+  "messages",
+  "temperature",
+  "max_tokens",
+  "max_completion_tokens",
+  "seed",
+  "n",
+  "stream",
+)
 # What `extra_body` (judge.extra_body) accepts: the config declares its field with this very check.
 EXTRA_BODY_CHECK = config_schema.json_object(
-    reserved=BODY_KEYS_SET_BY_CLIENT,
-    why="the client sets these itself from judge.model, temperature, max_tokens and seed, and reads one whole answer")
+  reserved=BODY_KEYS_SET_BY_CLIENT,
+  why="the client sets these itself from judge.model, temperature, max_tokens and seed, and reads one whole answer",
+)
 _DETAIL_CHARS = 300
 
 
@@ -133,14 +143,33 @@ class JudgeClient:
   One client serves one event loop at a time; `close()` (or `async with`) before that loop ends.
   """
 
-  def __init__(self, urls: str | Sequence[str], *, model: str, api_key: str | None = None,
-               temperature: float = 0.0, max_tokens: int = 16384, seed: int = 0, concurrency: int = 64,
-               deadline_s: float = 600.0, timeout_s: float = 600.0, connect_timeout_s: float = 10.0,
-               max_retries: int = 4, max_parse_retries: int = 2, max_truncation_retries: int = 0,
-               backoff_initial_s: float = 0.5, backoff_max_s: float = 8.0, jitter: float = 0.25,
-               max_retry_after_s: float = 60.0, failures_before_cooldown: int = 3, cooldown_s: float = 5.0,
-               cache_dir: str = "", extra_body=None, rng_seed: int | None = None,
-               max_response_bytes: int = 8 << 20):
+  def __init__(
+    self,
+    urls: str | Sequence[str],
+    *,
+    model: str,
+    api_key: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 16384,
+    seed: int = 0,
+    concurrency: int = 64,
+    deadline_s: float = 600.0,
+    timeout_s: float = 600.0,
+    connect_timeout_s: float = 10.0,
+    max_retries: int = 4,
+    max_parse_retries: int = 2,
+    max_truncation_retries: int = 0,
+    backoff_initial_s: float = 0.5,
+    backoff_max_s: float = 8.0,
+    jitter: float = 0.25,
+    max_retry_after_s: float = 60.0,
+    failures_before_cooldown: int = 3,
+    cooldown_s: float = 5.0,
+    cache_dir: str = "",
+    extra_body=None,
+    rng_seed: int | None = None,
+    max_response_bytes: int = 8 << 20,
+  ):
     urls = split_urls(urls)
     if not urls:
       raise ValueError("JudgeClient needs at least one judge URL (judge.urls)")
@@ -163,8 +192,9 @@ class JudgeClient:
         raise ValueError(f"extra_body (judge.extra_body): {problem}")
       self.extra_body = config_schema.json_object_value(extra_body)
     self.cache = ResponseCache(cache_dir) if cache_dir else None
-    self._pool = EndpointPool(urls, concurrency, failures_before_cooldown=failures_before_cooldown,
-                              cooldown_s=cooldown_s)
+    self._pool = EndpointPool(
+      urls, concurrency, failures_before_cooldown=failures_before_cooldown, cooldown_s=cooldown_s
+    )
     self._headers = {"Content-Type": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
     if api_key:
       self._headers["Authorization"] = f"Bearer {api_key}"
@@ -175,20 +205,35 @@ class JudgeClient:
     self.stats = ClientStats(per_endpoint={e.base: {"requests": 0, "errors": 0} for e in self._pool.endpoints})
 
   @classmethod
-  def from_config(cls, config, urls: Sequence[str] | None = None, model: str | None = None,
-                  **overrides) -> "JudgeClient":
+  def from_config(
+    cls, config, urls: Sequence[str] | None = None, model: str | None = None, **overrides
+  ) -> "JudgeClient":
     """A client from the judges config (`judges.default_config()`); `urls` / `model` override the config's."""
     c = config.client
     api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
     kwargs = dict(
-        model=model or config.model, api_key=api_key, temperature=config.temperature,
-        max_tokens=config.max_tokens, seed=config.seed, extra_body=config.extra_body, concurrency=c.concurrency,
-        deadline_s=c.deadline_s, timeout_s=c.timeout_s, connect_timeout_s=c.connect_timeout_s,
-        max_retries=c.max_retries, max_parse_retries=c.max_parse_retries,
-        max_truncation_retries=c.max_truncation_retries, backoff_initial_s=c.backoff_initial_s,
-        backoff_max_s=c.backoff_max_s, jitter=c.jitter, max_retry_after_s=c.max_retry_after_s,
-        failures_before_cooldown=c.failures_before_cooldown, cooldown_s=c.cooldown_s, cache_dir=c.cache_dir,
-        max_response_bytes=c.max_response_bytes)
+      model=model or config.model,
+      api_key=api_key,
+      temperature=config.temperature,
+      max_tokens=config.max_tokens,
+      seed=config.seed,
+      extra_body=config.extra_body,
+      concurrency=c.concurrency,
+      deadline_s=c.deadline_s,
+      timeout_s=c.timeout_s,
+      connect_timeout_s=c.connect_timeout_s,
+      max_retries=c.max_retries,
+      max_parse_retries=c.max_parse_retries,
+      max_truncation_retries=c.max_truncation_retries,
+      backoff_initial_s=c.backoff_initial_s,
+      backoff_max_s=c.backoff_max_s,
+      jitter=c.jitter,
+      max_retry_after_s=c.max_retry_after_s,
+      failures_before_cooldown=c.failures_before_cooldown,
+      cooldown_s=c.cooldown_s,
+      cache_dir=c.cache_dir,
+      max_response_bytes=c.max_response_bytes,
+    )
     kwargs.update(overrides)
     return cls(urls if urls is not None else config.urls, **kwargs)
 
@@ -224,8 +269,9 @@ class JudgeClient:
     if self._session is None or self._session.closed:
       # No connector-level cap: the per-endpoint limits are the concurrency control.
       # auto_decompress off: `read_answer` inflates within max_response_bytes (ACCEPT_ENCODING).
-      self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                                            auto_decompress=False)
+      self._session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300), auto_decompress=False
+      )
 
   async def close(self) -> None:
     if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
@@ -282,8 +328,12 @@ class JudgeClient:
     try:
       body = completion_fields(raw)
     except BadAnswer as e:
-      return _Attempt("bad_response", True, f"HTTP 200 without a chat completion ({e}): "
-                      + raw[:200].decode("utf-8", "replace"), status)
+      return _Attempt(
+        "bad_response",
+        True,
+        f"HTTP 200 without a chat completion ({e}): " + raw[:200].decode("utf-8", "replace"),
+        status,
+      )
     return _Attempt(status=status, body=body)
 
   async def _request(self, data: bytes, result: Completion, budget: _Budget) -> dict | None:
@@ -325,8 +375,13 @@ class JudgeClient:
         result.failure_detail += f" (Retry-After {wait:g} s exceeds client.max_retry_after_s)"
         return None
       if wait is None or wait <= 0:
-        wait = backoff_delay(self.max_retries - budget.transport, initial=self.backoff_initial_s,
-                             maximum=self.backoff_max_s, jitter=self.jitter, rng=self._rng)
+        wait = backoff_delay(
+          self.max_retries - budget.transport,
+          initial=self.backoff_initial_s,
+          maximum=self.backoff_max_s,
+          jitter=self.jitter,
+          rng=self._rng,
+        )
       if wait >= budget.left():  # sleeping would only end at (or past) the deadline
         return self._expire(result, f"the next retry was due in {wait:.3g} s")
       budget.transport -= 1
@@ -338,27 +393,40 @@ class JudgeClient:
     """Marks `result` failed by the judgment's deadline, keeping the failure that came before it."""
     before = f"; before it: {result.failure_reason}: {result.failure_detail}" if result.failure_reason else ""
     result.failure_reason = "deadline"
-    result.failure_detail = (f"the judgment's deadline ({self.deadline_s:g} s, client.deadline_s) ended it: {why}"
-                             + before)[:2 * _DETAIL_CHARS]
+    result.failure_detail = (
+      f"the judgment's deadline ({self.deadline_s:g} s, client.deadline_s) ended it: {why}" + before
+    )[: 2 * _DETAIL_CHARS]
 
   # ── the call ──
 
-  def payload(self, messages: Sequence[dict], *, temperature: float | None = None, max_tokens: int | None = None,
-              seed: int | None = None) -> dict:
+  def payload(
+    self,
+    messages: Sequence[dict],
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+  ) -> dict:
     """The request body: model, messages and explicit sampling parameters (plus `extra_body`)."""
     body = {
-        "model": self.model,
-        "messages": [dict(m) for m in messages],
-        "temperature": self.temperature if temperature is None else float(temperature),
-        "max_tokens": self.max_tokens if max_tokens is None else int(max_tokens),
-        "seed": self.seed if seed is None else int(seed),
+      "model": self.model,
+      "messages": [dict(m) for m in messages],
+      "temperature": self.temperature if temperature is None else float(temperature),
+      "max_tokens": self.max_tokens if max_tokens is None else int(max_tokens),
+      "seed": self.seed if seed is None else int(seed),
     }
     body.update(self.extra_body)
     return body
 
-  async def chat(self, messages: Sequence[dict], *, parse: Callable[[str], Any] | None = None,
-                 temperature: float | None = None, max_tokens: int | None = None,
-                 seed: int | None = None) -> Completion:
+  async def chat(
+    self,
+    messages: Sequence[dict],
+    *,
+    parse: Callable[[str], Any] | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+  ) -> Completion:
     """One judged answer: requests within the judgment's retry budgets and deadline (`arena_jax.judges.client`).
     Never raises on judge failures: a final failure is a `Completion` with `failure_reason` set."""
     self._ensure_loop_state()
@@ -392,11 +460,15 @@ class JudgeClient:
       if parsed is None:
         result.failure_reason = "unparseable"
         if result.content is None or not result.content.strip():
-          result.failure_detail = ("the answer had no content" + (", only reasoning" if result.reasoning else "")
-                                   + f" (finish_reason {result.finish_reason!r})")
+          result.failure_detail = (
+            "the answer had no content"
+            + (", only reasoning" if result.reasoning else "")
+            + f" (finish_reason {result.finish_reason!r})"
+          )
         else:
-          result.failure_detail = (f"the parser failed ({error}) on: " if error else
-                                   "no verdict could be parsed from: ") + result.content[-200:]
+          result.failure_detail = (
+            f"the parser failed ({error}) on: " if error else "no verdict could be parsed from: "
+          ) + result.content[-200:]
         if budget.parse <= 0:
           return self._finish(result, start)
         budget.parse -= 1
@@ -404,9 +476,17 @@ class JudgeClient:
         continue
       result.parsed, result.failure_reason, result.failure_detail = parsed, None, ""
       if key is not None:
-        self.cache.put(key, {"content": result.content, "reasoning": result.reasoning,
-                             "finish_reason": result.finish_reason, "prompt_tokens": result.usage.prompt_tokens,
-                             "completion_tokens": result.usage.completion_tokens, "seed": result.seed})
+        self.cache.put(
+          key,
+          {
+            "content": result.content,
+            "reasoning": result.reasoning,
+            "finish_reason": result.finish_reason,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "seed": result.seed,
+          },
+        )
       return self._finish(result, start)
 
   def _from_cache(self, key: str, parse, result: Completion) -> bool:
@@ -419,8 +499,9 @@ class JudgeClient:
     result.content, result.reasoning = record.get("content"), record.get("reasoning")
     result.finish_reason, result.seed = record.get("finish_reason"), record.get("seed")
     result.parsed, result.cached = parsed, True
-    result.usage += Usage(prompt_tokens=record.get("prompt_tokens", 0),
-                          completion_tokens=record.get("completion_tokens", 0))
+    result.usage += Usage(
+      prompt_tokens=record.get("prompt_tokens", 0), completion_tokens=record.get("completion_tokens", 0)
+    )
     self.stats.cache_hits += 1
     return True
 
@@ -455,4 +536,3 @@ class JudgeClient:
     s.usage += Usage(prompt_tokens=tokens[0], completion_tokens=tokens[1], latency_s=latency_s)
     s.max_latency_s = max(s.max_latency_s, latency_s)
     return result
-

@@ -5,6 +5,7 @@ judgments it drops, which are counted. So before training starts the run fails f
 when a judge does not answer `GET /v1/models` with a model list (a 404 there is a wrong URL), does not
 list `judge.model` or rejects the key.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -45,11 +46,15 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: 
       return _model_missing(body, model)
     except urllib.error.HTTPError as e:
       if e.code in (401, 403):
-        return (f"HTTP {e.code}: the judge rejected the API key (set the env var named by judge.api_key_env "
-                "to the key the server expects)")
+        return (
+          f"HTTP {e.code}: the judge rejected the API key (set the env var named by judge.api_key_env "
+          "to the key the server expects)"
+        )
       if 400 <= e.code < 500 and e.code not in RETRYABLE_STATUSES:
-        return (f"HTTP {e.code} at {models_url(base)}: no OpenAI-compatible API answers at this path (judge.urls "
-                "takes a base URL such as http://host:8000 or http://host:8000/v1)")
+        return (
+          f"HTTP {e.code} at {models_url(base)}: no OpenAI-compatible API answers at this path (judge.urls "
+          "takes a base URL such as http://host:8000 or http://host:8000/v1)"
+        )
       return None
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:  # refused, DNS, timeout
       reason = f"{type(getattr(e, 'reason', e)).__name__}: {getattr(e, 'reason', e)}"
@@ -76,8 +81,14 @@ def _model_missing(body: bytes, model: str | None) -> str | None:
   return f"it does not serve judge.model={model!r}; it serves {', '.join(repr(i) for i in ids[:10])}"
 
 
-def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, timeout_s: float = 10.0,
-                    interval_s: float = 0.5, model: str | None = None) -> None:
+def check_endpoints(
+  urls: str | Sequence[str],
+  *,
+  api_key: str | None = None,
+  timeout_s: float = 10.0,
+  interval_s: float = 0.5,
+  model: str | None = None,
+) -> None:
   """Waits up to `timeout_s` for every judge URL to answer `GET /v1/models` and, when it lists its
   models, to list `model`.
 
@@ -101,7 +112,8 @@ def check_endpoints(urls: str | Sequence[str], *, api_key: str | None = None, ti
   bad = [f"  {u} ({models_url(u)}): {r}" for u, r in zip(urls, reasons) if r is not None]
   if bad:
     raise JudgeUnreachableError(
-        f"{len(bad)} of {len(urls)} judge URL(s) failed the start-up check (within {timeout_s:g} s):\n"
-        + "\n".join(bad) + "\nStart the judge server(s), fix judge.urls or judge.model, or leave judge.urls "
-        "empty for the embedded judge (judge.client.startup_check_s sets this wait; 0 skips the check).")
-
+      f"{len(bad)} of {len(urls)} judge URL(s) failed the start-up check (within {timeout_s:g} s):\n"
+      + "\n".join(bad)
+      + "\nStart the judge server(s), fix judge.urls or judge.model, or leave judge.urls "
+      "empty for the embedded judge (judge.client.startup_check_s sets this wait; 0 skips the check)."
+    )

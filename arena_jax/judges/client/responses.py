@@ -5,6 +5,7 @@ deflate itself, `read_answer`), every field the client reads is checked for its 
 a surprise is a failed judgment, `bad_response`), and a parser that raises on an answer makes it
 `unparseable` (`safe_parse`): no answer can raise out of `JudgeClient.chat`.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,7 +71,7 @@ def _count(usage: dict, name: str) -> int:
   value = usage.get(name)
   if value is None:
     return 0
-  if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2 ** 53:
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**53:
     raise BadAnswer(f"usage.{name} is {str(value)[:40]!r}, not a token count")
   return int(value)
 
@@ -98,14 +99,21 @@ def completion_fields(raw: bytes) -> dict:
   message = choice.get("message")
   if not isinstance(message, dict):
     raise BadAnswer("choices[0].message is not an object")
-  fields = {"content": message.get("content"), "reasoning_content": message.get("reasoning_content"),
-            "reasoning": message.get("reasoning"), "finish_reason": choice.get("finish_reason")}
+  fields = {
+    "content": message.get("content"),
+    "reasoning_content": message.get("reasoning_content"),
+    "reasoning": message.get("reasoning"),
+    "finish_reason": choice.get("finish_reason"),
+  }
   for key, value in fields.items():
     if value is not None and not isinstance(value, str):
       where = "choices[0]." if key == "finish_reason" else "choices[0].message."
       raise BadAnswer(f"{where}{key} is a {type(value).__name__}, not a string")
-  out = {"content": fields["content"], "reasoning": fields["reasoning_content"] or fields["reasoning"],
-         "finish_reason": fields["finish_reason"]}
+  out = {
+    "content": fields["content"],
+    "reasoning": fields["reasoning_content"] or fields["reasoning"],
+    "finish_reason": fields["finish_reason"],
+  }
   usage = body.get("usage")
   if usage is None:
     usage = {}

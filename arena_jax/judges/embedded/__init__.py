@@ -14,6 +14,7 @@ benchmarks start it with faults, latency and hostile answers of their choice.
 
 The judge client (`arena_jax.judges.client`) does not import this package.
 """
+
 from arena_jax.judges.embedded import checking, hostile, replies, server, simulated
 from arena_jax.judges.embedded.launcher import EmbeddedJudgeServer, merged_config, serve_child, serve_in_process
 from arena_jax.judges.embedded.server import READY_PATTERN, make_app, run_server

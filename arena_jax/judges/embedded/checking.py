@@ -10,6 +10,7 @@ final answer against the reference. A trace's final answer is read by the task v
 answer is 11.", a last line that is just a number), so the judge and the reward never disagree about
 what a trace answered.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,7 +31,7 @@ NUMBER = re.compile(r"\d+(?:\.\d+)?")
 class StepFlaw:
   """One flaw the check found: where (a step, or the whole trace), what, its impact (SPEC §8), the evidence."""
 
-  step: int | None   # 0-based; None = the whole trace
+  step: int | None  # 0-based; None = the whole trace
   what: str
   impact: str
   evidence: str
@@ -43,12 +44,12 @@ class Assessment:
   steps: list[str]
   penalty: float
   answer: str | None
-  answer_correct: bool | None   # None: no reference to compare with
+  answer_correct: bool | None  # None: no reference to compare with
   flaws: list[StepFlaw]
   invalid: list[int]
   irrelevant: list[int]
   skipped: int
-  task: str                     # arithmetic | countdown | generic
+  task: str  # arithmetic | countdown | generic
 
   @property
   def flawed_steps(self) -> set[int]:
@@ -116,15 +117,16 @@ def _wrong_equations(step: str) -> list[str]:
       continue  # "3 = 3": nothing computed
     for text, a, b in zip(sides[1:], values, values[1:]):
       decimals = len(text.split(".")[1]) if NUMBER.fullmatch(text) and "." in text else None
-      tol = Fraction(1, 2 * 10 ** decimals) if decimals else Fraction(0)
-      if abs(a - b) > tol + abs(b) * Fraction(1, 10 ** 9):
+      tol = Fraction(1, 2 * 10**decimals) if decimals else Fraction(0)
+      if abs(a - b) > tol + abs(b) * Fraction(1, 10**9):
         wrong.append(span.strip())
         break
   return wrong
 
 
-def assess(problem: str, reference: str | None, steps: Sequence[str], *, skip_weight: float,
-           answer_weight: float) -> Assessment:
+def assess(
+  problem: str, reference: str | None, steps: Sequence[str], *, skip_weight: float, answer_weight: float
+) -> Assessment:
   """Checks a trace given as its steps (SPEC §8 segmentation) with the task's process checker (module
   docstring); `skip_weight` and `answer_weight` weigh operations not shown and a wrong answer in the penalty."""
   steps = [s.strip() for s in steps]
@@ -137,10 +139,23 @@ def assess(problem: str, reference: str | None, steps: Sequence[str], *, skip_we
       report = tasks.check_countdown(spec[0], spec[1], trace)
     if report.num_steps == len(steps):
       flaws = [StepFlaw(f.step, f.what, f.impact, f.evidence) for f in report.flaws]
-      penalty = (report.num_invalid + report.num_irrelevant + skip_weight * report.num_skipped
-                 + answer_weight * (not report.answer_correct))
-      return Assessment(steps, penalty, report.answer, report.answer_correct, flaws, list(report.invalid_steps),
-                        list(report.irrelevant_steps), report.num_skipped, task)
+      penalty = (
+        report.num_invalid
+        + report.num_irrelevant
+        + skip_weight * report.num_skipped
+        + answer_weight * (not report.answer_correct)
+      )
+      return Assessment(
+        steps,
+        penalty,
+        report.answer,
+        report.answer_correct,
+        flaws,
+        list(report.invalid_steps),
+        list(report.irrelevant_steps),
+        report.num_skipped,
+        task,
+      )
   # Unknown problems (or steps the checker splits differently): written equations and the final answer,
   # read as the task verifier reads it (the checkers above do the same).
   answer = tasks.extract_answer(trace)

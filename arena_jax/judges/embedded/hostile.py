@@ -15,6 +15,7 @@ and `benchmarks.soak` serve them at `hostile_rate`.
   bomb             a gzip body of a few KB that inflates to a `hostile_bytes` completion
   deep             a 200 body of JSON arrays nested 100,000 deep (a recursion bomb for JSON parsers)
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,20 +30,26 @@ from arena_jax.judges.config import HOSTILE_KINDS  # declared beside the knob th
 
 # (path into the completion, the value put there): one is drawn per `wrong_types` answer.
 WRONG_TYPES = (
-    (("usage",), "many"),
-    (("usage", "prompt_tokens"), "12k"),
-    (("usage", "completion_tokens"), -5),
-    (("usage", "completion_tokens"), {"n": 3}),
-    (("choices", 0, "message", "content"), [{"type": "text", "text": "[[A]]"}]),
-    (("choices", 0, "finish_reason"), {"reason": "stop"}),
-    (("choices", 0, "message", "reasoning_content"), 42),
-    (("choices", 0, "message"), "[[A]]"),
-    (("choices",), {"0": "[[A]]"}),
+  (("usage",), "many"),
+  (("usage", "prompt_tokens"), "12k"),
+  (("usage", "completion_tokens"), -5),
+  (("usage", "completion_tokens"), {"n": 3}),
+  (("choices", 0, "message", "content"), [{"type": "text", "text": "[[A]]"}]),
+  (("choices", 0, "finish_reason"), {"reason": "stop"}),
+  (("choices", 0, "message", "reasoning_content"), 42),
+  (("choices", 0, "message"), "[[A]]"),
+  (("choices",), {"0": "[[A]]"}),
 )
 RETRY_AFTERS = (
-    {"Retry-After": "nan"}, {"Retry-After": "inf"}, {"Retry-After": "-30"}, {"Retry-After": "soon"},
-    {"Retry-After": "1e400"}, {"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}, {"retry-after-ms": "NaN"},
-    {"retry-after-ms": "-1e9"}, {"Retry-After": ""},
+  {"Retry-After": "nan"},
+  {"Retry-After": "inf"},
+  {"Retry-After": "-30"},
+  {"Retry-After": "soon"},
+  {"Retry-After": "1e400"},
+  {"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"},
+  {"retry-after-ms": "NaN"},
+  {"retry-after-ms": "-1e9"},
+  {"Retry-After": ""},
 )
 
 
@@ -67,8 +74,9 @@ def _bomb(size: int) -> bytes:
   return gzip.compress(_padded(template, size), compresslevel=9)
 
 
-async def answer(kind: str, request: web.Request, completion: dict, rng: random.Random,
-                 size: int) -> web.StreamResponse:
+async def answer(
+  kind: str, request: web.Request, completion: dict, rng: random.Random, size: int
+) -> web.StreamResponse:
   """The hostile answer of `kind` to `request`, made from the honest `completion` it replaces."""
   if kind == "wrong_types":
     body = copy.deepcopy(completion)
@@ -77,8 +85,9 @@ async def answer(kind: str, request: web.Request, completion: dict, rng: random.
     return web.json_response(body)
   if kind == "bad_retry_after":
     status = rng.choice((429, 503))
-    return web.json_response({"error": {"message": "come back later", "code": status}}, status=status,
-                             headers=rng.choice(RETRY_AFTERS))
+    return web.json_response(
+      {"error": {"message": "come back later", "code": status}}, status=status, headers=rng.choice(RETRY_AFTERS)
+    )
   if kind == "huge":
     data = _padded(completion, size)
     if rng.random() < 0.5:
@@ -86,7 +95,7 @@ async def answer(kind: str, request: web.Request, completion: dict, rng: random.
     response = web.StreamResponse(headers={"Content-Type": "application/json"})  # chunked: no length ahead
     await response.prepare(request)
     for i in range(0, len(data), 1 << 16):
-      await response.write(data[i:i + (1 << 16)])
+      await response.write(data[i : i + (1 << 16)])
     await response.write_eof()
     return response
   if kind == "bomb":

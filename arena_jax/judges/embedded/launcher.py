@@ -11,6 +11,7 @@ child process is not a second command line: it runs `serve_child` through `pytho
 as JSON, and prints the server's ready line, from which the handle reads the URL. The command line
 for a judge server of one's own is `python -m launch.serve_judge`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,9 @@ from arena_jax.judges import config as config_lib
 from arena_jax.judges.embedded import server
 
 # What the child process runs: argv[1] = the knobs as JSON, argv[2] = the pid of its parent.
-_CHILD = ("import sys; from arena_jax.judges.embedded import launcher; "
-          "launcher.serve_child(sys.argv[1], int(sys.argv[2]))")
+_CHILD = (
+  "import sys; from arena_jax.judges.embedded import launcher; launcher.serve_child(sys.argv[1], int(sys.argv[2]))"
+)
 
 
 def merged_config(config: ml_collections.ConfigDict | dict | None, overrides: dict) -> ml_collections.ConfigDict:
@@ -75,8 +77,7 @@ class EmbeddedJudgeServer:
   `config` is a `server_config()` (e.g. `judge.server`); keyword arguments override its knobs.
   """
 
-  def __init__(self, config: ml_collections.ConfigDict | None = None, *, startup_timeout_s: float = 60.0,
-               **overrides):
+  def __init__(self, config: ml_collections.ConfigDict | None = None, *, startup_timeout_s: float = 60.0, **overrides):
     self.config = merged_config(config, overrides)
     self.startup_timeout_s = startup_timeout_s
     self.url: str | None = None
@@ -99,8 +100,13 @@ class EmbeddedJudgeServer:
     knobs = json.dumps(self.config.to_dict())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     # Our pid: the child stops by itself if this process dies without stopping it (SIGKILL).
-    self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, knobs, str(os.getpid())],
-                                  stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL, env=env)
+    self._proc = subprocess.Popen(
+      [sys.executable, "-c", _CHILD, knobs, str(os.getpid())],
+      stdout=subprocess.PIPE,
+      stderr=self._stderr,
+      stdin=subprocess.DEVNULL,
+      env=env,
+    )
     lines: queue.Queue = queue.Queue()
 
     def pump(stream):  # keeps the pipe drained for the whole life of the child

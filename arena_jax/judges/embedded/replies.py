@@ -7,6 +7,7 @@ the forms such models write, a share `truncate_rate` cut mid-thought. The verdic
 cut answers lose theirs (SPEC §4: a failure, dropped). Either style can be `malformed` (an answer with
 nothing to parse, as a flaky judge gives) and is cut at the request's max_tokens, as a server cuts it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,7 +51,7 @@ class Judgment:
 def cut_tokens(text: str, max_tokens: int) -> str:
   """`text` cut after its first `max_tokens` tokens (`hygiene.count_tokens`), as a server cuts at max_tokens."""
   pieces = list(_TOKEN_PIECE.finditer(text))
-  return text[:pieces[max_tokens - 1].end()] if 0 < max_tokens <= len(pieces) else text
+  return text[: pieces[max_tokens - 1].end()] if 0 < max_tokens <= len(pieces) else text
 
 
 def malformed_answer(kind: str) -> str:
@@ -72,8 +73,7 @@ def plain(kind: str, j: Judgment, *, verdict_first: bool) -> str:
   pairwise verdict before its explanation)."""
   if kind == "pairwise":
     explanation = f"{j.notes}\n{j.conclusion}"
-    return (f"Verdict: [[{j.final}]]\n\n{explanation}" if verdict_first
-            else f"{explanation}\n\n[[{j.final}]]")
+    return f"Verdict: [[{j.final}]]\n\n{explanation}" if verdict_first else f"{explanation}\n\n[[{j.final}]]"
   if kind == "pointwise":
     return f"{j.notes}\n\nRating: [[{j.final:g}]]"
   answer = json.dumps(j.final, ensure_ascii=False)
@@ -82,8 +82,9 @@ def plain(kind: str, j: Judgment, *, verdict_first: bool) -> str:
   return f"{j.notes}\n\n{answer}" if kind == "consolidation" else answer
 
 
-def plain_reply(kind: str, j: Judgment | None, *, malformed: bool, verdict_first: bool, emit_reasoning: bool,
-                max_tokens: int | None) -> Reply:
+def plain_reply(
+  kind: str, j: Judgment | None, *, malformed: bool, verdict_first: bool, emit_reasoning: bool, max_tokens: int | None
+) -> Reply:
   """The plain style's whole answer (`j` None: the prompt is not one of the project's templates); its
   reasoning_content is the judgment's `hidden` line when `emit_reasoning`, else absent."""
   if j is None:
@@ -102,8 +103,9 @@ def plain_reply(kind: str, j: Judgment | None, *, malformed: bool, verdict_first
 # models use. Only the final answer carries the verdict (`prompts.split_reasoning`).
 
 
-def reasoned(kind: str, j: Judgment, draw: Callable[[str], float], *, malformed: bool, truncate_rate: float,
-             max_tokens: int | None) -> Reply:
+def reasoned(
+  kind: str, j: Judgment, draw: Callable[[str], float], *, malformed: bool, truncate_rate: float, max_tokens: int | None
+) -> Reply:
   """The answer of a served reasoning LLM (`style = "reasoning"`; docs/judges.md).
 
   Its thinking weighs a verdict it does not give, drafts and restates the format; then comes the final
@@ -130,14 +132,14 @@ def reasoned(kind: str, j: Judgment, draw: Callable[[str], float], *, malformed:
 
 
 _FORMATS = {
-    "juror": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
-             '"evidence": "...", "specificity": 5}]}',
-    "consolidation": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
-                     '"evidence": "...", "jurors": [1, 2]}]}',
-    "synthesis": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
-                 '"evidence": "...", "jurors": [1, 3]}]}',
-    "debate": '{"positions": [{"claim": "C1", "stance": "agree", "argument": "..."}]}',
-    "moderator": '{"action": "ask", "speaker": 2, "claims": ["C1", "C3"], "question": "..."} or {"action": "stop"}',
+  "juror": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
+  '"evidence": "...", "specificity": 5}]}',
+  "consolidation": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
+  '"evidence": "...", "jurors": [1, 2]}]}',
+  "synthesis": '{"flaws": [{"what_went_wrong": "...", "statement_refs": ["STEP-k"], "impact": "...", '
+  '"evidence": "...", "jurors": [1, 3]}]}',
+  "debate": '{"positions": [{"claim": "C1", "stance": "agree", "argument": "..."}]}',
+  "moderator": '{"action": "ask", "speaker": 2, "claims": ["C1", "C3"], "question": "..."} or {"action": "stop"}',
 }
 _TIE_WORDS = {"A": ("A", "A"), "B": ("B", "B"), "C": ("tie", "Tie")}
 
@@ -156,40 +158,72 @@ def _draft(kind: str, final: dict) -> dict:
   """A first draft of a JSON answer that the thinking then corrects (it differs from the final one)."""
   if kind == "debate":
     flip = {"agree": "disagree", "disagree": "agree"}
-    return {"positions": [{**p, "stance": flip.get(p.get("stance"), "agree")} for p in final["positions"]]
-            or [{"claim": "C1", "stance": "agree", "argument": "at first sight the claim holds"}]}
+    return {
+      "positions": [{**p, "stance": flip.get(p.get("stance"), "agree")} for p in final["positions"]]
+      or [{"claim": "C1", "stance": "agree", "argument": "at first sight the claim holds"}]
+    }
   if kind == "moderator":
-    return ({"action": "ask", "speaker": 1, "claims": ["C1"], "question": "Is C1 right?"}
-            if final.get("action") == "stop" else {"action": "stop"})
+    return (
+      {"action": "ask", "speaker": 1, "claims": ["C1"], "question": "Is C1 right?"}
+      if final.get("action") == "stop"
+      else {"action": "stop"}
+    )
   if final.get("flaws"):
     return {"flaws": []}
-  return {"flaws": [{"what_went_wrong": "the first step looks unjustified", "statement_refs": ["STEP-1"],
-                     "impact": "major", "evidence": "", "specificity": 4}]}
+  return {
+    "flaws": [
+      {
+        "what_went_wrong": "the first step looks unjustified",
+        "statement_refs": ["STEP-1"],
+        "impact": "major",
+        "evidence": "",
+        "specificity": 4,
+      }
+    ]
+  }
 
 
 def _thinking(kind: str, j: Judgment, draw: Callable[[str], float]) -> str:
   """The thinking before the final answer (module comment above)."""
   if kind == "pairwise":
     decoy = _decoy(j, draw("decoy"))
-    opening = _pick((
+    opening = _pick(
+      (
         "The verdict goes on the last line as [[A]], [[B]] or [[C]]. Let me check both traces step by step.",
         'Format: "[[A]]" if trace A is better, "[[B]]" if trace B is better, "[[C]]" for a tie. First the steps.',
         "Which is better, A or B, or is it a tie? Let me go through the steps before deciding.",
-    ), draw("opening"))
-    doubt = _pick((
+      ),
+      draw("opening"),
+    )
+    doubt = _pick(
+      (
         f"At first glance [[{decoy}]] looked right, but the step check says otherwise.",
         f"Final verdict: {_TIE_WORDS[decoy][0]}? No, not after counting the flawed steps.",
         f"I almost wrote \\boxed{{{decoy}}}, but that ignores what the checks found.",
-    ), draw("doubt"))
+      ),
+      draw("doubt"),
+    )
     return "\n\n".join((opening, j.notes, j.hidden, doubt, f"So: {j.conclusion}"))
   if kind == "pointwise":
     levels = ", ".join(f"[[{v:g}]]" for v in j.options)
     doubt = f"Rating: [[{_decoy(j, draw('decoy')):g}]] crossed my mind, but it does not fit what I found."
-    return "\n\n".join((f"The rubric offers {levels}; the last line must read Rating: [[level]].", j.notes, doubt,
-                        f"The level that fits is {j.final:g}."))
+    return "\n\n".join(
+      (
+        f"The rubric offers {levels}; the last line must read Rating: [[level]].",
+        j.notes,
+        doubt,
+        f"The level that fits is {j.final:g}.",
+      )
+    )
   draft = json.dumps(_draft(kind, j.final), ensure_ascii=False)
-  return "\n\n".join((f"The answer must end with one JSON object: {_FORMATS[kind]}", j.notes,
-                      f"First draft: {draft}", "No — let me check that draft against the steps again."))
+  return "\n\n".join(
+    (
+      f"The answer must end with one JSON object: {_FORMATS[kind]}",
+      j.notes,
+      f"First draft: {draft}",
+      "No — let me check that draft against the steps again.",
+    )
+  )
 
 
 def _final_answer(kind: str, j: Judgment, draw: Callable[[str], float]) -> str:
@@ -201,7 +235,9 @@ def _final_answer(kind: str, j: Judgment, draw: Callable[[str], float]) -> str:
     restated = "As asked, the verdict is one of [[A]], [[B]] or [[C]].\n\n" if draw("restate") < 0.25 else ""
     return f"{restated}{j.conclusion}\n\n{verdict}"
   if kind == "pointwise":
-    return _pick((f"Rating: [[{j.final:g}]]", f"\\boxed{{{j.final:g}}}", f"**Rating:** {j.final:g}",
-                  f"Final score: {j.final:g}"), form)
+    return _pick(
+      (f"Rating: [[{j.final:g}]]", f"\\boxed{{{j.final:g}}}", f"**Rating:** {j.final:g}", f"Final score: {j.final:g}"),
+      form,
+    )
   answer = json.dumps(j.final, ensure_ascii=False)
   return f"{j.notes}\n\n```json\n{answer}\n```" if form < 0.5 else answer

@@ -22,6 +22,7 @@ finish_reason "length", like a real server. `style = "reasoning"` answers like a
 thinking first (in `reasoning_content` or inline in `<think>`), then the verdict in one of the forms such
 models write, sometimes cut mid-thought (`simulated.JudgeLogic.reply`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,8 +50,9 @@ READY_PATTERN = re.compile(r"arena_jax judge server: serving \S+ on (http://\S+)
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", headers=None) -> web.Response:
-  return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status,
-                           headers=headers)
+  return web.json_response(
+    {"error": {"message": message, "type": kind, "code": status}}, status=status, headers=headers
+  )
 
 
 class _Server:
@@ -65,9 +67,24 @@ class _Server:
       self.api_key = os.environ.get(cfg.api_key_env)
       if not self.api_key:
         raise ValueError(f"judge.server.api_key_env names {cfg.api_key_env!r}, which is not set in the environment")
-    self.counts = {"requests": 0, "answered": 0, "errors": 0, "hangs": 0, "disconnects": 0, "bad_bodies": 0,
-                   "malformed": 0, "truncated": 0, "rejected": 0, "hostile": 0, "in_flight": 0, "max_in_flight": 0,
-                   "queued": 0, "max_queued": 0, "queue_wait_s": 0.0, "max_active": 0}
+    self.counts = {
+      "requests": 0,
+      "answered": 0,
+      "errors": 0,
+      "hangs": 0,
+      "disconnects": 0,
+      "bad_bodies": 0,
+      "malformed": 0,
+      "truncated": 0,
+      "rejected": 0,
+      "hostile": 0,
+      "in_flight": 0,
+      "max_in_flight": 0,
+      "queued": 0,
+      "max_queued": 0,
+      "queue_wait_s": 0.0,
+      "max_active": 0,
+    }
     # Bounded slots (`slots`): a request waits here, FIFO, before its latency starts (asyncio's semaphore
     # wakes its waiters in order); None = unbounded.
     self.slots = asyncio.Semaphore(cfg.slots) if cfg.slots else None
@@ -87,14 +104,16 @@ class _Server:
     if cfg.latency_dist == "exponential":
       return self.rng.expovariate(1.0 / mean)
     if cfg.latency_dist == "lognormal":
-      mu = math.log(mean) - cfg.latency_sigma ** 2 / 2.0
+      mu = math.log(mean) - cfg.latency_sigma**2 / 2.0
       return self.rng.lognormvariate(mu, cfg.latency_sigma)
     return mean
 
   def _token_latency(self, prompt_tokens: int, completion_tokens: int) -> float:
     """What reading the prompt and writing the answer add to the latency, in seconds."""
-    return (self.cfg.latency_ms_per_prompt_token * prompt_tokens
-            + self.cfg.latency_ms_per_completion_token * completion_tokens) / 1000.0
+    return (
+      self.cfg.latency_ms_per_prompt_token * prompt_tokens
+      + self.cfg.latency_ms_per_completion_token * completion_tokens
+    ) / 1000.0
 
   def _authorised(self, request: web.Request) -> bool:
     if not self.api_key:
@@ -114,8 +133,9 @@ class _Server:
   async def models(self, request):
     if not self._authorised(request):
       return _error(401, "invalid or missing API key", "authentication_error")
-    return web.json_response({"object": "list", "data": [
-        {"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "arena_jax"}]})
+    return web.json_response(
+      {"object": "list", "data": [{"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "arena_jax"}]}
+    )
 
   async def chat(self, request: web.Request):
     self.counts["requests"] += 1
@@ -228,11 +248,16 @@ class _Server:
     completion_tokens = hygiene.count_tokens(reply.content or "") + hygiene.count_tokens(reply.reasoning or "")
     prompt_tokens = hygiene.count_tokens(prompt)
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
-        "model": self.cfg.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+      "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+      "object": "chat.completion",
+      "created": int(time.time()),
+      "model": self.cfg.model,
+      "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
+      "usage": {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+      },
     }, reply.kind
 
 
@@ -250,13 +275,18 @@ def _validate(body, model: str) -> str | None:
   if body.get("model") not in (None, model):
     return f"model {_short(body.get('model'))} does not exist; this server serves {model!r}"
   messages = body.get("messages")
-  if not isinstance(messages, list) or not messages or not all(
+  if (
+    not isinstance(messages, list)
+    or not messages
+    or not all(
       isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), (str, type(None)))
-      for m in messages):
+      for m in messages
+    )
+  ):
     return "messages must be a non-empty list of {role: string, content: string} objects"
-  for name, lo in (("max_tokens", 1), ("max_completion_tokens", 1), ("seed", -2 ** 63)):
+  for name, lo in (("max_tokens", 1), ("max_completion_tokens", 1), ("seed", -(2**63))):
     v = body.get(name)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not lo <= v < 2 ** 63):
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not lo <= v < 2**63):
       return f"{name} must be an integer in [{lo}, 2^63), got {_short(v)}"
   t = body.get("temperature")
   if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 2):
@@ -266,8 +296,9 @@ def _validate(body, model: str) -> str | None:
     return f"n={_short(n)} is not supported: this server returns one choice per request (send n=1 or no n)"
   stream = body.get("stream")
   if stream not in (None, False):
-    return (f"stream={_short(stream)} is not supported: this server returns whole answers (send stream=false "
-            "or no stream)")
+    return (
+      f"stream={_short(stream)} is not supported: this server returns whole answers (send stream=false or no stream)"
+    )
   return None
 
 
@@ -299,8 +330,13 @@ async def start(cfg: ml_collections.ConfigDict, *, shutdown_timeout: float) -> t
   """Starts the app of `cfg` on the running event loop; (its runner, to `cleanup()`, and its URL)."""
   # keepalive_timeout also closes a connection whose request line and headers have not arrived by then (a
   # slow client holding a socket); `_read_request` bounds the body.
-  runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout,
-                         keepalive_timeout=cfg.read_timeout_s)
+  runner = web.AppRunner(
+    make_app(cfg),
+    access_log=None,
+    handle_signals=False,
+    shutdown_timeout=shutdown_timeout,
+    keepalive_timeout=cfg.read_timeout_s,
+  )
   await runner.setup()
   await web.TCPSite(runner, cfg.host, cfg.port, backlog=2048).start()
   host, port = runner.addresses[0][:2]
@@ -342,4 +378,3 @@ async def serve(cfg: ml_collections.ConfigDict, stop: asyncio.Event | None = Non
 def run_server(cfg: ml_collections.ConfigDict, *, parent_pid: int = 0) -> None:
   """Serves `cfg` until stopped (blocking): `launch/serve_judge.py` and `EmbeddedJudgeServer`'s child process."""
   asyncio.run(serve(cfg, parent_pid=parent_pid))
-

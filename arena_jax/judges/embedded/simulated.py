@@ -1,4 +1,5 @@
-"""The simulated judge behind the embedded server: a rule-based process judge (everything runs on one machine, with no downloads).
+"""The simulated judge behind the embedded server: a rule-based process judge (everything runs on one machine,
+with no downloads).
 
 `JudgeLogic.answer(prompt, seed)` reads a prompt rendered from the project's own templates
 (`prompts.py`): the `[The Start of X]` sections a prompt has tell it what it is asked (pairwise,
@@ -26,6 +27,7 @@ one short answer that ends in the template's format; `reasoning`, the answer of 
 
 The knobs are those of `config.server_config()`; the HTTP layer (`server.py`) adds latency and faults.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,13 +47,13 @@ from arena_jax.judges.embedded.replies import Judgment, Reply
 
 # Which template a prompt was rendered from, by the sections it has (first match wins).
 _KINDS = (
-    ("synthesis", {"Final Consensus State"}),
-    ("moderator", {"Consensus State"}),
-    ("consolidation", {"Juror Verdicts", "Step-Marked Trace"}),
-    ("debate", {"Claims Under Discussion", "Step-Marked Trace"}),
-    ("juror", {"Step-Marked Trace"}),
-    ("pairwise", {"Trace A", "Trace B"}),
-    ("pointwise", {"Trace"}),
+  ("synthesis", {"Final Consensus State"}),
+  ("moderator", {"Consensus State"}),
+  ("consolidation", {"Juror Verdicts", "Step-Marked Trace"}),
+  ("debate", {"Claims Under Discussion", "Step-Marked Trace"}),
+  ("juror", {"Step-Marked Trace"}),
+  ("pairwise", {"Trace A", "Trace B"}),
+  ("pointwise", {"Trace"}),
 )
 _STEP_MARK = re.compile(r"^\[STEP-(\d+)\][ \t]*", re.MULTILINE)
 
@@ -62,7 +64,7 @@ _STEP_MARK = re.compile(r"^\[STEP-(\d+)\][ \t]*", re.MULTILINE)
 def _unit(*parts) -> float:
   """A uniform draw in [0, 1) that depends only on `parts` (same question → same answer)."""
   digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode("utf-8"), digest_size=8).digest()
-  return int.from_bytes(digest, "big") / 2.0 ** 64
+  return int.from_bytes(digest, "big") / 2.0**64
 
 
 def _logistic(u: float, scale: float) -> float:
@@ -85,8 +87,9 @@ class JudgeLogic:
 
   def assess(self, problem: str, reference: str | None, steps: Sequence[str]) -> Assessment:
     """Checks a trace given as its steps (SPEC §8 segmentation) with the task's process checker (`checking`)."""
-    return checking.assess(problem, reference, steps, skip_weight=self.cfg.skip_weight,
-                           answer_weight=self.cfg.answer_weight)
+    return checking.assess(
+      problem, reference, steps, skip_weight=self.cfg.skip_weight, answer_weight=self.cfg.answer_weight
+    )
 
   def _assess_trace(self, problem, reference, trace) -> Assessment:
     return self.assess(problem, reference, tasks.split_steps(trace) or [trace])
@@ -118,10 +121,17 @@ class JudgeLogic:
       # The style's draws are keyed by (server seed, request seed, prompt): the same request, the same answer.
       digest = hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).hexdigest()
       draw = lambda tag: _unit(cfg.seed, seed, digest, "style", tag)
-      return replies.reasoned(kind, j, draw, malformed=malformed, truncate_rate=cfg.truncate_rate,
-                              max_tokens=max_tokens)
-    return replies.plain_reply(kind, j, malformed=malformed, verdict_first=cfg.verdict_first,
-                               emit_reasoning=cfg.emit_reasoning, max_tokens=max_tokens)
+      return replies.reasoned(
+        kind, j, draw, malformed=malformed, truncate_rate=cfg.truncate_rate, max_tokens=max_tokens
+      )
+    return replies.plain_reply(
+      kind,
+      j,
+      malformed=malformed,
+      verdict_first=cfg.verdict_first,
+      emit_reasoning=cfg.emit_reasoning,
+      max_tokens=max_tokens,
+    )
 
   def malformed(self, kind: str) -> str:
     """An answer a flaky judge might give: it looks fine but has nothing to parse."""
@@ -136,15 +146,22 @@ class JudgeLogic:
     if cfg.noise > 0:
       d += _logistic(_unit(cfg.seed, seed, "pair", problem, sections["Trace A"], sections["Trace B"]), cfg.noise)
     verdict = "C" if abs(d) <= cfg.tie_band else ("A" if d > 0 else "B")
-    if (verdict != "C" and a.penalty != b.penalty and cfg.flip_rate > 0
-        and _unit(cfg.seed, seed, "flip", problem, sections["Trace A"], sections["Trace B"]) < cfg.flip_rate):
+    if (
+      verdict != "C"
+      and a.penalty != b.penalty
+      and cfg.flip_rate > 0
+      and _unit(cfg.seed, seed, "flip", problem, sections["Trace A"], sections["Trace B"]) < cfg.flip_rate
+    ):
       verdict = "B" if verdict == "A" else "A"  # a wrong judge: the verdict on traces that differ is reversed
     lines = [_summary("A", a), _summary("B", b)]
     for name, s in (("A", a), ("B", b)):
       if s.steps:
         lines.append(f'Trace {name} ends with: "{s.steps[-1][:300]}"')
-    reason = {"A": "Trace A has the sounder process.", "B": "Trace B has the sounder process.",
-              "C": "Neither trace is clearly better."}[verdict]
+    reason = {
+      "A": "Trace A has the sounder process.",
+      "B": "Trace B has the sounder process.",
+      "C": "Neither trace is clearly better.",
+    }[verdict]
     penalties = f"Penalties: A {a.penalty:g}, B {b.penalty:g}; position bias {cfg.position_bias:g}."
     return Judgment("\n".join(lines), verdict, conclusion=reason, hidden=penalties, options=("A", "B", "C"))
 
@@ -203,8 +220,9 @@ class JudgeLogic:
     n = max(len(verdicts), 1)
     # The jurors' flaws merged as the jury merges them (`prompts.group_flaws`): different flaws on one
     # step stay different claims.
-    flaws = [[f for f in (prompts.normalise_flaw(f, len(steps)) for f in v["flaws"]) if f is not None]
-             for v in verdicts]
+    flaws = [
+      [f for f in (prompts.normalise_flaw(f, len(steps)) for f in v["flaws"]) if f is not None] for v in verdicts
+    ]
     numbers = [v.get("juror") for v in verdicts]
     key = (self.cfg.seed, seed, problem, "\n".join(steps))
     groups, kept = prompts.group_flaws(flaws), []
@@ -239,8 +257,9 @@ class JudgeLogic:
         argument = f"{where} checks out: {quoted}"
       positions.append({"claim": str(c["id"]), "stance": "agree" if agree else "disagree", "argument": argument})
     agreed = sum(p["stance"] == "agree" for p in positions)
-    return Judgment(f"I checked {len(positions)} claim(s) against the steps; I agree with {agreed}.",
-                    {"positions": positions})
+    return Judgment(
+      f"I checked {len(positions)} claim(s) against the steps; I agree with {agreed}.", {"positions": positions}
+    )
 
   def _moderator(self, sections, seed):
     del seed  # the moderator's choice is a deterministic rule
@@ -250,13 +269,18 @@ class JudgeLogic:
     todo = {j: [c["id"] for c in open_claims if _stance(c, j) is None] for j in range(n)}
     speaker = max(range(n), key=lambda j: (len(todo[j]), -j), default=None)
     if speaker is None or not todo[speaker]:
-      return Judgment(f"{len(open_claims)} claim(s) open, and no juror has a position left to take.",
-                      {"action": "stop"})
-    ask = {"action": "ask", "speaker": speaker + 1, "claims": todo[speaker],
-           "question": f"Juror {speaker + 1}, do you agree with claim(s) {', '.join(todo[speaker])}? "
-                       "Check the steps cited."}
-    return Judgment(f"{len(open_claims)} claim(s) open; juror {speaker + 1} has {len(todo[speaker])} position(s) "
-                    "to take.", ask)
+      return Judgment(
+        f"{len(open_claims)} claim(s) open, and no juror has a position left to take.", {"action": "stop"}
+      )
+    ask = {
+      "action": "ask",
+      "speaker": speaker + 1,
+      "claims": todo[speaker],
+      "question": f"Juror {speaker + 1}, do you agree with claim(s) {', '.join(todo[speaker])}? Check the steps cited.",
+    }
+    return Judgment(
+      f"{len(open_claims)} claim(s) open; juror {speaker + 1} has {len(todo[speaker])} position(s) to take.", ask
+    )
 
   def _synthesis(self, sections, seed):
     del seed
@@ -268,8 +292,9 @@ class JudgeLogic:
       if len(agree) >= quorum:
         kept = {k: c.get(k) for k in ("what_went_wrong", "statement_refs", "impact", "evidence")}
         flaws.append({**kept, "jurors": agree})
-    return Judgment(f"{len(flaws)} of {len(state['claims'])} claim(s) reached the quorum of {quorum}.",
-                    {"flaws": flaws})
+    return Judgment(
+      f"{len(flaws)} of {len(state['claims'])} claim(s) reached the quorum of {quorum}.", {"flaws": flaws}
+    )
 
 
 def _load_state(text: str) -> dict:
@@ -294,18 +319,33 @@ def _summary(name: str, s: Assessment) -> str:
   answer = "none" if s.answer is None else s.answer
   verdict = "" if s.answer_correct is None else (" (right)" if s.answer_correct else " (wrong)")
   who = f"Trace {name}" if name else "The trace"
-  return (f"{who}: {len(s.steps)} steps; invalid: {fmt(s.invalid)}; irrelevant: {fmt(s.irrelevant)}; "
-          f"operations not shown: {s.skipped}; final answer {answer}{verdict}.")
+  return (
+    f"{who}: {len(s.steps)} steps; invalid: {fmt(s.invalid)}; irrelevant: {fmt(s.irrelevant)}; "
+    f"operations not shown: {s.skipped}; final answer {answer}{verdict}."
+  )
 
 
 def _flaw_json(f: StepFlaw, specificity: int) -> dict:
-  return {"what_went_wrong": f.what, "statement_refs": [] if f.step is None else [f"STEP-{f.step + 1}"],
-          "impact": f.impact, "evidence": f.evidence, "specificity": specificity}
+  return {
+    "what_went_wrong": f.what,
+    "statement_refs": [] if f.step is None else [f"STEP-{f.step + 1}"],
+    "impact": f.impact,
+    "evidence": f.evidence,
+    "specificity": specificity,
+  }
 
 
 def _false_alarm(step: int, text: str, u: float) -> dict:
   numbers = checking.NUMBER.findall(text)
-  what = (f"the value {numbers[int(u * len(numbers))]} in this step is not justified by the previous steps"
-          if numbers else "this step does not follow from the previous ones")
-  return {"what_went_wrong": what, "statement_refs": [f"STEP-{step + 1}"], "impact": "major" if u < 0.5 else "minor",
-          "evidence": text, "specificity": 4}
+  what = (
+    f"the value {numbers[int(u * len(numbers))]} in this step is not justified by the previous steps"
+    if numbers
+    else "this step does not follow from the previous ones"
+  )
+  return {
+    "what_went_wrong": what,
+    "statement_refs": [f"STEP-{step + 1}"],
+    "impact": "major" if u < 0.5 else "minor",
+    "evidence": text,
+    "specificity": 4,
+  }

@@ -23,25 +23,27 @@ registers a `Family` (see `family`; `qwen2` is the smallest example), plus its p
   loader       `load_hf`, `config_from_hf`, `config_to_hf`, `expected_hf_shapes`, `check_shapes`
   llama, mistral, qwen3, ministral3, qwen2   the families
 """
+
 from arena_jax.models.hf.checks import (
-    InvalidCheckpointError,
-    UnsupportedCheckpointError,
-    check_finite,
-    check_hf_config,
+  InvalidCheckpointError,
+  UnsupportedCheckpointError,
+  check_finite,
+  check_hf_config,
 )
 from arena_jax.models.hf.convert import HEADS, HEADS_IN, HEADS_OUT, KEEP, TRANSPOSED, Layout, Rule
 from arena_jax.models.hf.family import ARCHITECTURES, Family, Wrapper, register
 from arena_jax.models.hf.fp8 import dequantize_fp8
 from arena_jax.models.hf.loader import (
-    check_shapes,
-    check_weights,
-    config_from_hf,
-    config_to_hf,
-    expected_hf_shapes,
-    load_hf,
+  check_shapes,
+  check_weights,
+  config_from_hf,
+  config_to_hf,
+  expected_hf_shapes,
+  load_hf,
 )
 from arena_jax.models.hf.multimodal import text_decoder_config, text_decoder_weights
 from arena_jax.models.hf.reader import MAX_HEADER_BYTES, confined_file, read_safetensors
+
 # The families: importing them registers them in ARCHITECTURES, in this order (the order the messages list them).
 from arena_jax.models.hf import llama, mistral, qwen3, ministral3, qwen2  # noqa: F401
 

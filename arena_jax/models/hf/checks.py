@@ -5,6 +5,7 @@ clear error naming the file and the field or tensor, never a ZeroDivisionError, 
 model that silently computes garbage. The shape checks live with the key maps that define the shapes
 (`convert.check_shapes`); the safetensors header's checks with its reader (`reader`).
 """
+
 from __future__ import annotations
 
 import math
@@ -28,13 +29,28 @@ class InvalidCheckpointError(UserError, ValueError):
 
 
 _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-_OPTIONAL_POSITIVE_INTS = ("num_key_value_heads", "head_dim", "max_position_embeddings", "sliding_window",
-                           "original_max_position_embeddings")
+_OPTIONAL_POSITIVE_INTS = (
+  "num_key_value_heads",
+  "head_dim",
+  "max_position_embeddings",
+  "sliding_window",
+  "original_max_position_embeddings",
+)
 _POSITIVE_FLOATS = ("rope_theta", "rms_norm_eps")
 _BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")
 _STRINGS = ("hidden_act", "torch_dtype", "dtype", "model_type")
-_ROPE_NUMBERS = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow",
-                 "mscale", "mscale_all_dim", "attention_factor", "partial_rotary_factor")
+_ROPE_NUMBERS = (
+  "rope_theta",
+  "factor",
+  "low_freq_factor",
+  "high_freq_factor",
+  "beta_fast",
+  "beta_slow",
+  "mscale",
+  "mscale_all_dim",
+  "attention_factor",
+  "partial_rotary_factor",
+)
 
 
 def is_int(v) -> bool:
@@ -94,13 +110,15 @@ def check_hf_config(hf, where: str) -> None:
   if not problems:
     heads, kv = hf.get("num_attention_heads"), hf.get("num_key_value_heads")
     if heads and hf.get("head_dim") is None and hf.get("hidden_size", 0) % heads:
-      problems.append(f"hidden_size: {hf['hidden_size']} is not a multiple of num_attention_heads={heads} "
-                      "(and no head_dim is given)")
+      problems.append(
+        f"hidden_size: {hf['hidden_size']} is not a multiple of num_attention_heads={heads} (and no head_dim is given)"
+      )
     if heads and kv and heads % kv:
       problems.append(f"num_key_value_heads: {kv} does not divide num_attention_heads={heads}")
     if isinstance(hf.get("layer_types"), list) and hf.get("num_hidden_layers") != len(hf["layer_types"]):
-      problems.append(f"layer_types: {len(hf['layer_types'])} entries for num_hidden_layers="
-                      f"{hf.get('num_hidden_layers')}")
+      problems.append(
+        f"layer_types: {len(hf['layer_types'])} entries for num_hidden_layers={hf.get('num_hidden_layers')}"
+      )
   if problems:
     raise InvalidCheckpointError(f"{where}: " + "; ".join(problems))
 
@@ -109,7 +127,7 @@ def _all_finite(a: np.ndarray, rows: int = 1 << 12) -> bool:
   if a.ndim == 0:
     return bool(np.isfinite(a))
   # In slices: a memory-mapped tensor is never copied whole into memory.
-  return all(bool(np.isfinite(a[i:i + rows]).all()) for i in range(0, a.shape[0], rows))
+  return all(bool(np.isfinite(a[i : i + rows]).all()) for i in range(0, a.shape[0], rows))
 
 
 def check_finite(weights: dict[str, Any], where: str) -> None:
@@ -117,7 +135,8 @@ def check_finite(weights: dict[str, Any], where: str) -> None:
   before dequantisation, so no full-precision copy is made for it)."""
   for name, value in weights.items():
     dtype = getattr(value, "dtype", None)
-    if dtype is not None and (np.issubdtype(dtype, np.floating) or dtype == ml_dtypes.bfloat16
-                              or "float8" in str(dtype)):
+    if dtype is not None and (
+      np.issubdtype(dtype, np.floating) or dtype == ml_dtypes.bfloat16 or "float8" in str(dtype)
+    ):
       if not _all_finite(value):
         raise InvalidCheckpointError(f"{where}: tensor {name!r} holds NaN or infinite values")

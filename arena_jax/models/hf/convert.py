@@ -26,6 +26,7 @@ Layouts are one reshape and one transpose (HF `nn.Linear.weight` is [out, in]):
 RoPE needs no permutation: both sides use the rotate_half layout. Names are matched after a wrapper's
 renaming (`multimodal`) and FP8 dequantisation (`fp8`, whose lazy tensors take the same views).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -81,8 +82,8 @@ class Layout:
 KEEP = Layout()
 TRANSPOSED = Layout(perm=(1, 0))
 HEADS_OUT = Layout(perm=(2, 0, 1), groups=((0, 1), (2,)))  # [N·H, D] → [N, H, D] → [D, N, H]
-HEADS_IN = Layout(perm=(1, 2, 0), groups=((0,), (1, 2)))   # [D, N·H] → [D, N, H] → [N, H, D]
-HEADS = Layout(groups=((0, 1),))                           # [N·H] → [N, H]
+HEADS_IN = Layout(perm=(1, 2, 0), groups=((0,), (1, 2)))  # [D, N·H] → [D, N, H] → [N, H, D]
+HEADS = Layout(groups=((0, 1),))  # [N·H] → [N, H]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,8 +159,10 @@ def check_shapes(rules: Sequence[Rule], weights: dict[str, Any], params: dict[st
       continue
     want = rule.layout.hf_shape(params[path].shape)
     if tuple(weights[name].shape) != want:
-      raise InvalidCheckpointError(f"{where}: tensor {name!r} has shape {tuple(weights[name].shape)}, the config "
-                                   f"needs {want} ([out, in] as nn.Linear stores it)")
+      raise InvalidCheckpointError(
+        f"{where}: tensor {name!r} has shape {tuple(weights[name].shape)}, the config "
+        f"needs {want} ([out, in] as nn.Linear stores it)"
+      )
 
 
 def convert(rules: Sequence[Rule], weights: dict[str, Any], params: dict[str, Any], where: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Everything else (reading safetensors, validation, FP8, the wrappers, the convers
 mesh) is shared, so a new architecture is one module and its parity test. `SUPPORTED_ARCHITECTURES` and the
 messages that name the supported architectures read this registry.
 """
+
 from __future__ import annotations
 
 import dataclasses

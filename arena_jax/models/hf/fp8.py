@@ -5,6 +5,7 @@ output row, or one per `weight_block_size` tile of the [out, in] matrix. `dequan
 `Lazy` tensor that multiplies the two only when the loader places it, so the full-precision copy of one
 weight exists at a time, never the whole model's.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -51,8 +52,9 @@ def dequantize_fp8(weights: dict[str, Any], quantization: dict[str, Any] | None)
     return weights
   method = quantization.get("quant_method")
   if method != "fp8":
-    raise UnsupportedCheckpointError(f"quantization_config.quant_method={method!r}: only 'fp8' checkpoints are "
-                                     "dequantised on load")
+    raise UnsupportedCheckpointError(
+      f"quantization_config.quant_method={method!r}: only 'fp8' checkpoints are dequantised on load"
+    )
   block = quantization.get("weight_block_size")
   out = {}
   for name, value in weights.items():
@@ -73,10 +75,11 @@ def _dequantized(value: np.ndarray, scale: np.ndarray, block, name: str) -> np.n
   if sc.size == 1:
     return w * sc.reshape(())
   if block:  # one scale per [block[0], block[1]] tile of the [out, in] weight
-    sc = np.repeat(np.repeat(sc, block[0], axis=0), block[1], axis=1)[:w.shape[0], :w.shape[1]]
+    sc = np.repeat(np.repeat(sc, block[0], axis=0), block[1], axis=1)[: w.shape[0], : w.shape[1]]
   elif sc.shape in ((w.shape[0],), (w.shape[0], 1)):  # one scale per output row
     sc = sc.reshape(-1, 1)
   if sc.shape != w.shape:
-    raise UnsupportedCheckpointError(f"{name}: FP8 scale of shape {np.shape(scale)} does not fit weight "
-                                     f"{w.shape} (weight_block_size={block})")
+    raise UnsupportedCheckpointError(
+      f"{name}: FP8 scale of shape {np.shape(scale)} does not fit weight {w.shape} (weight_block_size={block})"
+    )
   return w * sc

@@ -4,6 +4,7 @@
 Its tensor names are the ones every decoder family here stores, so its `key_map` is the others' base: each adds
 what its architecture has on top (Qwen3's QK-norm, Qwen2's q/k/v biases).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +16,7 @@ from arena_jax.models.hf.family import Family, register
 
 ARCHITECTURE = "LlamaForCausalLM"
 LAYER = "model.layers.{layer}."  # an HF decoder layer's tensors
-OURS = "layers/{layer}/"         # ours
+OURS = "layers/{layer}/"  # ours
 
 
 def config_from_hf(hf: dict[str, Any]) -> ModelConfig:
@@ -36,17 +37,17 @@ def key_map(config: ModelConfig) -> list[Rule]:
   (with tied embeddings, a stored lm_head is the embedding's copy); the biases the config has."""
   a, m = LAYER + "self_attn.", LAYER + "mlp."
   rules = [
-      Rule("model.embed_tokens.weight", "embedding"),
-      Rule("model.norm.weight", "final_norm/scale"),
-      Rule(LAYER + "input_layernorm.weight", OURS + "input_norm/scale"),
-      Rule(LAYER + "post_attention_layernorm.weight", OURS + "post_attention_norm/scale"),
-      Rule(a + "q_proj.weight", OURS + "attn/q_proj", HEADS_OUT),
-      Rule(a + "k_proj.weight", OURS + "attn/k_proj", HEADS_OUT),
-      Rule(a + "v_proj.weight", OURS + "attn/v_proj", HEADS_OUT),
-      Rule(a + "o_proj.weight", OURS + "attn/o_proj", HEADS_IN),
-      Rule(m + "gate_proj.weight", OURS + "mlp/gate_proj", TRANSPOSED),
-      Rule(m + "up_proj.weight", OURS + "mlp/up_proj", TRANSPOSED),
-      Rule(m + "down_proj.weight", OURS + "mlp/down_proj", TRANSPOSED),
+    Rule("model.embed_tokens.weight", "embedding"),
+    Rule("model.norm.weight", "final_norm/scale"),
+    Rule(LAYER + "input_layernorm.weight", OURS + "input_norm/scale"),
+    Rule(LAYER + "post_attention_layernorm.weight", OURS + "post_attention_norm/scale"),
+    Rule(a + "q_proj.weight", OURS + "attn/q_proj", HEADS_OUT),
+    Rule(a + "k_proj.weight", OURS + "attn/k_proj", HEADS_OUT),
+    Rule(a + "v_proj.weight", OURS + "attn/v_proj", HEADS_OUT),
+    Rule(a + "o_proj.weight", OURS + "attn/o_proj", HEADS_IN),
+    Rule(m + "gate_proj.weight", OURS + "mlp/gate_proj", TRANSPOSED),
+    Rule(m + "up_proj.weight", OURS + "mlp/up_proj", TRANSPOSED),
+    Rule(m + "down_proj.weight", OURS + "mlp/down_proj", TRANSPOSED),
   ]
   if config.attention_bias:
     rules += [Rule(a + f"{p}_proj.bias", OURS + f"attn/{p}_bias", HEADS) for p in "qkv"]

@@ -1,9 +1,10 @@
 """`load_hf` and the config entry points, by the registered family of a checkpoint's architecture.
 
-    config.json ─ check_hf_config ─ text_decoder_config ─ family.config_from_hf ─→ ModelConfig
-    safetensors ─ read_weights ─ text_decoder_weights ─ check_finite ─ dequantize_fp8
-                ─ convert(family.key_map(config)) ─ placed tensor by tensor, optionally onto a mesh ─→ Transformer
+config.json ─ check_hf_config ─ text_decoder_config ─ family.config_from_hf ─→ ModelConfig
+safetensors ─ read_weights ─ text_decoder_weights ─ check_finite ─ dequantize_fp8
+            ─ convert(family.key_map(config)) ─ placed tensor by tensor, optionally onto a mesh ─→ Transformer
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,7 @@ from jax.sharding import Mesh
 
 from arena_jax.models.config import ModelConfig
 from arena_jax.models.hf import convert
-from arena_jax.models.hf.checks import (InvalidCheckpointError, UnsupportedCheckpointError, check_finite,
-                                        check_hf_config)
+from arena_jax.models.hf.checks import InvalidCheckpointError, UnsupportedCheckpointError, check_finite, check_hf_config
 from arena_jax.models.hf.family import ARCHITECTURES, Family, Wrapper, architecture_of
 from arena_jax.models.hf.fp8 import dequantize_fp8
 from arena_jax.models.hf.multimodal import text_decoder_config, text_decoder_weights
@@ -31,8 +31,10 @@ from arena_jax.models.transformer import Transformer, abstract_model
 def _family(architecture: str) -> Family:
   entry = ARCHITECTURES.get(architecture) if isinstance(architecture, str) else None
   if not isinstance(entry, Family):
-    raise UnsupportedCheckpointError(f"{architecture!r}: supported are {', '.join(ARCHITECTURES)} "
-                                     "(for a multimodal wrapper, the kwargs of its text_config's decoder)")
+    raise UnsupportedCheckpointError(
+      f"{architecture!r}: supported are {', '.join(ARCHITECTURES)} "
+      "(for a multimodal wrapper, the kwargs of its text_config's decoder)"
+    )
   return entry
 
 
@@ -65,22 +67,30 @@ def expected_hf_shapes(config: ModelConfig, *, architecture: str = "LlamaForCaus
   return convert.expected_shapes(_family(architecture).key_map(config), _param_specs(config))
 
 
-def check_shapes(config: ModelConfig, weights: dict[str, Any], where: str, *,
-                 architecture: str = "LlamaForCausalLM") -> None:
+def check_shapes(
+  config: ModelConfig, weights: dict[str, Any], where: str, *, architecture: str = "LlamaForCausalLM"
+) -> None:
   """Every tensor the model reads has exactly its shape by name (`convert.check_shapes`)."""
   convert.check_shapes(_family(architecture).key_map(config), weights, _param_specs(config), where)
 
 
-def check_weights(config: ModelConfig, weights: dict[str, Any], where: str, *,
-                  architecture: str = "LlamaForCausalLM") -> None:
+def check_weights(
+  config: ModelConfig, weights: dict[str, Any], where: str, *, architecture: str = "LlamaForCausalLM"
+) -> None:
   """Every tensor the model reads has exactly its shape by name, and every floating-point value is finite
   (`check_shapes`, `check_finite`)."""
   check_shapes(config, weights, where, architecture=architecture)
   check_finite(weights, where)
 
 
-def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: str | None = None,
-            mesh: Mesh | None = None, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> Transformer:
+def load_hf(
+  path: str | os.PathLike,
+  *,
+  param_dtype: str | None = None,
+  dtype: str | None = None,
+  mesh: Mesh | None = None,
+  rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+) -> Transformer:
   """Loads a local HF checkpoint directory into a `Transformer`.
 
   Args:
@@ -111,8 +121,9 @@ def load_hf(path: str | os.PathLike, *, param_dtype: str | None = None, dtype: s
     config = config.replace(tie_embeddings="lm_head.weight" not in weights)
   graphdef, abstract = nnx.split(abstract_model(config))
   pure_abstract = nnx.to_pure_dict(abstract)
-  tensors = convert.convert(ARCHITECTURES[decoder].key_map(config), weights, convert.flat_params(pure_abstract),
-                            str(path))
+  tensors = convert.convert(
+    ARCHITECTURES[decoder].key_map(config), weights, convert.flat_params(pure_abstract), str(path)
+  )
   shardings = param_shardings(abstract, mesh, rules) if mesh is not None else None
 
   def place(path_, spec):

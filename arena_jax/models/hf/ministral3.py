@@ -6,6 +6,7 @@ The decoder is a Mistral-family one with YaRN RoPE and Llama-4 attention scaling
 1 + β·log(1 + ⌊p / original_max_position_embeddings⌋). The wrapper's decoder is `text_config` (a ministral3 or
 mistral model_type); its vision tower and projector are skipped with one log line (`multimodal`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,19 +28,26 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
   if config.query_scale_beta is not None:
     s = config.rope_scaling
     if s is None or s.rope_type != "yarn" or s.original_max_position_embeddings != config.query_scale_length:
-      raise ValueError("Llama-4 attention scaling is Ministral3ForCausalLM's, with YaRN RoPE whose "
-                       "original_max_position_embeddings equals query_scale_length")
+      raise ValueError(
+        "Llama-4 attention scaling is Ministral3ForCausalLM's, with YaRN RoPE whose "
+        "original_max_position_embeddings equals query_scale_length"
+      )
     kw["rope_parameters"].update(type="yarn", llama_4_scaling_beta=config.query_scale_beta)
   return kw
 
 
-FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf,
-                         key_map=llama.key_map))
+FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf, key_map=llama.key_map))
 
 # Both tensor layouts of the wrapper: the older `language_model.model.*` and the newer `model.language_model.*`.
-WRAPPER_ENTRY = register(Wrapper(
+WRAPPER_ENTRY = register(
+  Wrapper(
     WRAPPER,
     decoders=(("ministral3", ARCHITECTURE), ("mistral", mistral.ARCHITECTURE)),
-    renames=(("language_model.model.", "model."), ("model.language_model.", "model."),
-             ("language_model.lm_head.", "lm_head.")),
-    skipped=("vision_tower.", "model.vision_tower.", "multi_modal_projector.", "model.multi_modal_projector.")))
+    renames=(
+      ("language_model.model.", "model."),
+      ("model.language_model.", "model."),
+      ("language_model.lm_head.", "lm_head."),
+    ),
+    skipped=("vision_tower.", "model.vision_tower.", "multi_modal_projector.", "model.multi_modal_projector."),
+  )
+)

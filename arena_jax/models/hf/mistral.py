@@ -2,6 +2,7 @@
 for full attention) and no biases. Ministral-3 (`ministral3`) is this family with YaRN RoPE and Llama-4
 attention scaling.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,8 +16,9 @@ ARCHITECTURE = "MistralForCausalLM"
 
 def mistral_config(hf: dict[str, Any], architecture: str, *, query_scale: bool = False) -> ModelConfig:
   """A Mistral-family decoder's config (its `layer_types`, if any, are not read: the window is every layer's)."""
-  return ModelConfig(**common.decoder_fields(hf, architecture, query_scale=query_scale),
-                     sliding_window=hf.get("sliding_window"))
+  return ModelConfig(
+    **common.decoder_fields(hf, architecture, query_scale=query_scale), sliding_window=hf.get("sliding_window")
+  )
 
 
 def mistral_kwargs(config: ModelConfig, architecture: str, *, query_scale: bool = False) -> dict[str, Any]:
@@ -36,5 +38,4 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
   return mistral_kwargs(config, ARCHITECTURE)
 
 
-FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf,
-                         key_map=llama.key_map))
+FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf, key_map=llama.key_map))

@@ -2,6 +2,7 @@
 `Mistral3ForConditionalGeneration`): the decoder's config is the wrapper's `text_config`, its tensors are
 renamed to the causal LM's names, the vision tower and projector are skipped. Causal LMs pass unchanged.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,9 @@ def text_decoder_config(hf: dict[str, Any]) -> tuple[dict[str, Any], str]:
   arch = architecture_of(hf)
   if arch is None:
     raise UnsupportedCheckpointError(
-        f"unsupported architecture {hf.get('architectures') or hf.get('model_type')!r}: load_hf supports "
-        f"{', '.join(ARCHITECTURES)}")
+      f"unsupported architecture {hf.get('architectures') or hf.get('model_type')!r}: load_hf supports "
+      f"{', '.join(ARCHITECTURES)}"
+    )
   wrapper = ARCHITECTURES[arch]
   if not isinstance(wrapper, Wrapper):
     return hf, arch
@@ -29,8 +31,9 @@ def text_decoder_config(hf: dict[str, Any]) -> tuple[dict[str, Any], str]:
   decoders = dict(wrapper.decoders)
   decoder = decoders.get(text.get("model_type"))
   if decoder is None:
-    raise UnsupportedCheckpointError(f"{arch}: text decoder model_type {text.get('model_type')!r} is not supported "
-                                     f"({', '.join(decoders)})")
+    raise UnsupportedCheckpointError(
+      f"{arch}: text decoder model_type {text.get('model_type')!r} is not supported ({', '.join(decoders)})"
+    )
   # The wrapper's storage dtype applies to the decoder when the text_config does not state its own.
   inherited = {k: hf[k] for k in ("torch_dtype", "dtype", "quantization_config") if k in hf and k not in text}
   return {**text, **inherited}, decoder
@@ -50,9 +53,13 @@ def text_decoder_weights(weights: dict[str, Any], architecture: str) -> dict[str
       continue
     for old, new in wrapper.renames:
       if name.startswith(old):
-        name = new + name[len(old):]
+        name = new + name[len(old) :]
         break
     out[name] = value
-  logging.info("load_hf: %s: importing the text decoder; the vision tower and projector (%d tensors) are "
-               "skipped (the policy reads text only)", architecture, skipped)
+  logging.info(
+    "load_hf: %s: importing the text decoder; the vision tower and projector (%d tensors) are "
+    "skipped (the policy reads text only)",
+    architecture,
+    skipped,
+  )
   return out

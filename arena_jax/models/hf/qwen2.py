@@ -3,6 +3,7 @@ on o (`ModelConfig.qkv_bias`; transformers builds them so whatever `attention_bi
 Qwen3's sliding window fields (`use_sliding_window`, `max_window_layers`, `layer_types`), read as transformers
 reads them: without `layer_types`, the layers from `max_window_layers` (default 28) on use the window.
 """
+
 from __future__ import annotations
 
 from typing import Any

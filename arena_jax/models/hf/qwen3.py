@@ -3,6 +3,7 @@ before RoPE) and optional q/k/v/o biases (`attention_bias`), and the Qwen slidin
 `use_sliding_window`, the layers that `layer_types` marks "sliding_attention" (or, without `layer_types`, the
 layers from `max_window_layers` on) see `sliding_window` tokens. Qwen2 shares the window (`window_from_hf`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -52,8 +53,11 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
 
 def key_map(config: ModelConfig) -> list[Rule]:
   a = llama.LAYER + "self_attn."
-  return [*llama.key_map(config), Rule(a + "q_norm.weight", llama.OURS + "attn/q_norm/scale"),
-          Rule(a + "k_norm.weight", llama.OURS + "attn/k_norm/scale")]
+  return [
+    *llama.key_map(config),
+    Rule(a + "q_norm.weight", llama.OURS + "attn/q_norm/scale"),
+    Rule(a + "k_norm.weight", llama.OURS + "attn/k_norm/scale"),
+  ]
 
 
 FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf, key_map=key_map))

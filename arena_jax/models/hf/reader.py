@@ -6,6 +6,7 @@ a checkpoint larger than RAM is read only as its tensors are placed. The header 
 before any view is made (`_check_header`), and the files an index names must lie inside the checkpoint's
 directory (`confined_file`).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,18 @@ from arena_jax.models.hf.checks import InvalidCheckpointError, UnsupportedCheckp
 
 MAX_HEADER_BYTES = 100 << 20  # the safetensors format's own limit on the JSON header
 _ST_DTYPES = {
-    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
-    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
-    "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
+  "F64": np.float64,
+  "F32": np.float32,
+  "F16": np.float16,
+  "BF16": ml_dtypes.bfloat16,
+  "I64": np.int64,
+  "I32": np.int32,
+  "I16": np.int16,
+  "I8": np.int8,
+  "U8": np.uint8,
+  "BOOL": np.bool_,
+  "F8_E4M3": ml_dtypes.float8_e4m3fn,
+  "F8_E5M2": ml_dtypes.float8_e5m2,
 }
 
 
@@ -34,8 +44,10 @@ def confined_file(directory: pathlib.Path, name, where: str) -> pathlib.Path:
     raise InvalidCheckpointError(f"{where}: a weight file name must be a non-empty string, got {name!r:.60}")
   parts = pathlib.PurePosixPath(name.replace("\\", "/")).parts
   if os.path.isabs(name) or name.startswith(("/", "\\")) or ".." in parts or not name.endswith(".safetensors"):
-    raise InvalidCheckpointError(f"{where}: weight file {name!r} is outside the checkpoint directory {directory} "
-                                 "(or not a .safetensors file); the index may name only files inside it")
+    raise InvalidCheckpointError(
+      f"{where}: weight file {name!r} is outside the checkpoint directory {directory} "
+      "(or not a .safetensors file); the index may name only files inside it"
+    )
   return directory / name
 
 
@@ -52,15 +64,22 @@ def _check_header(path: pathlib.Path, header, data_len: int) -> None:
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not (isinstance(shape, list) and all(is_int(d) and d >= 0 for d in shape)):
       raise InvalidCheckpointError(f"{where}: shape must be a list of integers ≥ 0, got {shape!r:.60}")
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)
-            and 0 <= offsets[0] <= offsets[1] <= data_len):
-      raise InvalidCheckpointError(f"{where}: data_offsets {offsets!r:.60} are not inside the file's {data_len} "
-                                   "bytes of data (a truncated or damaged file)")
+    if not (
+      isinstance(offsets, list)
+      and len(offsets) == 2
+      and all(is_int(o) for o in offsets)
+      and 0 <= offsets[0] <= offsets[1] <= data_len
+    ):
+      raise InvalidCheckpointError(
+        f"{where}: data_offsets {offsets!r:.60} are not inside the file's {data_len} "
+        "bytes of data (a truncated or damaged file)"
+      )
     if dtype in _ST_DTYPES:
       size = int(np.prod(shape, dtype=np.int64)) * np.dtype(_ST_DTYPES[dtype]).itemsize
       if offsets[1] - offsets[0] != size:
-        raise InvalidCheckpointError(f"{where}: {offsets[1] - offsets[0]} bytes for shape {shape} of {dtype} "
-                                     f"({size} bytes)")
+        raise InvalidCheckpointError(
+          f"{where}: {offsets[1] - offsets[0]} bytes for shape {shape} of {dtype} ({size} bytes)"
+        )
 
 
 def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -72,8 +91,10 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
       raise InvalidCheckpointError(f"{path}: {size} bytes, too short for a safetensors file")
     (n,) = struct.unpack("<Q", f.read(8))
     if n > min(size - 8, MAX_HEADER_BYTES):
-      raise InvalidCheckpointError(f"{path}: header length {n} exceeds the file's {size - 8} bytes after the length "
-                                   f"(or the format's {MAX_HEADER_BYTES}): a truncated or damaged file")
+      raise InvalidCheckpointError(
+        f"{path}: header length {n} exceeds the file's {size - 8} bytes after the length "
+        f"(or the format's {MAX_HEADER_BYTES}): a truncated or damaged file"
+      )
     try:
       header = json.loads(f.read(n))
     except (ValueError, RecursionError) as e:
