@@ -66,3 +66,14 @@ def run(main: Callable[[list[str]], object]) -> None:
       _say(f"{e} (--verbosity=1 shows the traceback)")
 
   app.run(guarded, flags_parser=_parse_flags)
+
+
+class JsonlJobFlags:
+  """The flags of a main that works through a JSONL file row by row, resumably: `--input`, `--output` (appended
+  to), `--retry_failed` and `--progress` (`launch.judge_pairs`, `launch.jury`)."""
+
+  def __init__(self, *, input_help: str, output_help: str, retry_help: str):
+    self.input = flags.DEFINE_string("input", None, input_help, required=True)
+    self.output = flags.DEFINE_string("output", None, output_help + " (appended to; resumable).", required=True)
+    self.retry_failed = flags.DEFINE_bool("retry_failed", False, retry_help)
+    self.progress = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")

@@ -70,6 +70,30 @@ def stop_steps(rows: int, budget: int, seed: int = 1) -> np.ndarray:
   return np.clip(np.ceil(budget * (0.1 + 0.9 * x)).astype(np.int32) - 1, int(np.ceil(0.1 * budget)) - 1, budget - 1)
 
 
+def hf_sampling(hf_model, prompts: np.ndarray, new_tokens: int, **generate_kw):
+  """A call of `hf_model.generate` that samples as ours does (T = 1, no top-k / top-p, right after the prompts
+  of equal length), returning its output; `generate_kw` adds the rest (stops, group size, processors)."""
+  import torch  # pylint: disable=g-import-not-at-top  (the `hf` extra: only this benchmark's reference needs it)
+
+  torch_prompts = torch.from_numpy(np.asarray(prompts).astype(np.int64))
+
+  def run():
+    with torch.no_grad():
+      return hf_model.generate(
+        torch_prompts,
+        attention_mask=torch.ones_like(torch_prompts),
+        do_sample=True,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        max_new_tokens=new_tokens,
+        pad_token_id=0,
+        **generate_kw,
+      )
+
+  return run
+
+
 def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, keys) -> tuple[list, float]:
   """The skewed-lengths workload: (table rows: ours compacting, ours not, transformers; useful / budget)."""
   import torch  # pylint: disable=g-import-not-at-top
@@ -111,23 +135,14 @@ def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, k
       forced = torch.where(is_stop, 0.0, -float("inf")).expand_as(scores)
       return torch.where(now, forced, scores.masked_fill(is_stop, -float("inf")))
 
-  torch_prompts = torch.from_numpy(prompts.astype(np.int64))
-
-  def hf():
-    with torch.no_grad():
-      return hf_model.generate(
-        torch_prompts,
-        attention_mask=torch.ones_like(torch_prompts),
-        do_sample=True,
-        temperature=1.0,
-        top_k=None,
-        top_p=None,
-        max_new_tokens=n,
-        eos_token_id=stop,
-        pad_token_id=0,
-        num_return_sequences=g,
-        logits_processor=transformers.LogitsProcessorList([ForceStop()]),
-      )
+  hf = hf_sampling(
+    hf_model,
+    prompts,
+    n,
+    eos_token_id=stop,
+    num_return_sequences=g,
+    logits_processor=transformers.LogitsProcessorList([ForceStop()]),
+  )
 
   runs = {
     "compact": ours(sampling.Sampler(**kw, compact_every=args.compact_every)),
@@ -209,22 +224,7 @@ def main(argv=None) -> dict:
     out.tokens.block_until_ready()
     return out
 
-  torch_prompts = torch.from_numpy(prompts.astype(np.int64))
-
-  def hf():
-    with torch.no_grad():
-      return hf_model.generate(
-        torch_prompts,
-        attention_mask=torch.ones_like(torch_prompts),
-        do_sample=True,
-        temperature=1.0,
-        top_k=None,
-        top_p=None,
-        max_new_tokens=args.new_tokens,
-        min_new_tokens=args.new_tokens,
-        eos_token_id=None,
-        pad_token_id=0,
-      )
+  hf = hf_sampling(hf_model, prompts, args.new_tokens, min_new_tokens=args.new_tokens, eos_token_id=None)
 
   start = time.perf_counter()
   out = ours()  # compiles prefill and decode
@@ -244,26 +244,17 @@ def main(argv=None) -> dict:
     group_sampler = sampling.Sampler(
       config=config, max_new_tokens=args.new_tokens, num_samples=g, method=sampling.RandomSampling(temperature=1.0)
     )
-    torch_group = torch.from_numpy(group_prompts.astype(np.int64))
+    hf_group = hf_sampling(
+      hf_model,
+      group_prompts,
+      args.new_tokens,
+      min_new_tokens=args.new_tokens,
+      eos_token_id=None,
+      num_return_sequences=g,
+    )
 
     def ours_group():
       group_sampler(model, (group_prompts, np.full(b, p, np.int32)), next(keys)).tokens.block_until_ready()
-
-    def hf_group():
-      with torch.no_grad():
-        hf_model.generate(
-          torch_group,
-          attention_mask=torch.ones_like(torch_group),
-          do_sample=True,
-          temperature=1.0,
-          top_k=None,
-          top_p=None,
-          max_new_tokens=args.new_tokens,
-          min_new_tokens=args.new_tokens,
-          eos_token_id=None,
-          pad_token_id=0,
-          num_return_sequences=g,
-        )
 
     ours_group()  # compile
     og, hg = [], []

@@ -28,8 +28,9 @@ POD_SLICES = {
   # `minimal`: 16.12 GiB); heads over the 4 chips of a host, FSDP over the 4 hosts, one row per chip and
   # micro-batch.
   "v5e:4x4": dict(mesh=(1, -1, 4), sample=(1, -1, 8), micro_batches=128, remat="full"),
-  # 8 chips × 32 GiB (v4-16, 2 hosts): heads over all 8 chips, one row per micro-batch.
-  "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512, remat="none"),
+  # 8 chips × 32 GiB (v4-16, 2 hosts): heads over all 8 chips, one row per micro-batch. float32 masters and moments
+  # (11.9 GiB per chip) leave too little for the activations without recomputation (≈ 34 GiB in all): `full`.
+  "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512, remat="full"),
 }
 
 

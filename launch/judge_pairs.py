@@ -21,10 +21,11 @@ from arena_jax import cli
 from arena_jax import judges
 
 _URL = flags.DEFINE_string("judge_url", "", "Comma-separated judge base URLs; empty = start the embedded server.")
-_INPUT = flags.DEFINE_string("input", None, "JSONL with problem, reference, trace_a, trace_b.", required=True)
-_OUTPUT = flags.DEFINE_string("output", None, "JSONL of verdicts (appended to; resumable).", required=True)
-_RETRY = flags.DEFINE_bool("retry_failed", False, "Judge again the rows whose earlier judgment failed.")
-_PROGRESS = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
+_JOB = cli.JsonlJobFlags(
+  input_help="JSONL with problem, reference, trace_a, trace_b.",
+  output_help="JSONL of verdicts",
+  retry_help="Judge again the rows whose earlier judgment failed.",
+)
 _JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_config=True)
 
 
@@ -34,7 +35,12 @@ def main(argv):
   with judges.judge_endpoints(config) as urls:
     summary = asyncio.run(
       judges.judge_pairs_file(
-        config, _INPUT.value, _OUTPUT.value, urls=urls, retry_failed=_RETRY.value, progress=_PROGRESS.value
+        config,
+        _JOB.input.value,
+        _JOB.output.value,
+        urls=urls,
+        retry_failed=_JOB.retry_failed.value,
+        progress=_JOB.progress.value,
       )
     )
   print(json.dumps(summary))

@@ -23,10 +23,11 @@ from arena_jax import judges
 _JURORS = flags.DEFINE_string("jurors", "", "Comma-separated juror base URLs; empty = the embedded server.")
 _MODE = flags.DEFINE_enum("mode", None, list(judges.JURY_MODES), "Phase 2 (default: --judge.jury.mode).")
 _CONSOLIDATOR = flags.DEFINE_string("consolidator", None, "URL of the consolidator / moderator (default: juror 1).")
-_INPUT = flags.DEFINE_string("input", None, "JSONL of traces (ours or ProcessBench rows).", required=True)
-_OUTPUT = flags.DEFINE_string("output", None, "JSONL of consensus flaws (appended to; resumable).", required=True)
-_RETRY = flags.DEFINE_bool("retry_failed", False, "Audit again the rows whose earlier audit failed.")
-_PROGRESS = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
+_JOB = cli.JsonlJobFlags(
+  input_help="JSONL of traces (ours or ProcessBench rows).",
+  output_help="JSONL of consensus flaws",
+  retry_help="Audit again the rows whose earlier audit failed.",
+)
 _JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_config=True)
 
 
@@ -44,7 +45,12 @@ def main(argv):
   with judges.judge_endpoints(config) as urls:
     summary = asyncio.run(
       judges.jury_file(
-        config, _INPUT.value, _OUTPUT.value, urls=urls, retry_failed=_RETRY.value, progress=_PROGRESS.value
+        config,
+        _JOB.input.value,
+        _JOB.output.value,
+        urls=urls,
+        retry_failed=_JOB.retry_failed.value,
+        progress=_JOB.progress.value,
       )
     )
   if "metrics" in summary:

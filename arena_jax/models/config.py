@@ -323,22 +323,15 @@ def tiny_config() -> ModelConfig:
   )
 
 
+# What the 8B-class decoders share: 32 query heads of 128 over a 4096-wide residual, 8 KV heads, stored in
+# bfloat16 as published (an RL run trains float32 masters of them: `with_precision`).
+_8B = dict(d_model=4096, num_heads=32, num_kv_heads=8, head_dim=128, param_dtype="bfloat16", dtype="bfloat16")
+
+
 @register_model_config("llama3_8b")
 def llama3_8b() -> ModelConfig:
-  return ModelConfig(
-    vocab_size=128_256,
-    d_model=4096,
-    num_layers=32,
-    num_heads=32,
-    num_kv_heads=8,
-    head_dim=128,
-    mlp_dim=14_336,
-    rope_theta=500_000.0,
-    rms_norm_eps=1e-5,
-    param_dtype="bfloat16",
-    dtype="bfloat16",
-    max_position_embeddings=8192,
-  )
+  return ModelConfig(**_8B, vocab_size=128_256, num_layers=32, mlp_dim=14_336, rope_theta=500_000.0, rms_norm_eps=1e-5,
+                     max_position_embeddings=8192)  # fmt: skip
 
 
 @register_model_config("llama3_1_8b")
@@ -353,47 +346,14 @@ def llama3_1_8b() -> ModelConfig:
 
 @register_model_config("qwen3_8b")
 def qwen3_8b() -> ModelConfig:
-  return ModelConfig(
-    vocab_size=151_936,
-    d_model=4096,
-    num_layers=36,
-    num_heads=32,
-    num_kv_heads=8,
-    head_dim=128,
-    mlp_dim=12_288,
-    rope_theta=1_000_000.0,
-    rms_norm_eps=1e-6,
-    qk_norm=True,
-    param_dtype="bfloat16",
-    dtype="bfloat16",
-    max_position_embeddings=40_960,
-  )
+  return ModelConfig(**_8B, vocab_size=151_936, num_layers=36, mlp_dim=12_288, rope_theta=1_000_000.0,
+                     rms_norm_eps=1e-6, qk_norm=True, max_position_embeddings=40_960)  # fmt: skip
 
 
 @register_model_config("ministral3_8b")
 def ministral3_8b() -> ModelConfig:
-  return ModelConfig(
-    vocab_size=131_072,
-    d_model=4096,
-    num_layers=34,
-    num_heads=32,
-    num_kv_heads=8,
-    head_dim=128,
-    mlp_dim=14_336,
-    rope_theta=1_000_000.0,
-    rms_norm_eps=1e-5,
-    rope_scaling=RopeScaling(
-      "yarn",
-      factor=16.0,
-      original_max_position_embeddings=16_384,
-      beta_fast=32.0,
-      beta_slow=1.0,
-      mscale=1.0,
-      mscale_all_dim=1.0,
-    ),
-    param_dtype="bfloat16",
-    dtype="bfloat16",
-    max_position_embeddings=262_144,
-    query_scale_beta=0.1,
-    query_scale_length=16_384,
-  )
+  yarn = RopeScaling("yarn", factor=16.0, original_max_position_embeddings=16_384, beta_fast=32.0, beta_slow=1.0,
+                     mscale=1.0, mscale_all_dim=1.0)  # fmt: skip
+  return ModelConfig(**_8B, vocab_size=131_072, num_layers=34, mlp_dim=14_336, rope_theta=1_000_000.0,
+                     rms_norm_eps=1e-5, rope_scaling=yarn, max_position_embeddings=262_144, query_scale_beta=0.1,
+                     query_scale_length=16_384)  # fmt: skip

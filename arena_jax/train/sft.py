@@ -49,6 +49,7 @@ from arena_jax.models import (
   get_model_config,
   init_model,
   quantize_for_training,
+  tiny_config,
   with_precision,
 )
 from arena_jax.sampling import accuracy, bucket_length
@@ -66,18 +67,8 @@ def demo_config() -> ModelConfig:
   tied embeddings, float32; ≈0.43 M parameters. Smaller than `tiny` so that SFT and the RL demo fit
   two CPU cores: at equal wall time it matched 3- and 4-layer variants on held-out accuracy (it
   takes ~2.3× the steps per second of 4 layers)."""
-  return ModelConfig(
-    vocab_size=256,
-    d_model=128,
-    num_layers=2,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=32,
-    mlp_dim=384,
-    rope_theta=10_000.0,
-    rms_norm_eps=1e-6,
-    tie_embeddings=True,
-    max_position_embeddings=512,
+  return tiny_config().replace(
+    vocab_size=256, d_model=128, num_layers=2, head_dim=32, mlp_dim=384, max_position_embeddings=512
   )
 
 
