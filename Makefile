@@ -70,6 +70,11 @@ reproduce: venv
 reproduce-quick: venv
 	$(PY) -m launch.compare --study.preset=quick
 
+# The test suite's caches outside the clone (tests/conftest.py): compiled programs and the testbed's SFT policy.
+.PHONY: clean-test-cache
+clean-test-cache:
+	$(PYTHON) -c "import shutil, sys; sys.path.insert(0, '.'); from tests import cache; shutil.rmtree(cache.root(), True); print('removed', cache.root())"
+
 bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.bt_fit
 	$(PY) -m benchmarks.tournament_fidelity

@@ -60,11 +60,10 @@ from arena_jax.train import step as step_lib  # noqa: E402
 # (name, model config, rows, prompt length, completion length)
 WIDE = models.tiny_config().replace(d_model=1024, num_layers=2, num_heads=16, num_kv_heads=4, head_dim=64, mlp_dim=4096)
 WORKLOADS = (("tiny", models.tiny_config(), 128, 32, 96), ("wide", WIDE, 16, 32, 96))
-# The smoke size (`--smoke`, the test): the same code paths in seconds.
-SMOKE = (
-  ("tiny", models.tiny_config().replace(num_layers=2), 16, 8, 8),
-  ("wide", WIDE.replace(d_model=128, num_heads=2, num_kv_heads=1, mlp_dim=256, num_layers=1), 16, 8, 8),
-)
+# The smoke size (`--smoke`, the test): the same code paths in seconds. Both workloads are one small shape, so
+# that the second one's programs come from the compilation cache (the figures are meaningless at this size).
+_SMOKE_CONFIG = models.tiny_config().replace(num_layers=1)
+SMOKE = (("tiny", _SMOKE_CONFIG, 16, 8, 8), ("wide", _SMOKE_CONFIG, 16, 8, 8))
 
 
 def run_config():

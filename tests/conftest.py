@@ -1,9 +1,14 @@
 """Test-wide JAX set-up, before JAX starts: CPU backend, 8 fake CPU devices for the mesh tests
 (jit without shardings still runs on device 0), and a persistent compilation cache that the xdist
-workers share so a program compiled once is reused across test files."""
+workers share so a program compiled once is reused across test files.
 
+The caches live outside the clone, in `$ARENA_JAX_TEST_CACHE` (default `~/.cache/arena_jax/tests`), as pip's
+wheels do: a second clone on the same machine reuses them. Both are keyed by what they are a function of
+(XLA's key: the program, the jax version and flags; the testbed's SFT policy: `tests.cache.source_key`), so a
+change recompiles or retrains. `make clean-test-cache` empties them."""
+
+import json
 import os
-import pathlib
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
@@ -11,7 +16,61 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 
 import jax  # noqa: E402  (after the environment is set)
 
-_CACHE = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
+from tests import cache  # noqa: E402
+
+_CACHE = cache.jax_dir()
 jax.config.update("jax_compilation_cache_dir", str(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+# ── the order of the files: longest first ──
+# xdist (`--dist loadfile`) hands files to the two workers in collection order; a long file handed out last ends
+# the run on one worker while the other idles. The controller records each file's time in the cache at the end
+# of a run, and the next run starts with the longest; before any record, the files with a test marked slow go first.
+_DURATIONS = cache.root() / "file_durations.json"
+_file_seconds: dict[str, float] = {}
+
+
+def _file(nodeid: str) -> str:
+  return nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(config, items):
+  try:
+    recorded = json.loads(_DURATIONS.read_text(encoding="utf-8"))
+  except (OSError, ValueError):
+    recorded = {}
+  rank: dict[str, int] = {}
+  for item in items:
+    rank[_file(item.nodeid)] = min(rank.get(_file(item.nodeid), 2), _rank(item))
+  # Every worker sorts the same collection by the same record, so they agree on the order (xdist checks it).
+  items.sort(key=lambda item: (-float(recorded.get(_file(item.nodeid), 0.0)), rank[_file(item.nodeid)]))
+
+
+def _rank(item) -> int:
+  """Without a record: 0, a test allowed past the suite-wide timeout (the testbed's SFT training); 1, a test
+  marked slow; 2, the rest."""
+  timeout = item.get_closest_marker("timeout")
+  if timeout is not None and timeout.args and timeout.args[0] > 900:
+    return 0
+  return 1 if item.get_closest_marker("slow") is not None else 2
+
+
+def pytest_runtest_logreport(report):
+  _file_seconds[_file(report.nodeid)] = _file_seconds.get(_file(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+  if hasattr(session.config, "workerinput") or not _file_seconds:
+    return  # a worker: the controller, which sees every report, writes the record
+  try:
+    recorded = json.loads(_DURATIONS.read_text(encoding="utf-8"))
+  except (OSError, ValueError):
+    recorded = {}
+  recorded.update({f: round(t, 1) for f, t in _file_seconds.items()})
+  try:
+    _DURATIONS.parent.mkdir(parents=True, exist_ok=True)
+    _DURATIONS.write_text(json.dumps(recorded, indent=1, sort_keys=True), encoding="utf-8")
+  except OSError:
+    pass  # a read-only cache only loses the ordering

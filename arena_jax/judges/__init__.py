@@ -35,6 +35,7 @@ from arena_jax.judges.backends import (
   check_judge_urls,
   configured_urls,
   judge_endpoints,
+  launched_judge_endpoints,
   make_judge,
   make_jury,
   register_backend,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from arena_jax.judges import config as config_lib
 from arena_jax.judges.client import JudgeClient, check_endpoints, split_urls
@@ -82,12 +82,25 @@ def make_judge(config, urls: Sequence[str] | str | None = None):
 def judge_endpoints(config) -> Iterator[tuple[str, ...]]:
   """The judge URLs of `config`, or those of an embedded server started for the block (the embedded default:
   one machine, no downloads)."""
+  with launched_judge_endpoints(config) as urls:
+    yield urls()
+
+
+@contextlib.contextmanager
+def launched_judge_endpoints(config) -> Iterator[Callable[[], tuple[str, ...]]]:
+  """`judge_endpoints` in two steps: the embedded server (when `config` names no URL) is launched at entry,
+  and the yielded function waits for it and returns the URLs, so that a trainer builds its policy while the
+  server's process starts."""
   needs = not config.urls and not (config.backend == "jury" and config.jury.jurors)
   if not needs:
-    yield tuple(config.urls)
+    yield lambda: tuple(config.urls)
     return
-  with EmbeddedJudgeServer(config.server, model=config.model) as server:
-    yield (server.url,)
+  server = EmbeddedJudgeServer(config.server, model=config.model)
+  server.launch()
+  try:
+    yield lambda: (server.wait_ready(),)
+  finally:
+    server.stop()
 
 
 def configured_urls(config) -> tuple[str, ...]:

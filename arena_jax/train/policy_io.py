@@ -333,6 +333,39 @@ class InitialPolicy:
   add_bos: bool = True
 
 
+def _tasks_key(tasks_config) -> str:
+  """What the task corpus is a function of: the tasks config and the size and time of every file it names."""
+  files = []
+
+  def walk(value):
+    if isinstance(value, dict):
+      for v in value.values():
+        walk(v)
+    elif isinstance(value, (list, tuple)):
+      for v in value:
+        walk(v)
+    elif isinstance(value, str) and value and os.path.isfile(value):
+      st = os.stat(value)
+      files.append((value, st.st_size, st.st_mtime_ns))
+
+  d = tasks_config.to_dict()
+  walk(d)
+  return json.dumps([d, files], sort_keys=True, default=str)
+
+
+_CORPUS_TOKENIZERS: dict[tuple[str, int], bytes] = {}
+
+
+def _corpus_tokenizer(tasks_config, vocab_size: int) -> bytes:
+  """The SentencePiece model (bytes) trained on the task corpus of `tasks_config`. The same corpus gives the
+  same model, so a process trains it once per corpus (tests start many random-init runs on one)."""
+  key = (_tasks_key(tasks_config), vocab_size)
+  if key not in _CORPUS_TOKENIZERS:
+    corpus = tasks_lib.corpus(tasks_config, max_examples_per_task=2000)
+    _CORPUS_TOKENIZERS[key] = SentencePieceTokenizer.train(corpus, vocab_size=vocab_size).model_proto
+  return _CORPUS_TOKENIZERS[key]
+
+
 def initial_policy(config, workdir: str, mesh=None, rules=LOGICAL_AXIS_RULES) -> InitialPolicy:
   """The starting policy of `config.init`: a saved policy (SFT) or HF checkpoint, or (tests) a random
   named model with a tokenizer trained on the task corpus and kept in the workdir.
@@ -345,9 +378,7 @@ def initial_policy(config, workdir: str, mesh=None, rules=LOGICAL_AXIS_RULES) ->
     return InitialPolicy(p.config, pure_params(p.model), p.tokenizer, p.add_bos)
   path = os.path.join(workdir, "tokenizer.model")
   if not os.path.exists(path) and parallel.is_main_process():  # the workdir is shared by every host
-    tokenizer = SentencePieceTokenizer.train(
-      tasks_lib.corpus(config.tasks, max_examples_per_task=2000), vocab_size=init.tokenizer_vocab
-    )
+    tokenizer = SentencePieceTokenizer(_corpus_tokenizer(config.tasks, init.tokenizer_vocab))
     os.makedirs(workdir, exist_ok=True)
     tokenizer.save(path)
   parallel.barrier("tokenizer")

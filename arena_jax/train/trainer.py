@@ -27,6 +27,7 @@ global batch; the arrays every update needs are gathered, so every host holds th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -527,8 +528,16 @@ def _check_resume(config, workdir: str) -> None:
 
 
 def _train_locked(config, workdir: str, mode) -> dict:
-  c = config
   _check_resume(config, workdir)
+  # A mode that judges launches the embedded judge (when no URL is configured) now: its process imports while
+  # the policy is built, and `judge_urls()` waits for it only when the loop starts.
+  endpoints = judges.launched_judge_endpoints(config.judge) if mode.uses_judge else contextlib.nullcontext(tuple)
+  with endpoints as judge_urls:
+    return _run(config, workdir, mode, judge_urls)
+
+
+def _run(config, workdir: str, mode, judge_urls) -> dict:
+  c = config
   trainer = Trainer(config, workdir)
   start = trainer.restore()
   main = parallel.is_main_process()
@@ -568,11 +577,11 @@ def _train_locked(config, workdir: str, mode) -> dict:
 
   # ── the loop: step t is applied while step t + 1's judgment may still run (async_lag = 1) ──
   try:
-    with _StopFlag() as stop, judges.judge_endpoints(c.judge) as urls:
+    with _StopFlag() as stop:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
         trainer.judge_runner = judging.JudgeRunner(
           c.judge,
-          parallel.host_judge_urls(urls),
+          parallel.host_judge_urls(judge_urls()),
           mode,
           topology=trainer.topology,
           seed=c.seed,

@@ -10,6 +10,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests import cache
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "quickstart.ipynb"
 
@@ -39,8 +41,8 @@ def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   monkeypatch.setenv("ARENA_NOTEBOOK_WORKDIR", str(tmp_path / "work"))
   monkeypatch.setenv("ARENA_JAX_DATA_DIR", str(tmp_path / "datasets"))
   monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-  monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".jax_cache"))
-  monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+  for key, value in cache.jax_env().items():
+    monkeypatch.setenv(key, value)
   flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
   monkeypatch.setenv("XLA_FLAGS", " ".join(flags))
 

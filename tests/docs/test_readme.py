@@ -29,6 +29,8 @@ import urllib.request
 import numpy as np
 import pytest
 
+from tests import cache
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 EVAL_SMOKE = ("--config.num_examples=4", "--config.num_samples=2", "--config.max_new_tokens=8")
@@ -71,8 +73,7 @@ def _env():
   env = {
     **os.environ,
     "JAX_PLATFORMS": "cpu",
-    "JAX_COMPILATION_CACHE_DIR": str(ROOT / ".jax_cache"),
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+    **cache.jax_env(),
   }
   # A user's process: one CPU device, not the tests' 8 fake ones.
   env["XLA_FLAGS"] = " ".join(

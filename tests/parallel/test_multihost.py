@@ -10,12 +10,14 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 from arena_jax import models, sampling
+from tests import cache
 from tests.parallel.conftest import CONFIG, FORCED_STOPS, NEEDS_8
 from tests.parallel.test_equivalence import single_device_update
 
-pytestmark = NEEDS_8
+pytestmark = [NEEDS_8, pytest.mark.slow]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -37,6 +39,7 @@ def run_two_processes(module: str, *args: str, timeout: int = 600) -> list[str]:
       JAX_NUM_PROCESSES="2",
       JAX_PROCESS_ID=str(i),
       PYTHONPATH=ROOT,
+      **cache.jax_env(),  # the suite's compilation cache: a later run reuses what these processes compile
     )
     procs.append(
       subprocess.Popen(

@@ -8,6 +8,7 @@ import os
 
 import jax
 import numpy as np
+import pytest
 
 from arena_jax import tasks
 from arena_jax.train import Checkpointer, read_metrics, read_steps, read_transcripts, train
@@ -15,7 +16,7 @@ from tests.parallel.conftest import NEEDS_8
 from tests.parallel.multihost_train_config import coin_verify, config
 from tests.parallel.test_multihost import run_two_processes
 
-pytestmark = NEEDS_8
+pytestmark = [NEEDS_8, pytest.mark.slow]
 
 
 def _state(workdir, step, target=None):

@@ -13,6 +13,7 @@ import pytest
 
 from arena_jax import judges
 from arena_jax.train.metrics import read_metrics
+from tests import cache
 from tests.train.conftest import smoke_config  # noqa: F401  (re-exported for the test files)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -107,9 +108,7 @@ def subprocess_env() -> dict:
     os.environ,
     JAX_PLATFORMS="cpu",
     PYTHONUNBUFFERED="1",
-    JAX_COMPILATION_CACHE_DIR=os.path.join(ROOT, ".jax_cache"),
-    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
-    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+    **cache.jax_env(),
   )
 
 

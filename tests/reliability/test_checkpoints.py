@@ -22,6 +22,8 @@ from arena_jax.train import Checkpointer, NonFiniteLossError, read_metrics, trai
 from benchmarks.common import damage_checkpoint
 from tests.reliability.helpers import launch_train, send, smoke_config, wait_for_rows
 
+pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+
 
 def _config(data_dir, steps, *, resume=False, every=2):
   c = smoke_config("rlvr", data_dir)

@@ -35,6 +35,8 @@ from tests.reliability.helpers import (
   smoke_config,
 )
 
+pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+
 MESSAGES = judges.load_templates().messages(
   "pairwise",
   problem="Question: Compute 7 + 5.\nSolution:\n",

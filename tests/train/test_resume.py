@@ -8,6 +8,8 @@ from arena_jax.train import Checkpointer, read_metrics, train
 from arena_jax.train.config import validate_config
 from tests.train.conftest import smoke_config
 
+pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+
 
 def _params(workdir, step):
   ckpt = Checkpointer(f"{workdir}/checkpoints")
@@ -65,9 +67,9 @@ def test_resume_drops_metric_rows_written_after_the_last_checkpoint(data_dir, co
   "field, value, match",
   [
     ("rollout.group_size", 1, r"config.rollout.group_size: a group needs ≥ 2"),
-    ("reward.mode", "ppo", r"config.reward.mode: unknown mode 'ppo'"),
+    ("reward.mode", "ppo", r"config.reward.mode: unknown reward mode 'ppo'"),
     ("reward.topology", "ladder", r"config.reward.topology: unknown topology 'ladder'"),
-    ("reward.bt_solver", "adam", r"config.reward.bt_solver: unknown solver 'adam'"),
+    ("reward.bt_solver", "adam", r"config.reward.bt_solver: unknown Bradley–Terry solver 'adam'"),
     ("reward.async_lag", 2, r"config.reward.async_lag: must be 0 or 1"),
     ("reward.dynamic_sampling", True, r"config.reward.dynamic_sampling: no longer exists: .* 'rlvr_dapo'"),
     ("judge.margin", 0.7, r"margin"),

@@ -83,6 +83,8 @@ class EmbeddedJudgeServer:
     self.url: str | None = None
     self._proc: subprocess.Popen | None = None
     self._stderr = None
+    self._lines: queue.Queue | None = None
+    self._launched_at = 0.0
 
   @property
   def model(self) -> str:
@@ -93,9 +95,11 @@ class EmbeddedJudgeServer:
     """The OpenAI-style base URL (`…/v1`)."""
     return f"{self.url}/v1"
 
-  def start(self) -> str:
+  def launch(self) -> None:
+    """Starts the child process without waiting for it (its imports overlap the caller's set-up work);
+    `wait_ready()` returns its URL. `start()` does both."""
     if self._proc is not None:
-      return self.url
+      return
     self._stderr = tempfile.TemporaryFile(mode="w+b")
     knobs = json.dumps(self.config.to_dict())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -107,18 +111,26 @@ class EmbeddedJudgeServer:
       stdin=subprocess.DEVNULL,
       env=env,
     )
-    lines: queue.Queue = queue.Queue()
+    self._lines = queue.Queue()
+    self._launched_at = time.monotonic()
 
-    def pump(stream):  # keeps the pipe drained for the whole life of the child
+    def pump(stream, lines):  # keeps the pipe drained for the whole life of the child
       for raw in iter(stream.readline, b""):
         lines.put(raw.decode("utf-8", "replace"))
       lines.put(None)
 
-    threading.Thread(target=pump, args=(self._proc.stdout,), daemon=True).start()
-    deadline = time.monotonic() + self.startup_timeout_s
+    threading.Thread(target=pump, args=(self._proc.stdout, self._lines), daemon=True).start()
+
+  def wait_ready(self) -> str:
+    """The URL of the launched child once it serves (`startup_timeout_s` from `launch()`)."""
+    if self.url is not None:
+      return self.url
+    if self._proc is None:
+      raise RuntimeError("the embedded judge server was not launched: call start() or launch() first")
+    deadline = self._launched_at + self.startup_timeout_s
     while True:
       try:
-        line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
       except queue.Empty:
         line = None
       m = server.READY_PATTERN.search(line or "")
@@ -132,6 +144,10 @@ class EmbeddedJudgeServer:
         why = self._read_stderr()[-2000:]  # before stop(), which closes the file that holds the reason
         self.stop()
         raise RuntimeError(f"the embedded judge server did not start: {why}")
+
+  def start(self) -> str:
+    self.launch()
+    return self.wait_ready()
 
   def _read_stderr(self) -> str:
     if self._stderr is None:

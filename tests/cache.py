@@ -1,0 +1,45 @@
+"""Where the test suite keeps what it may reuse between runs and between clones (tests/conftest.py)."""
+
+import hashlib
+import os
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def root() -> pathlib.Path:
+  """`$ARENA_JAX_TEST_CACHE`, or `~/.cache/arena_jax/tests` (`$XDG_CACHE_HOME` when set)."""
+  if os.environ.get("ARENA_JAX_TEST_CACHE"):
+    return pathlib.Path(os.environ["ARENA_JAX_TEST_CACHE"])
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return pathlib.Path(base) / "arena_jax" / "tests"
+
+
+def source_key(*extra: str) -> str:
+  """A hash of every source file a trained artefact can depend on (arena_jax/, configs/, experiments/ and
+  setup.py's pins) and of `extra`: any edit there gives a new key, so a cached artefact is never reused across
+  a change that could alter it."""
+  h = hashlib.sha256()
+  files = [REPO / "setup.py"]
+  for folder in ("arena_jax", "configs", "experiments"):
+    files += sorted((REPO / folder).rglob("*.py"))
+  for path in files:
+    h.update(str(path.relative_to(REPO)).encode())
+    h.update(path.read_bytes())
+  for e in extra:
+    h.update(e.encode())
+  return h.hexdigest()[:16]
+
+
+def jax_dir() -> pathlib.Path:
+  """The persistent compilation cache that the xdist workers and the tests' subprocesses share."""
+  return root() / "jax"
+
+
+def jax_env() -> dict[str, str]:
+  """The environment that points a child process (a launch command, a notebook kernel) at `jax_dir()`."""
+  return {
+    "JAX_COMPILATION_CACHE_DIR": str(jax_dir()),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+  }
