@@ -1,8 +1,8 @@
 """Reward mode `adaptive_pointwise` (SPEC §7), on the arithmetic testbed of configs/arith_arena_live.py.
 `:smoke` for seconds."""
 
-from configs import common
+from configs import arith_arena_live
 
 
 def get_config(arg=None):
-  return common.arith_config("adaptive_pointwise", arg)
+  return arith_arena_live.with_mode("adaptive_pointwise", arg)

@@ -1,7 +1,7 @@
 """Reward mode `arena` (SPEC §7), on the arithmetic testbed of configs/arith_arena_live.py. `:smoke` for seconds."""
 
-from configs import common
+from configs import arith_arena_live
 
 
 def get_config(arg=None):
-  return common.arith_config("arena", arg)
+  return arith_arena_live.with_mode("arena", arg)

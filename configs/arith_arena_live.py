@@ -6,7 +6,7 @@
 Read it top to bottom: each line says why the field has its value here. What a field means and which
 values it accepts is declared once, in `arena_jax.train.config.RUN` (and the tasks and judge configs it
 embeds), and listed in docs/configuration.md; the run checks every field against it before it starts.
-The other configs/arith_*.py are this testbed with another reward mode (configs/common.py).
+The other configs/arith_*.py are this testbed with another reward mode (`with_mode` at the bottom).
 """
 
 import ml_collections
@@ -133,3 +133,11 @@ def get_config(arg=None):
     )
   )
   return common.variant(c, arg)
+
+
+def with_mode(mode: str, arg: str | None = None) -> ml_collections.ConfigDict:
+  """This testbed with reward mode `mode` (and the mode's own topology): every configs/arith_<mode>.py is this
+  config in another mode, so the runs differ from Reasoning Arena-Live in how they reward, nothing else (SPEC §7)."""
+  c = get_config(arg)
+  c.reward.mode = mode
+  return c

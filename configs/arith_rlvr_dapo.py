@@ -1,8 +1,8 @@
 """RLVR with dynamic sampling (DAPO, SPEC §7): non-diverse groups are discarded and the batch refilled, on
 the arithmetic testbed of configs/arith_arena_live.py. `:smoke` for seconds."""
 
-from configs import common
+from configs import arith_arena_live
 
 
 def get_config(arg=None):
-  return common.arith_config("rlvr_dapo", arg)
+  return arith_arena_live.with_mode("rlvr_dapo", arg)

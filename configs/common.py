@@ -3,7 +3,6 @@
 mode_config(mode, arg)   `base_config()` as the testbed: the SFT policy of `make demo`, its tasks, `mode`
 smoke(c)                 any run config shrunk to seconds on a CPU (a random tiny policy): what tests run
 variant(c, arg)          `c` as `--config=configs/arith_<mode>.py:arg` asks (none or "smoke")
-arith_config(mode, arg)  configs/arith_arena_live.py (every field spelled out) with reward mode `mode`
 """
 
 import ml_collections
@@ -58,13 +57,3 @@ def mode_config(mode: str, arg: str | None = None, **reward) -> ml_collections.C
   c.tasks = tasks_config.demo_config()  # the SFT policy's tasks: its difficulty and its held-out split
   c.judge.max_tokens = 2048  # the embedded judge's verdicts are short (the default budget is a reasoning judge's)
   return variant(c, arg)
-
-
-def arith_config(mode: str, arg: str | None = None) -> ml_collections.ConfigDict:
-  """The testbed of configs/arith_arena_live.py with reward mode `mode` (and the mode's own topology):
-  every arith run differs from Reasoning Arena-Live in how it rewards, nothing else (SPEC §7)."""
-  from configs import arith_arena_live  # pylint: disable=g-import-not-at-top  (it imports this module)
-
-  c = arith_arena_live.get_config(arg)
-  c.reward.mode = mode
-  return c

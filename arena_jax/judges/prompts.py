@@ -1,5 +1,8 @@
 """Judge prompts (templates as files) and the parsers of judge answers (SPEC §4, §7, §8).
 
+Over 600 lines, one concern: each template's renderer sits beside the parser of its answer, so that a prompt
+and what reads the judge's reply to it change together.
+
 Templates live in `judges/templates/<name>.txt` so that users can swap in their judge's own prompt
 (`config.template_dir`: a directory whose `<name>.txt` files override the built-in ones). A template
 is plain text with `{field}` placeholders; only the template's own field names are substituted, in a

@@ -1,5 +1,8 @@
 """KV-cache sampler: one prefill per prompt, then G samples per prompt decoded in jitted while_loops.
 
+Over 600 lines, one concern: the decode loop, its jitted programs and their layouts (its data types are in
+`decode_state.py`); splitting it would part a program from the layout it is jitted with.
+
 Shape of a call (gemma's `_prefill.py` + `_sampler_loop.py`, reshaped for RL groups):
 
   prompts [B] ──pad right to a bucket P──► prefill (jit) ──► KVCache (prompt part [B, …], once per

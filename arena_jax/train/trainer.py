@@ -1,5 +1,8 @@
 """The RL trainer: Reasoning Arena and its baselines end to end (docs/architecture.md, "The loop"; SPEC §1–§7).
 
+Over 600 lines, one concern: the step's stages as `Trainer` methods and the loop that calls them; each stage's
+work lives in its own module (below).
+
 One step, in the order of the `Trainer` methods that do it, and the module each stage lives in:
 
     generate (`rollout.Generator`: sampler in jit, verifier on the host)
