@@ -71,6 +71,9 @@ def pytest_sessionfinish(session, exitstatus):
   recorded.update({f: round(t, 1) for f, t in _file_seconds.items()})
   try:
     _DURATIONS.parent.mkdir(parents=True, exist_ok=True)
-    _DURATIONS.write_text(json.dumps(recorded, indent=1, sort_keys=True), encoding="utf-8")
+    # Atomic: the workers of a run starting meanwhile must all read the same record (or xdist stops them).
+    tmp = _DURATIONS.with_name(f"{_DURATIONS.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(recorded, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, _DURATIONS)
   except OSError:
     pass  # a read-only cache only loses the ordering
