@@ -8,11 +8,19 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def root() -> pathlib.Path:
-  """`$ARENA_JAX_TEST_CACHE`, or `~/.cache/arena_jax/tests` (`$XDG_CACHE_HOME` when set)."""
+  """`$ARENA_JAX_TEST_CACHE`, or `~/.cache/arena_jax/tests` (`$XDG_CACHE_HOME` when set); `.test_cache` in the
+  clone when the home cache cannot be written (a read-only home)."""
   if os.environ.get("ARENA_JAX_TEST_CACHE"):
     return pathlib.Path(os.environ["ARENA_JAX_TEST_CACHE"])
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return pathlib.Path(base) / "arena_jax" / "tests"
+  path = pathlib.Path(base) / "arena_jax" / "tests"
+  try:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.access(path, os.W_OK):
+      return path
+  except OSError:
+    pass
+  return REPO / ".test_cache"
 
 
 def source_key(*extra: str) -> str:
