@@ -77,3 +77,12 @@ class JsonlJobFlags:
     self.output = flags.DEFINE_string("output", None, output_help + " (appended to; resumable).", required=True)
     self.retry_failed = flags.DEFINE_bool("retry_failed", False, retry_help)
     self.progress = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
+
+  def job_args(self) -> dict:
+    """The parsed flags as the file jobs take them: `input_path`, `output_path`, `retry_failed`, `progress`."""
+    return dict(
+      input_path=self.input.value,
+      output_path=self.output.value,
+      retry_failed=self.retry_failed.value,
+      progress=self.progress.value,
+    )

@@ -33,16 +33,7 @@ def main(argv):
   del argv
   config = judges.cli_config(_JUDGE.value, _URL.value)
   with judges.judge_endpoints(config) as urls:
-    summary = asyncio.run(
-      judges.judge_pairs_file(
-        config,
-        _JOB.input.value,
-        _JOB.output.value,
-        urls=urls,
-        retry_failed=_JOB.retry_failed.value,
-        progress=_JOB.progress.value,
-      )
-    )
+    summary = asyncio.run(judges.judge_pairs_file(config, urls=urls, **_JOB.job_args()))
   print(json.dumps(summary))
 
 

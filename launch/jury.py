@@ -43,16 +43,7 @@ def main(argv):
     config.jury.consolidator = _CONSOLIDATOR.value
   judges.validate_config(config)
   with judges.judge_endpoints(config) as urls:
-    summary = asyncio.run(
-      judges.jury_file(
-        config,
-        _JOB.input.value,
-        _JOB.output.value,
-        urls=urls,
-        retry_failed=_JOB.retry_failed.value,
-        progress=_JOB.progress.value,
-      )
-    )
+    summary = asyncio.run(judges.jury_file(config, urls=urls, **_JOB.job_args()))
   if "metrics" in summary:
     print(judges.format_jury_metrics(summary["metrics"]))
   print(json.dumps(summary))
