@@ -44,10 +44,33 @@ def jax_dir() -> pathlib.Path:
   return root() / "jax"
 
 
+TOKENIZER_ENV = "ARENA_JAX_TOKENIZER_CACHE"  # arena_jax.train.policy_io.TOKENIZER_CACHE_ENV
+
+
+def tokenizer_dir() -> pathlib.Path:
+  """The corpus tokenizers of random-init runs (`arena_jax.train.policy_io`), one folder per `source_key`: the
+  corpus is a function of the task code."""
+  return root() / "tokenizers" / source_key()
+
+
 def jax_env() -> dict[str, str]:
-  """The environment that points a child process (a launch command, a notebook kernel) at `jax_dir()`."""
+  """The environment that points a child process (a launch command, a notebook kernel) at `jax_dir()` and
+  `tokenizer_dir()`."""
   return {
+    TOKENIZER_ENV: os.environ.get(TOKENIZER_ENV) or str(tokenizer_dir()),
     "JAX_COMPILATION_CACHE_DIR": str(jax_dir()),
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
   }
+
+
+# The suite compiles at XLA's -O0 (tests/conftest.py): its programs are small and many, so compiling dominates.
+FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
+
+
+def optimized_env() -> dict[str, str]:
+  """The environment of a child whose work is minutes of compute (the testbed's SFT training): the suite's
+  caches, XLA's full optimisation."""
+  env = dict(os.environ, **jax_env())
+  env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split() if f != FAST_COMPILE_FLAG)
+  return env

@@ -106,3 +106,31 @@ def test_hf_tokenizer_json(tmp_path):
   assert ids[0] == 2 and ids[-1] == 1 and hf.decode(ids[1:]) == text
   tokens, lengths = hf.encode_batch([text, "Answer: 1"])
   assert hf.decode_batch(tokens, lengths) == [text, "Answer: 1"]
+
+
+def test_the_corpus_tokenizer_cache_is_shared_across_data_dirs_and_missed_on_another_corpus(tmp_path, monkeypatch):
+  """`$ARENA_JAX_TOKENIZER_CACHE`: a process that finds the corpus's model there reads it instead of training
+  (the same bytes); another data directory with the same files hits it, a different task config misses it."""
+  from arena_jax.tasks import config as tasks_config  # pylint: disable=g-import-not-at-top
+  from arena_jax.train import policy_io  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setenv(policy_io.TOKENIZER_CACHE_ENV, str(tmp_path / "cache"))
+  monkeypatch.setattr(policy_io, "_CORPUS_TOKENIZERS", {})
+  c = tasks_config.demo_config()
+  c.arithmetic.num_train, c.countdown.num_train = 64, 8
+  c.data_dir = str(tmp_path / "a")
+  trained = policy_io._corpus_tokenizer(c, 96)
+  (model,) = (tmp_path / "cache").iterdir()
+  assert model.read_bytes() == trained
+
+  trains = []
+  monkeypatch.setattr(policy_io, "_CORPUS_TOKENIZERS", {})  # a new process
+  real_train = policy_io.SentencePieceTokenizer.train
+  monkeypatch.setattr(
+    policy_io.SentencePieceTokenizer, "train", lambda *a, **k: trains.append(1) or real_train(*a, **k)
+  )
+  c.data_dir = str(tmp_path / "b")
+  assert policy_io._corpus_tokenizer(c, 96) == trained and not trains  # read, not trained
+  c.arithmetic.max_ops = c.arithmetic.max_ops + 1  # another corpus
+  other = policy_io._corpus_tokenizer(c, 96)
+  assert trains == [1] and len(list((tmp_path / "cache").iterdir())) == 2 and isinstance(other, bytes)

@@ -25,6 +25,7 @@ leaves a torn file that a resumed run or an evaluator would then read.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import pathlib
@@ -333,8 +334,9 @@ class InitialPolicy:
   add_bos: bool = True
 
 
-def _tasks_key(tasks_config) -> str:
-  """What the task corpus is a function of: the tasks config and the size and time of every file it names."""
+def _tasks_key(tasks: dict) -> str:
+  """What the task corpus is a function of: the tasks config (as a dict) and the size and time of every file
+  it names."""
   files = []
 
   def walk(value):
@@ -348,21 +350,54 @@ def _tasks_key(tasks_config) -> str:
       st = os.stat(value)
       files.append((value, st.st_size, st.st_mtime_ns))
 
-  d = tasks_config.to_dict()
-  walk(d)
-  return json.dumps([d, files], sort_keys=True, default=str)
+  walk(tasks)
+  return json.dumps([tasks, files], sort_keys=True, default=str)
+
+
+def _shared_tasks_key(tasks: dict) -> str:
+  """`_tasks_key` for a cache shared by processes whose data directories differ (each test worker has its
+  own): the directory's path is replaced by the names and sizes of the files in it."""
+  tasks = dict(tasks)
+  data_dir = tasks.pop("data_dir", "") or ""
+  listing = []
+  if data_dir and os.path.isdir(data_dir):
+    for folder, _, names in sorted(os.walk(data_dir)):
+      for name in sorted(names):
+        path = os.path.join(folder, name)
+        listing.append((os.path.relpath(path, data_dir), os.path.getsize(path)))
+  return json.dumps([_tasks_key(tasks), listing])
 
 
 _CORPUS_TOKENIZERS: dict[tuple[str, int], bytes] = {}
+# A directory where trained corpus tokenizers are kept across processes (the test suite points it into its
+# cache, whose key covers the code that makes the corpus): unset, each process trains its own.
+TOKENIZER_CACHE_ENV = "ARENA_JAX_TOKENIZER_CACHE"
 
 
 def _corpus_tokenizer(tasks_config, vocab_size: int) -> bytes:
   """The SentencePiece model (bytes) trained on the task corpus of `tasks_config`. The same corpus gives the
-  same model, so a process trains it once per corpus (tests start many random-init runs on one)."""
-  key = (_tasks_key(tasks_config), vocab_size)
-  if key not in _CORPUS_TOKENIZERS:
-    corpus = tasks_lib.corpus(tasks_config, max_examples_per_task=2000)
-    _CORPUS_TOKENIZERS[key] = SentencePieceTokenizer.train(corpus, vocab_size=vocab_size).model_proto
+  same model, so a process trains it once per corpus (tests start many random-init runs on one), and with
+  `$ARENA_JAX_TOKENIZER_CACHE` set, once per corpus for every process that shares the directory."""
+  tasks = tasks_config.to_dict()
+  key = (_tasks_key(tasks), vocab_size)
+  if key in _CORPUS_TOKENIZERS:
+    return _CORPUS_TOKENIZERS[key]
+  cache_dir = os.environ.get(TOKENIZER_CACHE_ENV)
+  cached = None
+  if cache_dir:
+    digest = hashlib.sha256(f"{_shared_tasks_key(tasks)} {vocab_size}".encode()).hexdigest()[:20]
+    cached = pathlib.Path(cache_dir) / f"corpus-{digest}.model"
+    if cached.is_file():
+      _CORPUS_TOKENIZERS[key] = cached.read_bytes()
+      return _CORPUS_TOKENIZERS[key]
+  corpus = tasks_lib.corpus(tasks_config, max_examples_per_task=2000)
+  _CORPUS_TOKENIZERS[key] = SentencePieceTokenizer.train(corpus, vocab_size=vocab_size).model_proto
+  if cached is not None:
+    try:
+      cached.parent.mkdir(parents=True, exist_ok=True)
+      fileio.atomic_write(cached, _CORPUS_TOKENIZERS[key])  # atomic: a reader never sees half a model
+    except OSError:
+      pass  # a read-only cache costs only the retraining
   return _CORPUS_TOKENIZERS[key]
 
 
