@@ -155,18 +155,25 @@ class Trainer:
     )
     self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
     # Only the update rematerialises (`model.remat`) and quantizes (`model.quantization`).
-    self.update_fn = train_sharding.train_step_fn(
-      self.policy.config.replace(remat=config.model.remat, quantization=config.model.quantization),
-      self.optimizer,
-      config.loss,
-      self.mesh,
-      temperature=self.sampler.logprob_temperature,
-      micro_batches=config.optim.micro_batches,
-      use_reference=use_ref,
-      rules=rules,
-      mode=self.mode,
-      std_ddof=config.reward.std_ddof,
-      shardings=self.shardings,
+    update_model = self.policy.config.replace(remat=config.model.remat, quantization=config.model.quantization)
+    # What the update is a function of; an equal run in this process reuses its program (`shared_program`).
+    sections = tuple(config[k].to_json_best_effort(sort_keys=True) for k in ("optim", "loss", "reward"))
+    update_key = ("update", update_model, sections, type(self.mode), self.mesh, repr(rules), self.sampler.method)
+    self.update_fn = train_sharding.shared_program(
+      update_key,
+      lambda: train_sharding.train_step_fn(
+        update_model,
+        self.optimizer,
+        config.loss,
+        self.mesh,
+        temperature=self.sampler.logprob_temperature,
+        micro_batches=config.optim.micro_batches,
+        use_reference=use_ref,
+        rules=rules,
+        mode=self.mode,
+        std_ddof=config.reward.std_ddof,
+        shardings=self.shardings,
+      ),
     )
     self.checkpointer = Checkpointer(
       os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep, cleanup_tmp=True

@@ -261,3 +261,16 @@ def test_row_buckets_and_invalid_compaction():
   assert buckets == [1, 2, 3, 6, 8, 12, 16, 128]
   with pytest.raises(ValueError, match="compact_every"):
     sampling.Sampler(config=CONFIG, max_new_tokens=8, compact_every=-1)
+
+
+def test_equal_samplers_share_their_programs_and_a_different_one_does_not(model, prompts):
+  """Every field of a Sampler is static, so an equal sampler built later (the next train() in a notebook)
+  reuses the programs already traced and compiled; a sampler that differs in any field gets its own."""
+  make = lambda **kw: sampling.Sampler(config=CONFIG, max_new_tokens=6, num_samples=2, stop_tokens=STOP, **kw)
+  a, b = make(), make()
+  first = a(model, prompts, jax.random.key(0))
+  assert b._prefill_fn is a._prefill_fn and b._decode_fn is a._decode_fn and b._segment_fns is a._segment_fns
+  second = b(model, prompts, jax.random.key(0))
+  np.testing.assert_array_equal(np.asarray(first.tokens), np.asarray(second.tokens))
+  for other in (make(pad_id=3), make(method=sampling.Greedy()), make(greedy_first=True)):
+    assert other._decode_fn is not a._decode_fn and other._prefill_fn is not a._prefill_fn

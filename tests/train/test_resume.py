@@ -84,3 +84,23 @@ def test_bad_config_fails_up_front_naming_the_field(field, value, match, data_di
   c[section][name] = value
   with pytest.raises(ValueError, match=match):
     validate_config(c)
+
+
+def test_runs_that_differ_only_in_length_share_the_update_program_and_others_do_not(data_dir, tmp_path):
+  """The next run in a process (a resume, a notebook's next train()) reuses the update already compiled when
+  nothing it depends on changed; a change of the optimizer, the loss or the reward mode builds a new one."""
+  from arena_jax.train.trainer import Trainer  # pylint: disable=g-import-not-at-top
+
+  def update_fn(name, **changes):
+    c = smoke_config("arena_live", data_dir)
+    for path, value in changes.items():
+      section, key = path.split("__")
+      c[section][key] = value
+    validate_config(c)
+    return Trainer(c, str(tmp_path / name)).update_fn
+
+  first = update_fn("a")
+  assert update_fn("b", checkpoint__every=1) is first
+  assert update_fn("c", optim__lr=3e-4) is not first
+  assert update_fn("d", loss__eps_high=0.5) is not first
+  assert update_fn("e", reward__mode="rlvr") is not first
