@@ -18,6 +18,7 @@ from typing import Callable
 
 from absl import app
 from absl import flags
+from ml_collections import config_flags
 
 from arena_jax.errors import UserError
 
@@ -66,6 +67,12 @@ def run(main: Callable[[list[str]], object]) -> None:
       _say(f"{e} (--verbosity=1 shows the traceback)")
 
   app.run(guarded, flags_parser=_parse_flags)
+
+
+def config_dict_flag(name: str, default, help_string: str = "ConfigDict instance."):
+  """`--<name>` and its `--<name>.<field>` overrides of the ConfigDict `default`, locked: an override of a field
+  the config does not declare is an error that names it, not a new field."""
+  return config_flags.DEFINE_config_dict(name, default, help_string, lock_config=True)
 
 
 class JsonlJobFlags:

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def parse_flags(doc: str, argv, defaults: dict) -> argparse.Namespace:
+  """A benchmark's flags, one per `defaults` entry ("--name": default), typed by its default; the description
+  is the first paragraph of `doc`."""
+  parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+  for name, default in defaults.items():
+    parser.add_argument(name, type=type(default), default=default)
+  return parser.parse_args(argv)
 
 
 def timed(fn, *, repeats: int = 5, warmup: int = 1) -> float:

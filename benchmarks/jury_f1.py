@@ -21,7 +21,6 @@ calls and tokens per trace. The last line is JSON.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 
@@ -60,14 +59,8 @@ async def audit_all(jury: judges.Jury, demos) -> list[judges.JuryVerdict]:
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--traces", type=int, default=300)
-  parser.add_argument("--miss_rate", type=float, default=0.3)
-  parser.add_argument("--false_alarm_rate", type=float, default=0.1)
-  parser.add_argument("--debate_miss_rate", type=float, default=0.1)
-  parser.add_argument("--debate_false_alarm_rate", type=float, default=0.05)
-  parser.add_argument("--seed", type=int, default=0)
-  args = parser.parse_args(argv)
+  defaults = {"--traces": 300, "--miss_rate": 0.3, "--false_alarm_rate": 0.1, "--debate_miss_rate": 0.1}
+  args = common.parse_flags(__doc__, argv, {**defaults, "--debate_false_alarm_rate": 0.05, "--seed": 0})
   demos, truth = make_traces(args.traces, args.seed)
   labels = [d.error_step for d in demos]
   config = judges.default_config()

@@ -238,15 +238,7 @@ def pipelined_live(sizes, args, rng, noise: float):
   out = {}
   for g in sizes:
     thetas = rng.normal(size=(args.groups, g))
-    judge = lambda b: SimulatedJudge(
-      thetas[b],
-      noise=noise,
-      tie_band=args.tie_band,
-      position_bias=args.position_bias,
-      debias=not args.no_debias,
-      margin=args.margin,
-      rng=rng,
-    )
+    judge = judge_factory(thetas, noise, args, rng)
     runs = {}  # "replicate": a second blocking run of the same groups (the judge's own run-to-run noise)
     for name, wait in (("blocking", True), ("replicate", True), ("pipelined", False)):
       scheds, depth = [], []

@@ -20,7 +20,6 @@ writer_ms_per_group, writer_share_of_step, and the sizes.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -53,13 +52,9 @@ def _run(args, root: str, data_dir: str, name: str, transcripts: float, steps: i
 
 
 def main(argv=None) -> dict:
-  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  p.add_argument("--steps", type=int, default=8)
-  p.add_argument("--rounds", type=int, default=2)
-  p.add_argument("--groups", type=int, default=8)
-  p.add_argument("--group-size", type=int, default=8)
-  p.add_argument("--tokens", type=int, default=64)
-  args = p.parse_args(argv)
+  args = common.parse_flags(
+    __doc__, argv, {"--steps": 8, "--rounds": 2, "--groups": 8, "--group-size": 8, "--tokens": 64}
+  )
   tasks.ArithmeticTask.verify = lambda self, example, completion: 0.0  # every group all-wrong: all routed
   root = tempfile.mkdtemp(prefix="bench_transcripts_")
   data_dir = os.path.join(root, "data")

@@ -16,7 +16,7 @@ from ml_collections import config_flags
 from arena_jax import cli
 from experiments import study
 
-_STUDY = config_flags.DEFINE_config_dict("study", study.study_config(), lock_config=True)
+_STUDY = cli.config_dict_flag("study", study.study_config())
 
 
 def main(argv):

@@ -17,12 +17,11 @@ import signal
 
 from absl import flags
 from absl import logging
-from ml_collections import config_flags
 
 from arena_jax import cli
 from arena_jax.eval import watch as watch_lib
 
-_CONFIG = config_flags.DEFINE_config_dict("config", watch_lib.default_config(), lock_config=True)
+_CONFIG = cli.config_dict_flag("config", watch_lib.default_config())
 _WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.", required=True)
 _OUT = flags.DEFINE_string("out_dir", None, "Where results go (default <workdir>/eval).")
 _STEP = flags.DEFINE_integer("step", None, "Evaluate this checkpoint only.")

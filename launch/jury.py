@@ -15,7 +15,6 @@ import asyncio
 import json
 
 from absl import flags
-from ml_collections import config_flags
 
 from arena_jax import cli
 from arena_jax import judges
@@ -28,7 +27,7 @@ _JOB = cli.JsonlJobFlags(
   output_help="JSONL of consensus flaws",
   retry_help="Audit again the rows whose earlier audit failed.",
 )
-_JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_config=True)
+_JUDGE = cli.config_dict_flag("judge", judges.default_config())
 
 
 def main(argv):

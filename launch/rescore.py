@@ -16,7 +16,6 @@ run's presentation orders are replayed).
 import json
 
 from absl import flags
-from ml_collections import config_flags
 
 from arena_jax import cli
 from arena_jax import judges
@@ -33,7 +32,7 @@ _STEP = flags.DEFINE_string("step", None, "Only these steps: 40, 10,20 or 10-20 
 _MAX_CALLS = flags.DEFINE_integer(
   "max_calls", None, "Re-judge only the first that many stored calls (a cheap look before paying for all of them)."
 )
-_JUDGE = config_flags.DEFINE_config_dict("judge", judges.default_config(), lock_config=True)
+_JUDGE = cli.config_dict_flag("judge", judges.default_config())
 
 
 def main(argv):

@@ -10,14 +10,13 @@ This is the judge server's only command line (`judges.EmbeddedJudgeServer` start
 """
 
 from absl import flags
-from ml_collections import config_flags
 
 from arena_jax import cli
 from arena_jax import judges
 
 _PORT = flags.DEFINE_integer("port", None, "TCP port (default: --server.port, 0 = any free port).")
 _HOST = flags.DEFINE_string("host", None, "Interface to bind (default: --server.host, 127.0.0.1).")
-_SERVER = config_flags.DEFINE_config_dict("server", judges.server_config(), lock_config=True)
+_SERVER = cli.config_dict_flag("server", judges.server_config())
 
 
 def main(argv):

@@ -30,7 +30,7 @@ from arena_jax import config_schema as cs
 from arena_jax import fileio
 from arena_jax import tasks
 from arena_jax.config_schema import field
-from arena_jax.sampling.accuracy import evaluate, flatten_metrics
+from arena_jax.sampling.accuracy import evaluate, flatten_metrics, sampling_options
 from arena_jax.tasks import config as tasks_config
 from arena_jax.train import checkpoint
 from arena_jax.train import policy_io
@@ -120,10 +120,7 @@ def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = 
       tokenizer,
       task,
       examples,
-      num_samples=config.num_samples,
-      temperature=config.temperature,
-      max_new_tokens=config.max_new_tokens,
-      batch_size=config.batch_size,
+      **sampling_options(config),
       rng=jax.random.fold_in(jax.random.key(config.seed), k),
       greedy=config.greedy,
       add_bos=add_bos,

@@ -7,7 +7,7 @@ Greedy, RandomSampling(temperature, top_k, top_p)   sampling methods
 apply_top_k, apply_top_p, sample_categorical, uniforms, mask_after_stop, bucket_length,
 cache_chunking  the pure helpers they are built from
 ForcedStops    a logits processor that fixes each row's completion length (benchmarks, tests)
-evaluate, pass_at_k, flatten_metrics, generate   accuracy of a policy on a task's examples: greedy
+evaluate, pass_at_k, flatten_metrics, generate, sampling_options   accuracy of a policy on a task's examples: greedy
                accuracy, mean pass ratio@n, unbiased pass@k (sampling scored by the task's verifier;
                what SFT reports and `arena_jax.eval`'s checkpoint watcher runs)
 """
@@ -33,4 +33,4 @@ from arena_jax.sampling.decode_state import (
   model_from_params,
 )
 from arena_jax.sampling.sampler import Sampler
-from arena_jax.sampling.accuracy import default_ks, evaluate, flatten_metrics, generate, pass_at_k
+from arena_jax.sampling.accuracy import default_ks, evaluate, flatten_metrics, generate, pass_at_k, sampling_options

@@ -116,6 +116,12 @@ def generate(
   return texts, np.concatenate(lengths), np.concatenate(truncated)
 
 
+def sampling_options(section) -> dict:
+  """`evaluate`'s sampling arguments from a config section that declares them (the evaluator's config,
+  SFT's `eval`): num_samples, temperature, max_new_tokens, batch_size."""
+  return {k: section[k] for k in ("num_samples", "temperature", "max_new_tokens", "batch_size")}
+
+
 def evaluate(
   model: Transformer | Any,
   tokenizer,

@@ -44,7 +44,6 @@ gives the same tokens on one device or on a mesh.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 from typing import Any, Callable, Iterator, Sequence
@@ -57,6 +56,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from arena_jax import parallel
+from arena_jax import program_cache
 from arena_jax.models.config import ModelConfig
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards, param_shardings
 from arena_jax.models.kv_cache import KVCache
@@ -76,39 +76,6 @@ from arena_jax.sampling.decode_state import (
   model_from_params,
 )
 from arena_jax.sampling.methods import RandomSampling, SamplingMethod, uniforms
-
-# ─────────────────────────────── programs shared by equal samplers ───────────────────────────────
-
-# Every field of a Sampler is static and compared (a frozen dataclass), so two equal samplers trace the same
-# programs: a process that builds many (a notebook that runs train() again, the test suite's runs) traces,
-# lowers and compiles each program once. The newest _SHARED_MAX are kept.
-_SHARED: collections.OrderedDict = collections.OrderedDict()
-_SHARED_MAX = 64
-
-
-def _shared_program(build):
-  """Like `functools.cached_property`, but one value for all equal samplers (`build(self)` runs once per equal
-  set); a sampler that cannot be hashed (an unhashable `logits_processor`) keeps its own."""
-  name = build.__name__
-
-  @functools.wraps(build)
-  def get(self):
-    try:
-      key = (self, name)
-      hash(key)
-    except TypeError:
-      own = self.__dict__.setdefault("_own_programs", {})
-      return own[name] if name in own else own.setdefault(name, build(self))
-    if key in _SHARED:
-      _SHARED.move_to_end(key)
-      return _SHARED[key]
-    _SHARED[key] = value = build(self)
-    while len(_SHARED) > _SHARED_MAX:
-      _SHARED.popitem(last=False)
-    return value
-
-  return property(get)
-
 
 # ─────────────────────────────────────── the sampler ───────────────────────────────────────
 
@@ -405,9 +372,9 @@ class Sampler:
     state = jax.eval_shape(self._prefill, params, tokens, lengths, active, rng)
     return prefill, self._decode_fn.lower(params, state, tokens)
 
-  # ── jitted programs (built once per set of equal samplers: `_shared_program`) ──
+  # ── jitted programs (built once per set of equal samplers: `program_cache.shared_property`) ──
 
-  @_shared_program
+  @program_cache.shared_property
   def _prefill_fn(self):
     if self.mesh is None:
       return jax.jit(self._prefill)
@@ -418,7 +385,7 @@ class Sampler:
       out_shardings=self._state_shardings,
     )
 
-  @_shared_program
+  @program_cache.shared_property
   def _decode_fn(self):
     if self.mesh is None:
       return jax.jit(self._decode, donate_argnums=1)
@@ -429,7 +396,7 @@ class Sampler:
       out_shardings=(self._output_shardings, self._state_shardings),
     )
 
-  @_shared_program
+  @program_cache.shared_property
   def _segment_fns(self) -> dict:
     return {}
 
@@ -449,13 +416,13 @@ class Sampler:
         )
     return self._segment_fns[read_chunks]
 
-  @_shared_program
+  @program_cache.shared_property
   def _finish_fn(self):
     if self.mesh is None:
       return jax.jit(self._output)
     return jax.jit(self._output, out_shardings=self._output_shardings)
 
-  @_shared_program
+  @program_cache.shared_property
   def _merge_fn(self):
     """(results or None, state) → the results with the state's rows written in (results donated)."""
     if self.mesh is None:
@@ -463,7 +430,7 @@ class Sampler:
     batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
     return jax.jit(self._merge, donate_argnums=0, out_shardings=Results(tokens=batch2, logprobs=batch2, finish=batch1))
 
-  @_shared_program
+  @program_cache.shared_property
   def _compact_fn(self):
     """(state, index int32 [R']) → the state's rows `index` (−1: a filler row, born done)."""
     # Not donated: no output has an input's shape; the old state is freed when the caller drops it.

@@ -494,17 +494,13 @@ def train_sft(config: ml_collections.ConfigDict, workdir: str | None = None) -> 
   if config.eval.num_examples > 0:
     with tasks.get_task(config.tasks.train_task, config.tasks) as task:
       examples = list(itertools.islice(task.generate("test"), config.eval.num_examples))
-      e = config.eval
       eval_metrics = accuracy.flatten_metrics(
         accuracy.evaluate(
           model,
           tokenizer,
           task,
           examples,
-          num_samples=e.num_samples,
-          temperature=e.temperature,
-          max_new_tokens=e.max_new_tokens,
-          batch_size=e.batch_size,
+          **accuracy.sampling_options(config.eval),
           rng=jax.random.key(config.seed),
           progress="sft eval" if config.progress else None,
         )

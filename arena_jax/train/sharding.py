@@ -15,8 +15,7 @@ micro-batch accumulation and AdamW update as on one device (tests/parallel/test_
 
 from __future__ import annotations
 
-import collections
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -127,25 +126,6 @@ def train_step_fn(
     rep = sh.replicated
     in_shardings += (step_lib.StepRewards(rep, rep, rep, rep), rep)
   return jax.jit(update, donate_argnums=0, in_shardings=in_shardings, out_shardings=(sh.state, sh.replicated))
-
-
-# Programs keyed by everything they are a function of (`shared_program`), kept for the process: a second run
-# of the same shapes and settings (a notebook's next train(), the test suite's many runs) traces, lowers and
-# compiles nothing again. The newest _PROGRAMS_MAX are kept.
-_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
-_PROGRAMS_MAX = 16
-
-
-def shared_program(key: tuple, build: Callable[[], Any]) -> Any:
-  """`build()` once per `key` in this process. `key` must name every input the program depends on (a config
-  section as JSON, the model config, the mesh): two callers with equal keys get the same jitted function."""
-  if key in _PROGRAMS:
-    _PROGRAMS.move_to_end(key)
-    return _PROGRAMS[key]
-  _PROGRAMS[key] = program = build()
-  while len(_PROGRAMS) > _PROGRAMS_MAX:
-    _PROGRAMS.popitem(last=False)
-  return program
 
 
 def init_train_state(params, optimizer, shardings: TrainShardings):

@@ -46,6 +46,7 @@ from arena_jax import arena
 from arena_jax import judges
 from arena_jax import models
 from arena_jax import parallel
+from arena_jax import program_cache
 from arena_jax import rl
 from arena_jax import tasks
 from arena_jax.sampling import RandomSampling, Sampler
@@ -156,10 +157,10 @@ class Trainer:
     self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
     # Only the update rematerialises (`model.remat`) and quantizes (`model.quantization`).
     update_model = self.policy.config.replace(remat=config.model.remat, quantization=config.model.quantization)
-    # What the update is a function of; an equal run in this process reuses its program (`shared_program`).
+    # What the update is a function of; an equal run in this process reuses its program (`program_cache`).
     sections = tuple(config[k].to_json_best_effort(sort_keys=True) for k in ("optim", "loss", "reward"))
     update_key = ("update", update_model, sections, type(self.mode), self.mesh, repr(rules), self.sampler.method)
-    self.update_fn = train_sharding.shared_program(
+    self.update_fn = program_cache.shared(
       update_key,
       lambda: train_sharding.train_step_fn(
         update_model,

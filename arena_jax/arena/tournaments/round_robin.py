@@ -11,11 +11,29 @@ import numpy as np
 from arena_jax.arena.tournaments.base import Scheduler, _check_num_players, register_scheduler
 
 
+class _OneRound(Scheduler):
+  """A schedule issued whole as its first and only round: `_pairs()`."""
+
+  def __init__(self, num_players: int, **kwargs):
+    super().__init__(num_players, **kwargs)
+    self._issued_all = False
+    self._start()
+
+  def _pairs(self) -> list[tuple[int, int]]:
+    raise NotImplementedError
+
+  def _advance(self):
+    if self._issued_all:
+      return []
+    self._issued_all = True
+    return self._pairs()
+
+
 # ──────────────────────────────────────────────── round robin ────────────────────────────────────────────────
 
 
 @register_scheduler("round_robin")
-class RoundRobin(Scheduler):
+class RoundRobin(_OneRound):
   """All G(G−1)/2 pairs (i, j), i < j, in one concurrent round (SPEC §5).
 
   Native score: the win rate r_i = Σ_j s(τ_i, τ_j) / n_i over the n_i matches of i actually observed
@@ -24,15 +42,7 @@ class RoundRobin(Scheduler):
 
   calls_formula = "G(G−1)/2"
 
-  def __init__(self, num_players: int, **kwargs):
-    super().__init__(num_players, **kwargs)
-    self._issued_all = False
-    self._start()
-
-  def _advance(self):
-    if self._issued_all:
-      return []
-    self._issued_all = True
+  def _pairs(self):
     g = self.num_players
     return [(i, j) for i in range(g) for j in range(i + 1, g)]
 
@@ -50,7 +60,7 @@ class RoundRobin(Scheduler):
 
 
 @register_scheduler("anchor")
-class Anchor(Scheduler):
+class Anchor(_OneRound):
   """Every trajectory against the anchor (the group's greedy sample): G − 1 pairs (i, anchor), one round.
 
   Native score: s(τ_i, anchor) for i ≠ anchor; 1/2 for the anchor itself and for a player whose
@@ -64,13 +74,8 @@ class Anchor(Scheduler):
     if anchor is None:
       raise ValueError("the anchor topology needs anchor=<index of the group's greedy sample> (SPEC §5)")
     super().__init__(num_players, anchor=anchor, **kwargs)
-    self._issued_all = False
-    self._start()
 
-  def _advance(self):
-    if self._issued_all:
-      return []
-    self._issued_all = True
+  def _pairs(self):
     return [(i, self.anchor) for i in range(self.num_players) if i != self.anchor]
 
   def native_scores(self):
