@@ -24,10 +24,11 @@ if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
 
 import jax  # noqa: E402  (after the environment is set)
 
-_CACHE = cache.jax_dir()
-jax.config.update("jax_compilation_cache_dir", str(_CACHE))
 # The tokenizers that random-init runs train on the task corpus, shared by the workers and their subprocesses.
 os.environ.setdefault(cache.TOKENIZER_ENV, str(cache.tokenizer_dir()))
+
+_CACHE = cache.jax_dir()
+jax.config.update("jax_compilation_cache_dir", str(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 

@@ -113,7 +113,9 @@ def test_the_corpus_tokenizer_cache_is_shared_across_data_dirs_and_missed_on_ano
   (the same bytes); another data directory with the same files hits it, a different task config misses it."""
   from arena_jax.tasks import config as tasks_config  # pylint: disable=g-import-not-at-top
   from arena_jax.train import policy_io  # pylint: disable=g-import-not-at-top
+  from tests import cache  # pylint: disable=g-import-not-at-top
 
+  assert cache.TOKENIZER_ENV == policy_io.TOKENIZER_CACHE_ENV  # the suite sets the variable the library reads
   monkeypatch.setenv(policy_io.TOKENIZER_CACHE_ENV, str(tmp_path / "cache"))
   monkeypatch.setattr(policy_io, "_CORPUS_TOKENIZERS", {})
   c = tasks_config.demo_config()
