@@ -31,7 +31,7 @@ demo: venv
 # Style first (ruff.toml: the formatter and the linter, lines of at most 120), so that a drift fails in seconds;
 # `make format` rewrites the files. pytest exits 5 when it collects no tests; make treats any non-zero status as a
 # failure.
-test: lint $(VENV)/.installed-test chromium
+test: lint $(VENV)/.installed-test chromium bubblewrap
 	$(PY) -m pytest
 
 .PHONY: lint format
@@ -59,6 +59,22 @@ chromium:
 	  echo "no chromium, and make is not root with apt-get: the browser test will be skipped"; \
 	fi
 
+# The code task's sandbox (arena_jax/tasks/sandbox.py) runs untrusted programs in bubblewrap: Debian's
+# `bubblewrap`, installed here when missing and make runs as root with apt-get; otherwise the sandbox falls back
+# to `unshare` or to resource limits only (no filesystem isolation), and its bwrap tests are skipped and say why.
+.PHONY: bubblewrap
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing bubblewrap (apt-get) for the code task's sandbox"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } || \
+	    echo "could not install bubblewrap: the code sandbox falls back to unshare or rlimits"; \
+	else \
+	  echo "no bwrap, and make is not root with apt-get: the code sandbox falls back to unshare or rlimits"; \
+	fi
+
 # The reproduction study: rlvr, rlvr_dapo, rlaif, arena, arena_live and arena_live with judges of
 # verdict accuracy 0.8 and 0.65, × 5 seeds × 120 steps, from the same SFT base → docs/results/. 80 min on an
 # idle 2-core machine (the run recorded there); longer when cores are shared.
@@ -78,6 +94,7 @@ clean-test-cache:
 bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.bt_fit
 	$(PY) -m benchmarks.tournament_fidelity
+	$(PY) -m benchmarks.code_sandbox
 	$(PY) -m benchmarks.sampler
 	$(PY) -m benchmarks.train_step
 	$(PY) -m benchmarks.judge_throughput

@@ -20,6 +20,8 @@ INSTALL_REQUIRES = [
   "sentencepiece==0.2.3",
   "tensorflow-datasets==4.9.10",
   "array-record==0.8.6",
+  # Parquet task files (`arena_jax.tasks.rows`); tensorflow-datasets depends on it too.
+  "pyarrow==26.0.1",
   "math-verify==0.9.0",
   "safetensors==0.8.0",
   "tqdm==4.70.1",
@@ -76,7 +78,11 @@ setup(
   ),
   packages=find_packages(include=["arena_jax", "arena_jax.*"]),
   python_requires=">=3.10",
-  package_data={"arena_jax.judges": ["templates/*.txt"], "arena_jax.report": ["templates/*.html.j2"]},
+  package_data={
+    "arena_jax.judges": ["templates/*.txt"],
+    "arena_jax.report": ["templates/*.html.j2"],
+    "arena_jax.tasks": ["samples/*.jsonl"],  # the sample benchmarks (configs/eval/samples.py)
+  },
   install_requires=INSTALL_REQUIRES,
   extras_require=EXTRAS_REQUIRE,
 )

@@ -8,7 +8,9 @@ judge prompt serve them all; task-specific fields are empty where they do not ap
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import json
 
 from arena_jax.errors import UserError
 
@@ -28,6 +30,9 @@ class Example:
     solution: a canonical worked solution in the step format of `steps.py` ("" when unknown).
     expression: arithmetic: the problem expression; countdown: one reference solution expression.
     numbers: countdown: the numbers that may be used (each at most once); () elsewhere.
+    extras: a JSON object as text, for what one kind of task needs and the others do not: a choice
+      question's options, a code problem's tests, a row's `kind`, the extra keys of a user's row. The schema
+      stays the same for every task (one TFDS feature, one iterator): a new task adds keys here, not fields.
   """
 
   uid: str
@@ -36,6 +41,17 @@ class Example:
   solution: str = ""
   expression: str = ""
   numbers: tuple[int, ...] = ()
+  extras: str = ""
+
+  @functools.cached_property
+  def meta(self) -> dict:
+    """`extras` parsed ({} when empty); read it, do not change it (the example is frozen)."""
+    return json.loads(self.extras) if self.extras else {}
+
+
+def dump_extras(extras: dict) -> str:
+  """The `Example.extras` text of a dict: sorted keys, so that equal extras are equal text (and hash equal)."""
+  return json.dumps(extras, sort_keys=True, ensure_ascii=False) if extras else ""
 
 
 def stable_hash(text: str, length: int = 12) -> str:

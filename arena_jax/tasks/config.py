@@ -1,9 +1,9 @@
 """Task and data configuration: `default_config()` and its up-front validation.
 
-Every field is declared once below (`TASKS`: default, valid values, meaning; `arena_jax.config_schema`);
-`default_config`, `validate_config` and docs/configuration.md derive from it. The defaults are sized for
-the embedded default (a few-M-parameter policy trained on two CPU cores): 2–4 operations on operands up
-to 20, solutions of 3–6 short steps.
+Every field is declared once (`TASKS`: default, valid values, meaning; `arena_jax.config_schema`);
+`default_config`, `validate_config` and docs/configuration.md derive from it. The fields every task shares are
+below; each task's own section (`tasks.arithmetic`, `tasks.choice`, …) is declared by its module in
+`kinds/` and added here when it registers (`add_task_section`).
 
 Demonstration kinds (`sft.fractions`, must sum to 1; see `demonstrations.py`):
   clean          the canonical solution;
@@ -35,7 +35,7 @@ PROMPT_FORMATS = ("plain", "chat")
 DEMO_KINDS = ("clean", "slip", "compensating", "skipped", "bare_answer", "redundant")
 
 
-def _is_template(t) -> bool:
+def is_template(t) -> bool:
   try:
     return isinstance(t, str) and "{question}" in t and t.format(question="q") is not None
   except (KeyError, IndexError, ValueError):
@@ -46,15 +46,15 @@ def _is_operators(ops) -> bool:
   return isinstance(ops, str) and bool(ops) and not set(ops) - set("+-*/") and len(set(ops)) == len(ops)
 
 
-def _template(meaning: str = "How a problem becomes the prompt.") -> cs.Field:
+def template_field(meaning: str = "How a problem becomes the prompt.", default: str = PROMPT_TEMPLATE) -> cs.Field:
   return field(
-    PROMPT_TEMPLATE,
+    default,
     meaning,
-    cs.satisfies("format string with one `{question}`", _is_template, "a format string with one {question} field"),
+    cs.satisfies("format string with one `{question}`", is_template, "a format string with one {question} field"),
   )
 
 
-def _operators(default: str, meaning: str) -> cs.Field:
+def operators_field(default: str, meaning: str) -> cs.Field:
   return field(
     default,
     meaning,
@@ -64,113 +64,20 @@ def _operators(default: str, meaning: str) -> cs.Field:
   )
 
 
-def _share(default: float, meaning: str, valid: str = "[0, 1]") -> cs.Field:
+def share_field(default: float, meaning: str, valid: str = "[0, 1]") -> cs.Field:
   return field(default, meaning, cs.number(0, 1), valid=valid)
 
 
-ARITHMETIC = cs.Section(
-  dict(
-    min_ops=field(2, "Fewest operations per problem.", cs.integer(1), valid="int ≥ 1, ≤ max_ops"),
-    max_ops=field(4, "Most operations per problem.", cs.integer(1)),
-    min_operand=field(1, "Smallest operand.", cs.integer(0), valid="int ≥ 0, ≤ max_operand"),
-    max_operand=field(20, "Largest operand.", cs.integer(0)),
-    max_value=field(
-      400, "Every intermediate result lies in [0, max_value].", cs.integer(1), valid="int ≥ max(1, max_operand)"
-    ),
-    operators=_operators("+-*", "Operators used; division only when exact."),
-    num_train=field(20000, "Problems in the train split.", cs.integer(0)),
-    num_test=field(500, "Problems in the test split.", cs.integer(0)),
-    test_fraction=field(
-      0.1,
-      "Share of the problem space hashed into the test split: train and test never share a problem.",
-      cs.number(0, 1, lo_open=True, hi_open=True),
-    ),
-    prompt_template=_template(),
-  ),
-  title="multi-step arithmetic, the in-distribution task",
-)
-
-COUNTDOWN = cs.Section(
-  dict(
-    min_numbers=field(3, "Fewest numbers given.", cs.integer(2), valid="int ≥ 2, ≤ max_numbers"),
-    max_numbers=field(4, "Most numbers given.", cs.integer(2)),
-    min_number=field(1, "Smallest given number.", cs.integer(1), valid="int ≥ 1, ≤ max_number"),
-    max_number=field(20, "Largest given number.", cs.integer(1)),
-    min_target=field(10, "Smallest target.", cs.integer(1), valid="int ≥ 1, ≤ max_target"),
-    max_target=field(200, "Largest target.", cs.integer(1)),
-    max_value=field(500, "Every intermediate result lies in [1, max_value].", cs.integer(1), valid="int ≥ max_target"),
-    operators=_operators("+-*/", "Operators allowed; intermediate results stay positive integers."),
-    num_train=field(2000, "Problems in the train split.", cs.integer(0)),
-    num_test=field(500, "Problems in the test split.", cs.integer(0)),
-    test_fraction=field(
-      0.1, "Share of the problem space hashed into the test split.", cs.number(0, 1, lo_open=True, hi_open=True)
-    ),
-    prompt_template=_template(),
-  ),
-  title="reach a target with given numbers, the out-of-distribution task",
-)
-
-ARITHMETIC_SHIFT = cs.Section(
-  dict(
-    operators=_operators("+-*", "Operators of the shifted problems (division only when exact)."),
-    extra_ops=field(0, "Most operations = `tasks.arithmetic.max_ops` + this.", cs.integer(0)),
-    extra_operand=field(5, "Largest operand = `tasks.arithmetic.max_operand` + this.", cs.integer(0)),
-    extra_value=field(0, "Largest intermediate value = `tasks.arithmetic.max_value` + this.", cs.integer(0)),
-    num_test=field(500, "Problems in its test split (it has no train split).", cs.integer(0)),
-  ),
-  title="arithmetic outside the training distribution, the live out-of-distribution benchmark: problems drawn "
-  "from `tasks.arithmetic`'s ranges widened by these fields and kept only when no training problem could "
-  "be them (an operator, an operand, a value or an operation count the training problems never have). "
-  "The default, operands up to 5 above the training's largest (16–20 for the demo's 1–15), leaves the demo's SFT "
-  "policy partly able (issue 17 item 2: between 10% and 60%, checked by tests/experiments/test_testbed_policy.py). "
-  "Exact division (operators `+-*/`) or more operations are further out: the earlier demo policy (operands "
-  "1–10) scored under 10% on them. The prompt is `tasks.arithmetic.prompt_template`",
-)
-
-JSONL = cs.Section(
-  dict(
-    # The two paths are checked by `jsonl_files` below, and only when a jsonl task is selected.
-    train_path=field(
-      "",
-      "Local JSONL file of the train split; \"\" = not used. Required when `train_task` is jsonl.",
-      valid='existing file or ""',
-    ),
-    test_path=field("", "Local JSONL file of the test split; \"\" = not used.", valid='existing file or ""'),
-    question_field=field("question", "Field holding the question.", cs.string(nonempty=True, noun="field name")),
-    answer_field=field(
-      "answer",
-      "Field holding the reference answer (compared by math-verify).",
-      cs.string(nonempty=True, noun="field name"),
-    ),
-    solution_field=field(
-      "", "Field holding a worked solution (for SFT); \"\" = none.", cs.string(noun="field name or ''"), valid="string"
-    ),
-    dedup=field(True, "Drop train rows whose question is also in the test split.", valid="bool", checked=False),
-    prompt_template=_template(),
-    num_workers=field(2, "math-verify worker processes (`tasks.MathVerifyPool`).", cs.integer(1)),
-    timeout_s=field(
-      10.0,
-      "Per-answer verification limit; an answer that exceeds it scores 0.",
-      cs.number(0, lo_open=True, why="seconds"),
-    ),
-    # Workers are recycled because sympy's caches grow with every answer they verify.
-    max_items_per_worker=field(
-      2000, "Answers a worker verifies before it is recycled (sympy caches grow).", cs.integer(1)
-    ),
-  ),
-  title="your own math data",
-)
-
 FRACTIONS = cs.Section(
   dict(
-    clean=_share(0.5, "Share of canonical solutions.", valid="[0, 1]; the six sum to 1"),
-    slip=_share(0.15, "One arithmetic slip that propagates: the final answer is wrong."),
-    compensating=_share(
+    clean=share_field(0.5, "Share of canonical solutions.", valid="[0, 1]; the six sum to 1"),
+    slip=share_field(0.15, "One arithmetic slip that propagates: the final answer is wrong."),
+    compensating=share_field(
       0.1, "One wrong intermediate result \"fixed\" by the next step: the answer is right, the process is not."
     ),
-    skipped=_share(0.1, "One operation folded into the step that uses it."),
-    bare_answer=_share(0.05, "Only `Answer: N`."),
-    redundant=_share(0.1, "The canonical solution plus one valid step that contributes nothing."),
+    skipped=share_field(0.1, "One operation folded into the step that uses it."),
+    bare_answer=share_field(0.05, "Only `Answer: N`."),
+    redundant=share_field(0.1, "The canonical solution plus one valid step that contributes nothing."),
   ),
   exact="kinds",
 )
@@ -230,36 +137,25 @@ TASKS = cs.Section(
       cs.optional(cs.json_object()),
       placeholder=object,
     ),
-    arithmetic=ARITHMETIC,
-    arithmetic_shift=ARITHMETIC_SHIFT,
-    countdown=COUNTDOWN,
-    jsonl=JSONL,
     sft=SFT,
+    # Each task's own section, `tasks.<name>`, is added here by its module (`task.register_task`).
   )
 )
 
 
-def _ordered(c: ml_collections.ConfigDict, report: cs.Reporter, lo: str, hi: str) -> None:
+def add_task_section(name: str, section: cs.Section) -> None:
+  """Makes `section` the config section `tasks.<name>` (a task module's knobs; `task.register_task` calls it).
+
+  Every embedding of `TASKS` (`TASKS.but(...)` in the run, SFT and evaluation configs) shares its entries,
+  so the section appears in all of them."""
+  if name in TASKS.entries and TASKS.entries[name] is not section:
+    raise ValueError(f"tasks.{name} is already a config section")
+  TASKS.entries[name] = section
+
+
+def ordered(c: ml_collections.ConfigDict, report: cs.Reporter, lo: str, hi: str) -> None:
   if c[lo] > c[hi]:
     report(lo, f"must be ≤ {report.path(hi)} ({c[hi]}), got {c[lo]}")
-
-
-@ARITHMETIC.rule
-def _arithmetic_ranges(c, report):
-  """min_ops ≤ max_ops, min_operand ≤ max_operand, and max_value ≥ max_operand (an operand is a value)."""
-  _ordered(c, report, "min_ops", "max_ops")
-  _ordered(c, report, "min_operand", "max_operand")
-  if c.max_value < c.max_operand:
-    report("max_value", f"must be ≥ max_operand ({c.max_operand}), got {c.max_value}")
-
-
-@COUNTDOWN.rule
-def _countdown_ranges(c, report):
-  """min_numbers ≤ max_numbers, min_number ≤ max_number, min_target ≤ max_target ≤ max_value."""
-  for lo, hi in (("min_numbers", "max_numbers"), ("min_number", "max_number"), ("min_target", "max_target")):
-    _ordered(c, report, lo, hi)
-  if c.max_value < c.max_target:
-    report("max_value", f"must be ≥ max_target ({c.max_target}), got {c.max_value}")
 
 
 @FRACTIONS.rule
@@ -268,24 +164,6 @@ def _fractions_sum_to_one(c, report):
   total = sum(c[k] for k in DEMO_KINDS)
   if abs(total - 1.0) > 1e-6:
     report("", f"must sum to 1, got {total:.6g}")
-
-
-@TASKS.rule
-def _jsonl_files(c, report):
-  """When train_task or eval_tasks selects jsonl: the files exist, and train_path is set if it is trained on."""
-  if c.train_task != "jsonl" and "jsonl" not in c.eval_tasks:
-    return
-  j = c.jsonl
-  if not j.train_path and not j.test_path:
-    report("jsonl.train_path", "the jsonl task is selected but neither train_path nor test_path is set")
-  if c.train_task == "jsonl" and not j.train_path:
-    report("jsonl.train_path", "must name a JSONL file when train_task is 'jsonl'")
-  for name in ("train_path", "test_path"):
-    path = j[name]
-    if not isinstance(path, str):
-      report(f"jsonl.{name}", f"must be a file path or '', got {path!r}")
-    if path and not os.path.isfile(os.path.expanduser(path)):
-      report(f"jsonl.{name}", f"no such file: {path!r}")
 
 
 def default_config() -> ml_collections.ConfigDict:

@@ -18,6 +18,7 @@ from absl import logging
 import ml_collections
 
 from arena_jax.tasks import config as config_lib
+from arena_jax.tasks import registry
 from arena_jax.tasks.base import DataError, Example
 
 
@@ -28,9 +29,7 @@ def data_dir(config: ml_collections.ConfigDict) -> str:
 def _builder(config: ml_collections.ConfigDict, task_name: str):
   from arena_jax.tasks import tfds_builders  # pylint: disable=g-import-not-at-top  (lazy TFDS)
 
-  if task_name not in tfds_builders.BUILDERS:
-    raise ValueError(f"no stored data for task {task_name!r}; tasks: {tuple(tfds_builders.BUILDERS)}")
-  cls = tfds_builders.BUILDERS[task_name]
+  cls = tfds_builders.builder_class(task_name)
   return cls(
     config=tfds_builders.builder_config(config, task_name),
     data_dir=data_dir(config),
@@ -85,22 +84,15 @@ def load_split(config: ml_collections.ConfigDict, task_name: str, split: str) ->
 
   Raises DataError, before anything trains, for a split that the config leaves empty.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   from arena_jax.tasks import tfds_builders  # pylint: disable=g-import-not-at-top
 
   config_lib.validate_config(config)
   if split not in tfds_builders.splits_of(config, task_name):
-    what = f"{split}_path is not set" if task_name == "jsonl" else f"num_{split} is 0"
-    raise DataError(f"tasks.{task_name}.{what}: the {split} split is empty")
+    raise DataError(f"{registry.task_class(task_name).empty_split(split)}: the {split} split is empty")
   prepare(config, task_name)
-  builder_config = tfds_builders.builder_config(config, task_name)
-  source = tfds.data_source(
-    tfds_builders.BUILDERS[task_name].name,
-    split=split,
-    data_dir=data_dir(config),
-    download=False,
-    builder_kwargs={"config": builder_config, "file_format": tfds_builders.FILE_FORMAT},
-  )
+  # The builder itself, not `tfds.data_source(name)`: the builders are made from the task registry and are
+  # not in TFDS's own registry of names.
+  source = _builder(config, task_name).as_data_source(split=split)
   if len(source) == 0:
     raise DataError(f"the {split} split of {task_name} in {data_dir(config)} is empty")
   return ExampleSource(source, task_name, split)

@@ -13,11 +13,9 @@ split with no rows.
 from __future__ import annotations
 
 import json
-import os
-import re
 
-from arena_jax import fileio
-from arena_jax.tasks.base import DataError, Example, stable_hash
+from arena_jax.tasks import rows
+from arena_jax.tasks.base import Example, dump_extras, stable_hash
 
 NAME = "jsonl"
 
@@ -31,21 +29,8 @@ def _answer_text(value) -> str:
   return text
 
 
-def _example(raw: bytes, lineno: int, where: str, names: dict, split: str) -> Example | None:
-  """The Example of one line (None for a blank line); ValueError(`field: problem` or `problem`)."""
-  try:
-    line = raw.decode("utf-8")
-  except UnicodeDecodeError as e:
-    raise ValueError(
-      f"not valid UTF-8 (byte {e.start + 1} of the line: {raw[e.start : e.start + 1]!r}); re-encode the file as UTF-8"
-    ) from None
-  if lineno == 1:
-    line = line.lstrip("\ufeff")  # a byte-order mark is harmless
-  if not line.strip():
-    return None
-  row = fileio.parse_json_row(line)
-  if not isinstance(row, dict):
-    raise ValueError(f"expected a JSON object, got {type(row).__name__}")
+def parse_row(row: dict, lineno: int, names: dict, split: str) -> Example:
+  """The Example of one math row; ValueError(`field: problem`)."""
   for role in ("question", "answer"):
     if names[role] not in row:
       raise ValueError(
@@ -53,10 +38,6 @@ def _example(raw: bytes, lineno: int, where: str, names: dict, split: str) -> Ex
       )
   if names["solution"] and names["solution"] not in row:
     raise ValueError(f"{names['solution']}: missing field (tasks.jsonl.solution_field)")
-  for name, value in row.items():  # every field, used or not: a NaN anywhere says the file is broken
-    problem = fileio.value_problem(value)
-    if problem:
-      raise ValueError(f"{name}: {problem}")
   question = row[names["question"]]
   if not isinstance(question, str) or not question.strip():
     raise ValueError(f"{names['question']}: must be a non-empty string, got {question!r:.60}")
@@ -67,11 +48,13 @@ def _example(raw: bytes, lineno: int, where: str, names: dict, split: str) -> Ex
     answer = _answer_text(row[names["answer"]])
   except ValueError as e:
     raise ValueError(f"{names['answer']}: {e}") from None
+  extras = rows.leftover(row, set(names.values()))
   return Example(
     uid=f"{NAME}-{split}-{lineno}-{stable_hash(question, 8)}",
     question=question.strip(),
     answer=answer,
     solution=solution,
+    extras=dump_extras({"row": extras} if extras else {}),
   )
 
 
@@ -82,50 +65,16 @@ def load_jsonl(
   answer_field: str = "answer",
   solution_field: str = "",
   split: str = "train",
+  on_bad_row: str = "error",
 ) -> list[Example]:
-  """Reads and validates a JSONL file of math problems; raises DataError listing every malformed row
-  as `path:line: field: problem`."""
-  path = os.path.expanduser(path)
-  if not os.path.isfile(path):
-    raise DataError(f"{path}: no such file (the {split} split of the jsonl task)")
+  """Reads and validates a JSONL (or Parquet) file of math problems; raises DataError listing every
+  malformed row as `path:line: field: problem` (`on_bad_row="skip"`: leaves them out and logs them)."""
   names = {"question": question_field, "answer": answer_field, "solution": solution_field}
-  examples, problems = [], []
-  with open(path, "rb") as f:
-    for lineno, raw in enumerate(f, start=1):
-      where = f"{path}:{lineno}"
-      try:
-        example = _example(raw, lineno, where, names, split)
-      except ValueError as e:
-        problems.append(f"{where}:{e}" if str(e)[:1].isdigit() else f"{where}: {e}")
-        continue
-      if example is not None:
-        examples.append(example)
-  if problems:
-    raise DataError(fileio.report_rows(path, problems))
-  if not examples:
-    raise DataError(f"{path}: the {split} split is empty (no JSON rows)")
+  examples, _ = rows.read_examples(
+    path,
+    lambda row, lineno: parse_row(row, lineno, names, split),
+    split=split,
+    on_bad_row=on_bad_row,
+    what="jsonl task",
+  )
   return examples
-
-
-def normalise_question(question: str) -> str:
-  """The form used to de-duplicate train against test: case- and whitespace-insensitive."""
-  return re.sub(r"\s+", " ", question).strip().lower()
-
-
-def load_splits(cfg) -> dict[str, list[Example]]:
-  """The configured JSONL splits (`default_config().jsonl`), train de-duplicated against test."""
-  fields = dict(question_field=cfg.question_field, answer_field=cfg.answer_field, solution_field=cfg.solution_field)
-  out = {}
-  if cfg.test_path:
-    out["test"] = load_jsonl(cfg.test_path, split="test", **fields)
-  if cfg.train_path:
-    train = load_jsonl(cfg.train_path, split="train", **fields)
-    if cfg.dedup and "test" in out:
-      held_out = {normalise_question(e.question) for e in out["test"]}
-      train = [e for e in train if normalise_question(e.question) not in held_out]
-      if not train:
-        raise DataError(f"{cfg.train_path}: every train question also appears in the test split")
-    out["train"] = train
-  if not out:
-    raise DataError("tasks.jsonl: set train_path and/or test_path to local JSONL files")
-  return out

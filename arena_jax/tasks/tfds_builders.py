@@ -4,18 +4,18 @@ Imported lazily (by `data.py`) so that importing `arena_jax.tasks` does not impo
 needs TensorFlow: the builders generate in Python, write array_record, and are read back with
 `tfds.data_source` (random access, no tf.data).
 
-One builder per task; a builder config carries the task's config section as JSON, and its name is a
-hash of that JSON (and, for JSONL, of the files' contents), so changing a knob or editing a file
-builds a new dataset beside the old one, and an unchanged config reuses what is on disk.
+One builder per task, made from its registered `Task` class (`builder_class`): nothing here names a task. A
+builder config carries what the task's data depends on (`Task.data_params`: its section, for file-backed tasks
+the files' contents) as JSON, and its name is a hash of that JSON, so changing a knob or editing a file builds
+a new dataset beside the old one, and an unchanged config reuses what is on disk.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
-import os
+import types
 from typing import Iterator
 
 import ml_collections
@@ -39,7 +39,8 @@ class _QuietConfigs(logging.Filter):
 logging.getLogger("absl").addFilter(_QuietConfigs())
 
 # Bump when generation changes what a config produces (the name of the stored dataset includes it).
-VERSION = "1.0.0"
+# 1.1.0: `extras` (a task's own fields as JSON), the last schema change a new task needs.
+VERSION = "1.1.0"
 FILE_FORMAT = "array_record"
 
 
@@ -54,6 +55,7 @@ def features() -> tfds.features.FeaturesDict:
       "solution": text(),
       "expression": text(),
       "numbers": tfds.features.Sequence(np.int64),
+      "extras": text(),
     }
   )
 
@@ -66,6 +68,7 @@ def to_record(example: Example) -> dict:
     "solution": example.solution,
     "expression": example.expression,
     "numbers": np.asarray(example.numbers, np.int64),
+    "extras": example.extras,
   }
 
 
@@ -81,6 +84,7 @@ def from_record(record) -> Example:
     solution=_text(record["solution"]),
     expression=_text(record["expression"]),
     numbers=tuple(int(n) for n in np.asarray(record["numbers"]).reshape(-1)),
+    extras=_text(record["extras"]),
   )
 
 
@@ -91,48 +95,17 @@ class TaskBuilderConfig(tfds.core.BuilderConfig):
   params: str = "{}"
 
 
-def _file_digest(path: str) -> str:
-  h = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      h.update(block)
-  return h.hexdigest()[:16]
-
-
 def builder_config(config: ml_collections.ConfigDict, task_name: str) -> TaskBuilderConfig:
   """The builder config for `task_name` under the tasks `config`."""
-  section = config[task_name].to_dict()
-  params = {"seed": config.seed, task_name: section}
-  for other in _DEPENDS_ON.get(task_name, ()):  # a task drawn relative to another task's settings
-    params[other] = {k: v for k, v in config[other].to_dict().items() if k != "prompt_template"}
-  if task_name == "jsonl":
-    # Workers and timeouts do not change the data; the files' contents do.
-    for key in ("num_workers", "timeout_s", "max_items_per_worker", "prompt_template"):
-      section.pop(key, None)
-    for split in ("train", "test"):
-      path = section[f"{split}_path"]
-      if path:
-        path = os.path.abspath(os.path.expanduser(path))
-        section[f"{split}_path"] = path
-        section[f"{split}_sha256"] = _file_digest(path)
-  else:
-    section.pop("prompt_template", None)  # prompts are formatted at read time
-  blob = json.dumps(params, sort_keys=True)
+  blob = json.dumps(registry.task_class(task_name).data_params(config), sort_keys=True)
   return TaskBuilderConfig(
     name=f"seed{config.seed}-{stable_hash(blob, 10)}", params=blob, description=f"arena_jax {task_name} data: {blob}"
   )
 
 
-# The shifted arithmetic split is drawn outside the arithmetic task's ranges: its data depends on both.
-_DEPENDS_ON = {"arithmetic_shift": ("arithmetic",)}
-
-
 def splits_of(config: ml_collections.ConfigDict, task_name: str) -> tuple[str, ...]:
   """The non-empty splits a task config defines."""
-  c = config[task_name]
-  if task_name == "jsonl":
-    return tuple(s for s in ("train", "test") if c[f"{s}_path"])
-  return tuple(s for s in ("train", "test") if c.get(f"num_{s}", 0) > 0)
+  return registry.task_class(task_name).splits(config)
 
 
 class _TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -149,8 +122,9 @@ class _TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     params = json.loads(self.builder_config.params)
     config = config_lib.default_config()
     config.seed = params["seed"]
-    for task_name in (self.TASK,) + _DEPENDS_ON.get(self.TASK, ()):
-      config[task_name].update({k: v for k, v in params[task_name].items() if k in config[task_name]})
+    for section, values in params.items():
+      if section != "seed":
+        config[section].update({k: v for k, v in values.items() if k in config[section]})
     return config
 
   def _info(self) -> tfds.core.DatasetInfo:
@@ -169,33 +143,19 @@ class _TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         yield example.uid, to_record(example)
 
 
-class ArenaArithmetic(_TaskBuilder):
-  """Synthetic multi-step arithmetic (`arithmetic.py`)."""
-
-  TASK = "arithmetic"
+_BUILDERS: dict[str, type] = {}
 
 
-class ArenaArithmeticShift(_TaskBuilder):
-  """Arithmetic outside the training distribution (`arithmetic.generate_shift`), test split only."""
-
-  TASK = "arithmetic_shift"
-
-
-class ArenaCountdown(_TaskBuilder):
-  """Countdown, the out-of-distribution task (`countdown.py`)."""
-
-  TASK = "countdown"
-
-
-class ArenaJsonlMath(_TaskBuilder):
-  """Users' JSONL math data; the builder config points at the local files (`jsonl.py`)."""
-
-  TASK = "jsonl"
-
-
-BUILDERS = {
-  "arithmetic": ArenaArithmetic,
-  "arithmetic_shift": ArenaArithmeticShift,
-  "countdown": ArenaCountdown,
-  "jsonl": ArenaJsonlMath,
-}
+def builder_class(task_name: str) -> type:
+  """The TFDS builder of a registered task (made once per process): `Task.generate` writes its splits."""
+  if task_name not in _BUILDERS:
+    cls = registry.task_class(task_name)
+    tfds_name = cls.tfds_name or f"arena_{task_name}"
+    camel = "".join(part.title() for part in tfds_name.split("_"))
+    _BUILDERS[task_name] = types.new_class(
+      camel,
+      (_TaskBuilder,),
+      {"skip_registration": True},
+      lambda ns: ns.update(TASK=task_name, name=tfds_name, __doc__=f"The stored data of the {task_name} task."),
+    )
+  return _BUILDERS[task_name]

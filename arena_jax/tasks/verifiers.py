@@ -39,8 +39,8 @@ _RATIO = re.compile(r"^(-?\d+)\s*/\s*(-?\d+)$")
 MAX_NUMBER_CHARS = 1000
 
 
-def _boxed_spans(text: str) -> list[tuple[int, str]]:
-  """(start, content) of every `\\boxed{…}` with balanced braces, in one linear pass.
+def boxed_spans(text: str) -> list[tuple[int, int, str]]:
+  """(start, end, content) of every `\\boxed{…}` (or `\\fbox{…}`) with balanced braces, in one linear pass.
 
   (Degenerate output such as thousands of unclosed `\\boxed{` must not cost quadratic time.)
   """
@@ -53,12 +53,15 @@ def _boxed_spans(text: str) -> list[tuple[int, str]]:
       stack.append(i)
     elif ch == "}" and stack:
       closing[stack.pop()] = i
-  out = []
-  for m in starts:
-    open_at = m.end() - 1
-    if open_at in closing:
-      out.append((m.start(), text[m.end() : closing[open_at]]))
-  return out
+  return [
+    (m.start(), closing[m.end() - 1] + 1, text[m.end() : closing[m.end() - 1]])
+    for m in starts
+    if m.end() - 1 in closing
+  ]
+
+
+def _boxed_spans(text: str) -> list[tuple[int, str]]:
+  return [(start, content) for start, _, content in boxed_spans(text)]
 
 
 def _clean(answer: str) -> str:

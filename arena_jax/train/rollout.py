@@ -146,7 +146,7 @@ class Generator:
           if seen.min() == seen.max() and shared.get(b, 0.0) is not None:
             gen.judged_early += early and b not in shared
             shared[b] = float(seen[0])
-            judgment.arrive(first + b, i, texts[r], ex.question, self.task.reference_answer(ex))
+            judgment.arrive(first + b, i, texts[r], self.task.judge_question(ex), self.task.reference_answer(ex))
           elif shared.get(b, 0.0) is not None:
             if b in shared:
               judgment.abandon(first + b)
@@ -158,7 +158,7 @@ class Generator:
             judgment.add(
               judging.GroupJob(
                 first + b,
-                ex.question,
+                self.task.judge_question(ex),
                 self.task.reference_answer(ex),
                 texts[b * g : (b + 1) * g],
                 np.lexsort((np.arange(g), steps[b])),

@@ -313,7 +313,7 @@ class Trainer:
       jobs.append(
         judging.GroupJob(
           self.block.start + int(i),
-          ex.question,
+          self.task.judge_question(ex),
           self.task.reference_answer(ex),
           local.texts[i * self.g : (i + 1) * self.g],
           order,

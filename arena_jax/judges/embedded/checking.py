@@ -5,7 +5,10 @@ The built-in tasks are recognised from the problem text ("Compute <expression>."
 (`tasks.check_arithmetic` / `tasks.check_countdown`). A trace's penalty is invalid + irrelevant steps +
 skip_weight · operations not shown + answer_weight · [wrong answer]. Unknown problems (or steps the
 checker splits differently) get a generic check of every written equation (LaTeX included) and of the
-final answer against the reference. A trace's final answer is read by the task verifier's own
+final answer against the reference. A multiple-choice problem (lettered option lines, a reference "C) …")
+has its final letter read as the choice verifier reads it (`choice_format.extract_letter`); a code answer (a
+fenced code block, no reference) is checked for syntax (`ast.parse`, which never runs it), and a program that
+does not parse is a fatal flaw. A trace's final answer is read by the task verifier's own
 `tasks.extract_answer` (SPEC §1: `Answer: 11`, `**Answer:** 11`, `Final answer: 11`, `\\boxed{11}`, "The
 answer is 11.", a last line that is just a number), so the judge and the reward never disagree about
 what a trace answered.
@@ -13,18 +16,24 @@ what a trace answered.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from fractions import Fraction
 from typing import Sequence
 
 from arena_jax import tasks
+from arena_jax.tasks import choice_format
+from arena_jax.tasks import code_exec
 
 _ARITHMETIC = re.compile(r"\bCompute\s+([-\d\s.()+*/×÷·−–]+?)\s*\.?[ \t]*$", re.MULTILINE)
 _COUNTDOWN = re.compile(r"\bUse\s+(\d+(?:\s*,\s*\d+)*)\s+to\s+make\s+(\d+)\b", re.IGNORECASE)
 _EQUATION = re.compile(r"[-\d \t.()+*/]+(?:=[-\d \t.()+*/]+)+")
 _MAX_LINE = 1000  # longer lines are not steps of a solution; the regex scan stays cheap
+_MAX_PROGRAM = 100_000  # characters of a code answer parsed (a longer one is cut, then judged)
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_OPTION_LINE = re.compile(r"(?m)^([A-J])\) (.+)$")
+_CHOICE_REFERENCE = re.compile(r"^([A-J])\)")
 
 
 @dataclasses.dataclass
@@ -49,7 +58,7 @@ class Assessment:
   invalid: list[int]
   irrelevant: list[int]
   skipped: int
-  task: str  # arithmetic | countdown | generic
+  task: str  # arithmetic | countdown | choice | code | generic
 
   @property
   def flawed_steps(self) -> set[int]:
@@ -158,16 +167,35 @@ def assess(
       )
   # Unknown problems (or steps the checker splits differently): written equations and the final answer,
   # read as the task verifier reads it (the checkers above do the same).
-  answer = tasks.extract_answer(trace)
-  correct = _answers_match(answer, reference)
-  flaws, invalid = [], []
+  kind, answer, correct, flaws = _final_answer(problem, reference, trace)
+  invalid = []
   for i, step in enumerate(steps):
     wrong = _wrong_equations(step)
     if wrong:
       invalid.append(i)
       impact = "fatal" if correct is False else "major"
       flaws.append(StepFlaw(i, f"the equation {wrong[0]} does not hold", impact, step))
-  if answer is None:
+  if answer is None and kind != "code":
     flaws.append(StepFlaw(None, "the trace states no final answer", "fatal", ""))
   penalty = answer_weight * (correct is False)
-  return Assessment(steps, penalty, answer, correct, flaws, invalid, [], 0, "generic")
+  return Assessment(steps, penalty, answer, correct, flaws, invalid, [], 0, kind)
+
+
+def _final_answer(problem: str, reference: str | None, trace: str):
+  """(kind, answer, correct, flaws) of a trace outside the built-in tasks: a choice letter, a code block's
+  syntax, or a free-form answer against the reference."""
+  options = dict(_OPTION_LINE.findall(problem))
+  ref = _CHOICE_REFERENCE.match(reference or "")
+  if ref and len(options) >= 2 and list(options) == list(choice_format.LETTERS[: len(options)]):
+    letter, _ = choice_format.extract_letter(trace, list(options.values()))
+    return "choice", letter, letter == ref.group(1), []
+  code = code_exec.extract_code(trace)
+  if code is not None and reference is None:
+    try:
+      ast.parse(code[:_MAX_PROGRAM])  # parses only: nothing of the program runs in the judge
+      return "code", None, None, []
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+      what = f"the program does not parse ({type(e).__name__}: {getattr(e, 'msg', e)})"
+      return "code", None, False, [StepFlaw(None, what, "fatal", code[:200])]  # weighed as a wrong answer
+  answer = tasks.extract_answer(trace)
+  return "generic", answer, _answers_match(answer, reference), []
