@@ -15,7 +15,8 @@ Logical axis names (`arena_jax.models.sharding.LOGICAL_AXIS_RULES`) say how ever
                    propagates the rest)
   KV cache         batch → (data, fsdp), kv_heads → tensor, cache_seq, head_dim → ∅
 A dimension a rule would split unevenly is replicated instead, so every config runs on every mesh.
-The train state and the sharded RL update live with the trainer (`arena_jax.train.sharding`); AOT
+`mesh_for_eval` makes the sampling mesh of a recorded run (its checkpoints' config) on the devices an
+evaluator has. The train state and the sharded RL update live with the trainer (`arena_jax.train.sharding`); AOT
 compiles for TPU topologies in `arena_jax.aot`. This module imports neither.
 
 Multi-host (the trainer's per-host flow, docs/tpu.md "One RL step on several hosts"): `initialize`
@@ -37,6 +38,7 @@ from typing import Any, Sequence
 import jax
 import ml_collections
 import numpy as np
+from absl import logging
 from flax import nnx
 from jax.experimental import mesh_utils
 from jax.experimental import multihost_utils
@@ -143,6 +145,72 @@ def axis_rules(overrides: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[str, An
   return tuple(table.items())
 
 
+def _mesh_section(run_config) -> dict:
+  """The `mesh` section of a recorded run config: JSON text (a checkpoint's meta["config"]), a dict or
+  ConfigDict of the whole config, or of its mesh section; None or a config without one: {}."""
+  if run_config is None:
+    return {}
+  if isinstance(run_config, str):
+    run_config = json.loads(run_config)
+  if isinstance(run_config, ml_collections.ConfigDict):
+    run_config = run_config.to_dict()
+  run_config = dict(run_config)
+  return dict(run_config.get("mesh") or {}) if "mesh" in run_config else run_config
+
+
+def mesh_for_eval(
+  run_config=None, devices: Sequence[jax.Device] | None = None, *, shape: Sequence[int] = ()
+) -> tuple[Mesh, tuple[tuple[str, Any], ...]]:
+  """(sampling mesh, logical-axis rules) for evaluating a recorded run on the devices present.
+
+  Args:
+    run_config: the run's config as its checkpoints record it (`Checkpointer.read_meta(step)["config"]`,
+      JSON text), a dict or ConfigDict of it, or its `mesh` section alone; None = the defaults.
+    devices: the devices to use (default: all).
+    shape: (data, fsdp, tensor) asked for explicitly (an evaluator's own `config.mesh`; −1 fills; () =
+      the run's). It must fit the devices present: ValueError otherwise.
+
+  Without `shape`: the run's sampling shape (`mesh.sample`, else its train shape, a −1 filled with the
+  devices present) when it fits the devices present (its product equals their count); otherwise every
+  device present on `fsdp` (the parameters split, the batch too), with a logged warning naming the
+  recorded config.mesh and both device counts. An evaluator need not run on the trainer's slice: any
+  layout gives the same tokens (the sampler's promise), only memory and speed differ. The rules are the
+  run's (`mesh.rules` overrides of `LOGICAL_AXIS_RULES`).
+  """
+  devices = list(jax.devices() if devices is None else devices)
+  section = _mesh_section(run_config)
+  rules = axis_rules(tuple(tuple(r) for r in section.get("rules") or ()))
+  if shape:
+    if len(shape) != 3:
+      raise ValueError(f"config.mesh must be () or (data, fsdp, tensor), got {tuple(shape)!r}")
+    try:
+      data, fsdp, tensor = mesh_shape(*(int(s) for s in shape), len(devices))
+    except ValueError as e:
+      raise ValueError(f"config.mesh = {tuple(shape)} does not fit the {len(devices)} devices present: {e}") from e
+    return make_mesh(mesh_config(data, fsdp, tensor), devices), rules
+  sample = tuple(section.get("sample") or ())
+  recorded = sample if sample else tuple(section.get(k, d) for k, d in (("data", 1), ("fsdp", -1), ("tensor", 1)))
+  name = "config.mesh.sample" if sample else "config.mesh"
+  try:
+    if len(recorded) != 3:
+      raise ValueError(f"{name} must be (data, fsdp, tensor), got {recorded!r}")
+    data, fsdp, tensor = mesh_shape(*(int(s) for s in recorded), len(devices))
+  except ValueError as e:
+    fixed = math.prod(int(s) for s in recorded if int(s) != -1) if len(recorded) == 3 else None
+    needs = "an unknown number of" if fixed is None else f"a multiple of {fixed}" if -1 in recorded else str(fixed)
+    logging.warning(
+      "the run's %s = %s needs %s devices, %d are present (%s): sampling on fsdp = %d instead",
+      name,
+      recorded,
+      needs,
+      len(devices),
+      e,
+      len(devices),
+    )
+    data, fsdp, tensor = 1, len(devices), 1
+  return make_mesh(mesh_config(data, fsdp, tensor), devices), rules
+
+
 def batch_shards(mesh: Mesh, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES) -> int:
   """How many ways a batch is split on `mesh` (data × fsdp under the default rules)."""
   return sharding_lib.num_batch_shards(mesh, rules)
@@ -157,11 +225,20 @@ def param_shardings(model_config: ModelConfig, mesh: Mesh, rules: Sequence[tuple
   return sharding_lib.param_shardings(nnx.state(abstract_model(model_config)), mesh, rules)
 
 
-def abstract_params(model_config: ModelConfig, shardings=None):
-  """Pure dict of `jax.ShapeDtypeStruct` parameters (with `shardings`, if given): no memory."""
+def abstract_params(
+  model_config: ModelConfig, shardings: Any = None, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES
+):
+  """Pure dict of `jax.ShapeDtypeStruct` parameters in `model_config.param_dtype`: no memory.
+
+  `shardings`: None (no sharding), a pure dict of shardings, or a `Mesh`: placed on it by their logical
+  axes under `rules`, as a trainer holds them (`param_shardings`). With a mesh this is the restore target
+  of `Checkpointer.restore_params`: each device reads only its shards.
+  """
   params = nnx.to_pure_dict(nnx.state(abstract_model(model_config)))
   if shardings is None:
     return params
+  if isinstance(shardings, Mesh):
+    shardings = param_shardings(model_config, shardings, rules)
   return jax.tree.map(lambda p, s: jax.ShapeDtypeStruct(p.shape, p.dtype, sharding=s), params, shardings)
 
 

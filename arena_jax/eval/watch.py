@@ -3,9 +3,12 @@
 A run directory written by the RL trainer holds `checkpoints/<step>/` (orbax, finalised atomically),
 `model_config.json` and the policy's tokenizer (`policy.json` names it and the prompt convention;
 `arena_jax.train.policy_io.write_policy_spec` / `load_run_policy`).
-`evaluate_step` scores one checkpoint on the configured benchmarks (in distribution: the arithmetic
-test split; out of distribution: countdown; optionally a JSONL math file) with `evaluate` (greedy
-accuracy, mean pass ratio@n, unbiased pass@k, response length).
+`evaluate_step` scores one checkpoint on the configured benchmarks (`benchmarks.resolve`: named entries of
+`config.suite`, each a task with its file, samples, k and token budget, or task names on the run's own test
+splits) with each benchmark's evaluator (`evaluators.EVALUATORS`; default: greedy accuracy, mean pass ratio@n,
+unbiased pass@k, response length). Only the parameters are restored, placed on `config.mesh` or the run's
+own mesh when there are devices for it; eval.md holds, per checkpoint, the paper's Table 1 layout: one row
+per benchmark and their average (`table1_markdown`).
 
 `watch` polls the run for checkpoints and evaluates each step once. What has been evaluated is read
 back from the results file itself (`eval.jsonl` in the output directory), so a restarted watcher
@@ -28,9 +31,10 @@ import numpy as np
 
 from arena_jax import config_schema as cs
 from arena_jax import fileio
+from arena_jax import parallel
 from arena_jax import tasks
 from arena_jax.config_schema import field
-from arena_jax.sampling.accuracy import evaluate, flatten_metrics, sampling_options
+from arena_jax.eval import benchmarks
 from arena_jax.tasks import config as tasks_config
 from arena_jax.train import checkpoint
 from arena_jax.train import policy_io
@@ -50,13 +54,24 @@ EVAL = cs.Section(
   dict(
     benchmarks=_unchecked(
       ("arithmetic", "arithmetic_shift"),
-      "task names",
-      "Benchmarks per checkpoint: arithmetic "
-      "(in distribution), arithmetic_shift (out of distribution: arithmetic no training problem "
-      "could be), countdown (a different task, far out of distribution), jsonl "
-      "(`tasks.jsonl.test_path`).",
+      "names of suite entries or tasks",
+      "Benchmarks per checkpoint, in table order: a `suite` entry, or a task scored on the run's own test split: "
+      "arithmetic (in distribution), arithmetic_shift (out of distribution: arithmetic no training problem "
+      "could be), countdown (a different task, far out of distribution), jsonl / choice / code (their "
+      "`tasks.<task>.test_path`).",
     ),
-    num_examples=_unchecked(200, "int ≥ 1", "Problems per benchmark (the first ones of the test split)."),
+    suite=field(
+      None,
+      valid="{name: entry} or None",
+      checked=False,
+      placeholder=object,
+      meaning="Named benchmarks (`arena_jax.eval.benchmarks`): each `dict(task=…, path=…, num_samples=…, ks=…, "
+      "max_new_tokens=…, …)`, unset fields taking the values below; None = none. Whole suites: "
+      "configs/eval/samples.py, configs/eval/paper.py (`launch.eval --suite=…`).",
+    ),
+    data_root=_unchecked("", "path or ''", "Directory that relative `suite` paths are read under."),
+    ks=_unchecked((), "ints ≤ num_samples", "The k of pass@k; () = 1, 2, 4, … n. An entry's `ks` replaces it."),
+    num_examples=_unchecked(200, "int ≥ 0", "Problems per benchmark (the first ones of the test split); 0 = all."),
     num_samples=_unchecked(
       16, "int ≥ 0", "n: mean pass ratio@n (the paper's pass ratio@16) and pass@k for k ≤ n; 0 = greedy only."
     ),
@@ -71,6 +86,12 @@ EVAL = cs.Section(
       "Completions kept per benchmark and checkpoint (the greedy one "
       "and the first sampled one of the first problems) in `<out_dir>/samples.jsonl` "
       "and TensorBoard text: what the policy wrote. 0 = none.",
+    ),
+    mesh=_unchecked(
+      (),
+      "() or (data, fsdp, tensor)",
+      "The sampling mesh; () = the run's own (its checkpoint records it) when the devices present fit it, "
+      "else every device present.",
     ),
     tasks=tasks_config.TASKS.but(documented_apart=True),
   )
@@ -93,44 +114,68 @@ def checkpoint_steps(workdir: str) -> list[int]:
   return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
 
 
-def load_params(workdir: str, step: int):
-  """The parameters of checkpoint `step` of a run."""
+def load_params(workdir: str, step: int, model_config=None, mesh=None, rules=None):
+  """The parameters of checkpoint `step` of a run, and only those (the optimizer state is never read): placed
+  on `mesh` by their logical axes (`rules`) when given, so that each device reads only its shards."""
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
   try:
-    state, _ = ckpt.restore(step, None)
+    target = None
+    if mesh is not None:
+      target = parallel.abstract_params(model_config, mesh, rules or parallel.LOGICAL_AXIS_RULES)
+    return ckpt.restore_params(step, target)
   finally:
     ckpt.close()
-  return state["params"]
 
 
-def evaluate_params(params, model_config, tokenizer, config, *, add_bos: bool = True, progress: bool = True) -> dict:
-  """{benchmark: evaluate(...) metrics} for parameters of `model_config` (a progress bar per benchmark).
+def eval_mesh(workdir: str, step: int, config):
+  """(mesh, rules) that checkpoint `step` is evaluated on: `config.mesh` when set, else the run's own sampling
+  mesh as its checkpoint records it (`parallel.mesh_for_eval`); (None, None) on a single device."""
+  if jax.device_count() == 1 and not tuple(config.get("mesh", ())):
+    return None, None
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
+  try:
+    recorded = ckpt.read_meta(step).get("config")
+  finally:
+    ckpt.close()
+  return parallel.mesh_for_eval(recorded, shape=tuple(config.get("mesh", ())))
+
+
+def evaluate_params(
+  params,
+  model_config,
+  tokenizer,
+  config,
+  *,
+  add_bos: bool = True,
+  progress: bool = True,
+  mesh=None,
+  rules=None,
+) -> dict:
+  """{benchmark: metrics} for parameters of `model_config`, one evaluator per benchmark (`benchmarks.resolve`),
+  sampling on `mesh` (with logical-axis `rules`) when given.
 
   With `config.samples_per_benchmark` > 0, each benchmark's metrics also carry a few completions under
   `SAMPLES` (a list of dicts, not a metric: `pop_samples` takes them out).
   """
+  from arena_jax.eval import evaluators  # pylint: disable=g-import-not-at-top  (the evaluators import this room)
+
   out = {}
   keep = int(config.get("samples_per_benchmark", 0))
-  for k, name in enumerate(config.benchmarks):
-    task = tasks.get_task(name, config.tasks)
-    examples = tasks.load_split(config.tasks, name, "test")
-    examples = [examples[i] for i in range(min(config.num_examples, len(examples)))]
-    res = evaluate(
-      params,
-      tokenizer,
-      task,
-      examples,
-      **sampling_options(config),
-      rng=jax.random.fold_in(jax.random.key(config.seed), k),
-      greedy=config.greedy,
-      add_bos=add_bos,
-      config=model_config,
-      progress=f"eval {name}" if progress else None,
-      return_details=keep > 0,
-    )
-    out[name] = flatten_metrics(res)
-    if keep > 0:
-      out[name][SAMPLES] = _samples(task, tokenizer, examples, res, keep, config.num_samples)
+  policy = evaluators.EvalPolicy(params, model_config, tokenizer, add_bos, mesh, rules)
+  for k, bench in enumerate(benchmarks.resolve(config)):
+    tasks_cfg = bench.tasks_config(config.tasks)
+    evaluator = evaluators.EVALUATORS.get_or_raise(bench.type, field=f"config.suite.{bench.name}.type")
+    with tasks.get_task(bench.task, tasks_cfg) as task:
+      examples = tasks.load_split(tasks_cfg, bench.task, "test")
+      count = len(examples) if not bench.num_examples else min(bench.num_examples, len(examples))
+      examples = [examples[i] for i in range(count)]
+      metrics = evaluator(bench, config, progress=progress).run(
+        policy, task, examples, jax.random.fold_in(jax.random.key(config.seed), k)
+      )
+      details = metrics.pop("_details", None)
+      if keep > 0 and details is not None:
+        metrics[SAMPLES] = _samples(task, tokenizer, examples, details, keep, bench.num_samples)
+    out[bench.name] = metrics
   return out
 
 
@@ -171,7 +216,9 @@ def run_config(workdir: str, config) -> ml_collections.ConfigDict:
 
   A `config.tasks` field set explicitly (different from its default) overrides the run's value, except
   where that would change the trained task's problems (its section and the generation `seed`): a
-  mismatch there raises ValueError naming both values, since the scores would not be the run's.
+  mismatch there raises ValueError naming both values, since the scores would not be the run's. Another test
+  file of the trained task (`tasks.<task>.test_path`, and how its bad rows are treated) is allowed: it is
+  another benchmark, not other training problems (a `suite` entry's `path` is the same without a flag).
   A run directory without recorded task settings keeps `config.tasks` as given, with a warning.
   """
   recorded = policy_io.load_run_tasks(workdir)
@@ -191,7 +238,7 @@ def run_config(workdir: str, config) -> ml_collections.ConfigDict:
   clashes = []
   for k in sorted(given):
     if k in ran and given[k] != default.get(k) and _norm(given[k]) != _norm(ran[k]):
-      if k == "seed" or k.startswith(f"{trained}."):
+      if k == "seed" or (k.startswith(f"{trained}.") and k.split(".", 1)[1] not in _OTHER_TEST_FILES):
         clashes.append(f"config.tasks.{k}={given[k]!r} but the run trained with {ran[k]!r}")
       merged[k] = given[k]
   if clashes:
@@ -203,6 +250,10 @@ def run_config(workdir: str, config) -> ml_collections.ConfigDict:
   with out.unlocked():
     out.tasks = ml_collections.ConfigDict(_unflat(merged))
   return out
+
+
+# Fields of a trained file-backed task that choose what it is evaluated on, not what it trained on.
+_OTHER_TEST_FILES = ("test_path", "on_bad_row")
 
 
 def _unflat(flat: dict) -> dict:
@@ -236,10 +287,51 @@ def _norm(v):
 
 def evaluate_step(workdir: str, step: int, config) -> dict:
   """{benchmark: metrics} of checkpoint `step` of a run (its policy spec: `policy_io.load_run_policy`), on
-  the run's own task settings (`run_config`)."""
+  the run's own task settings (`run_config`), its parameters alone restored onto `eval_mesh`."""
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
+  mesh, rules = eval_mesh(workdir, step, config)
+  params = load_params(workdir, step, model_config, mesh, rules)
   return evaluate_params(
-    load_params(workdir, step), model_config, tokenizer, run_config(workdir, config), add_bos=add_bos
+    params, model_config, tokenizer, run_config(workdir, config), add_bos=add_bos, mesh=mesh, rules=rules
+  )
+
+
+def with_suite(config, suite: ml_collections.ConfigDict, *, keep=()) -> ml_collections.ConfigDict:
+  """`config` with a suite config's fields (`configs/eval/*.py`: suite, benchmarks, data_root, budgets), but
+  those named in `keep` (set on the command line) left as they are."""
+  out = config.copy_and_resolve_references()
+  with out.unlocked():
+    for key, value in suite.items():
+      if key not in out:
+        raise ValueError(f"the suite config sets {key!r}, which the evaluation config does not have")
+      if key not in keep:
+        out[key] = value
+  return out
+
+
+def record_step(out_dir: str, step: int, results: dict, meta: dict, *, tensorboard: bool = True, **extra) -> dict:
+  """`record` of one checkpoint evaluated on request (`launch.eval --step`, `--hf_path`): an earlier row of the
+  same step in `out_dir` is replaced, not added to."""
+  os.makedirs(out_dir, exist_ok=True)
+  path = os.path.join(out_dir, RESULTS_FILE)
+  if os.path.exists(path):
+    fileio.write_jsonl(path, [r for r in read_results(out_dir) if r["step"] != step])
+  board = Board(out_dir, tensorboard)
+  try:
+    return record(out_dir, step, results, meta, board, **extra)
+  finally:
+    board.close()
+
+
+def evaluate_hf(hf_path: str, config, *, out_dir: str, mesh=None, rules=None, tensorboard: bool = True) -> dict:
+  """Scores a Hugging Face checkpoint itself (the before-RL baseline of Table 1) on `config`'s benchmarks and
+  records it as step 0 of `out_dir` (replacing an earlier step-0 row there); returns the row."""
+  policy = policy_io.load_policy(hf_path, mesh=mesh, **({"rules": rules} if rules else {}))
+  results = evaluate_params(
+    policy.model, policy.config, policy.tokenizer, config, add_bos=policy.add_bos, mesh=mesh, rules=rules
+  )
+  return record_step(
+    out_dir, 0, results, benchmark_meta(config), tensorboard=tensorboard, checkpoint=os.path.abspath(hf_path)
   )
 
 
@@ -300,8 +392,94 @@ def markdown_table(rows: list[dict], keys=("greedy_accuracy", "mean_pass_ratio",
   return "\n".join(lines) + "\n"
 
 
+def benchmark_meta(config) -> dict:
+  """{benchmark: {"task", "path", "n", "ks"}} of an evaluation config: what each row of Table 1 measured."""
+  if config is None:
+    return {}
+  return {
+    b.name: {"task": b.task, "path": b.path, "n": b.num_samples, "ks": list(b.ks or ())}
+    for b in benchmarks.resolve(config)
+  }
+
+
+def average(results: dict, key: str = "mean_pass_ratio") -> float | None:
+  """The mean of `key` over the benchmarks that report it (Table 1's average row), None when none does."""
+  values = [m[key] for m in results.values() if isinstance(m.get(key), (int, float))]
+  return float(np.mean(values)) if values else None
+
+
+def table1_markdown(row: dict) -> str:
+  """One checkpoint's results in the paper's Table 1 layout: a row per benchmark (its task, problems, n, mean
+  pass ratio@n, the pass@k its entry asked for, greedy accuracy, mean response length), then their average."""
+  results, meta = row["results"], row.get("benchmarks", {})
+  ks = sorted({k for m in meta.values() for k in m.get("ks", ()) if k > 1})
+  head = ["benchmark", "task", "problems", "n", "pass ratio@n"] + [f"pass@{k}" for k in ks]
+  head += ["greedy", "mean length"]
+  lines = [f"### step {row['step']}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for bench, m in results.items():
+    info = meta.get(bench, {})
+    problems = m.get("num_examples")
+    cells = [bench, info.get("task", "–"), _fmt(None if problems is None else int(problems)), _fmt(info.get("n"))]
+    cells += [_fmt(m.get("mean_pass_ratio"))] + [_fmt(m.get(f"pass@{k}")) for k in ks]
+    length = m.get("mean_response_length")
+    cells += [_fmt(m.get("greedy_accuracy")), "–" if length is None else f"{length:.1f}"]
+    lines.append("| " + " | ".join(cells) + " |")
+  avg = {key: average(results, key) for key in ["mean_pass_ratio"] + [f"pass@{k}" for k in ks] + ["greedy_accuracy"]}
+  cells = ["**average**", "", "", "", _fmt(avg["mean_pass_ratio"])] + [_fmt(avg[f"pass@{k}"]) for k in ks]
+  lines.append("| " + " | ".join(cells + [_fmt(avg["greedy_accuracy"]), ""]) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def eval_markdown(rows: list[dict]) -> str:
+  """eval.md: the summary across checkpoints, then each checkpoint's Table 1 (newest first)."""
+  parts = ["## Across checkpoints", "", markdown_table(rows), "## Per checkpoint (Table 1 layout)", ""]
+  parts += [table1_markdown(r) for r in reversed(rows)]
+  return "\n".join(parts)
+
+
 def _fmt(v):
   return "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+class Board:
+  """TensorBoard of an evaluation (`<out_dir>/tensorboard`), opened on the first row it is given."""
+
+  def __init__(self, out_dir: str, enabled: bool = True):
+    self.out_dir, self.enabled, self._writer = out_dir, enabled, None
+
+  def write(self, row: dict, samples: dict) -> None:
+    if not self.enabled:
+      return
+    if self._writer is None:
+      from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+
+      self._writer = SummaryWriter(os.path.join(self.out_dir, "tensorboard"))
+    step, results = row["step"], row["results"]
+    for bench, metrics in results.items():
+      for k, v in metrics.items():
+        if isinstance(v, (int, float)) and np.isfinite(v):
+          self._writer.add_scalar(f"eval/{bench}/{k}", v, step)
+    if average(results) is not None:
+      self._writer.add_scalar("eval/average/mean_pass_ratio", average(results), step)
+    for bench, rows in samples.items():
+      self._writer.add_text(f"eval/{bench}/samples", samples_markdown(rows), step)
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+
+
+def record(out_dir: str, step: int, results: dict, meta: dict, board: Board | None = None, **extra) -> dict:
+  """Writes one evaluated checkpoint: its completions (samples.jsonl), its result row (eval.jsonl), eval.md
+  and (with a `board`) TensorBoard; returns the row."""
+  samples = pop_samples(results)
+  _write_samples(out_dir, step, samples)  # before the result row: a crash between them re-evaluates the step
+  row = {"step": step, "results": results, "benchmarks": meta, **extra, "time": time.time()}
+  _append(out_dir, row)
+  if board is not None:
+    board.write(row, samples)
+  fileio.atomic_write(os.path.join(out_dir, TABLE_FILE), eval_markdown(read_results(out_dir)))
+  return row
 
 
 def watch(
@@ -329,8 +507,9 @@ def watch(
   os.makedirs(out_dir, exist_ok=True)
   done = evaluated_steps(out_dir)
   written, last_progress = [], time.monotonic()
+  meta = benchmark_meta(config)  # what each benchmark is, for Table 1 (a bad entry fails here, before any work)
   skipped: set[int] = set()  # steps whose checkpoint failed verification (checkpoint.CheckpointError)
-  writer = None
+  board = Board(out_dir, tensorboard)
   try:
     while True:  # one pass, then (following) a poll
       todo = [s for s in checkpoint_steps(workdir) if s not in done and s not in skipped]
@@ -343,25 +522,10 @@ def watch(
           logging.warning("skipping checkpoint step %d: %s", step, e)
           skipped.add(step)
           continue
-        samples = pop_samples(results)
-        _write_samples(out_dir, step, samples)  # before the result row: a crash between them re-evaluates the step
-        row = {"step": step, "results": results, "time": time.time()}
-        _append(out_dir, row)
+        row = record(out_dir, step, results, meta, board)
         done.add(step)
         written.append(row)
         last_progress = time.monotonic()
-        if tensorboard:
-          if writer is None:
-            from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-
-            writer = SummaryWriter(os.path.join(out_dir, "tensorboard"))
-          for bench, metrics in results.items():
-            for k, v in metrics.items():
-              if isinstance(v, (int, float)) and np.isfinite(v):
-                writer.add_scalar(f"eval/{bench}/{k}", v, step)
-          for bench, rows in samples.items():
-            writer.add_text(f"eval/{bench}/samples", samples_markdown(rows), step)
-        fileio.atomic_write(os.path.join(out_dir, TABLE_FILE), markdown_table(read_results(out_dir)))
       if not follow or (stop_after_step is not None and any(s >= stop_after_step for s in done | skipped)):
         break
       if timeout_s is not None and time.monotonic() - last_progress > timeout_s:
@@ -372,6 +536,5 @@ def watch(
       raise
     logging.warning("watch stopped by an interrupt after %d new checkpoint(s)", len(written))
   finally:
-    if writer is not None:
-      writer.close()
+    board.close()
   return written

@@ -10,7 +10,9 @@ c(x) = the number that are correct (the task's verifier, SPEC §1). Reported:
 and the group composition the router sees at G = n (SPEC §1, §3): the fractions of examples whose n
 samples are all correct, all wrong, or diverse (reward variance > 0). Greedy accuracy is one greedy
 decode per example. Sampling uses `arena_jax.sampling.Sampler`; samplers are cached by their static
-arguments, so calling `evaluate` every few hundred steps (a checkpoint watcher) compiles once.
+arguments, so calling `evaluate` every few hundred steps (a checkpoint watcher) compiles once. With a
+`mesh` the sampler runs sharded (an 8B policy over the devices of a slice): parameters by their logical
+axes, prompts over the batch shards; the same key gives the same tokens as on one device.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from typing import Any, Sequence
 
 import jax
 import numpy as np
+from jax.sharding import Mesh
 from tqdm import auto as tqdm
 
 from arena_jax.models import ModelConfig, Transformer, sampling_config
+from arena_jax.models.sharding import LOGICAL_AXIS_RULES, num_batch_shards
 from arena_jax.sampling.methods import Greedy, RandomSampling
 from arena_jax.sampling.sampler import Sampler
 
@@ -56,7 +60,9 @@ def default_ks(n: int) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=32)
-def _sampler(config: ModelConfig, max_new_tokens: int, num_samples: int, method, stop: int, pad: int) -> Sampler:
+def _sampler(
+  config: ModelConfig, max_new_tokens: int, num_samples: int, method, stop: int, pad: int, mesh: Mesh | None, rules
+) -> Sampler:
   return Sampler(
     config=config,
     max_new_tokens=max_new_tokens,
@@ -64,7 +70,23 @@ def _sampler(config: ModelConfig, max_new_tokens: int, num_samples: int, method,
     method=method,
     stop_tokens=(stop,),
     pad_id=pad,
+    mesh=mesh,
+    rules=rules,
   )
+
+
+def _rules(rules) -> tuple[tuple[str, Any], ...]:
+  """Logical-axis rules as a hashable tuple (a cache key): lists of mesh axes become tuples."""
+  if rules is None:
+    return LOGICAL_AXIS_RULES
+  return tuple((name, tuple(axes) if isinstance(axes, list) else axes) for name, axes in rules)
+
+
+def round_batch_size(batch_size: int, mesh: Mesh | None = None, rules=None) -> int:
+  """`batch_size` rounded up to a multiple of the mesh's batch shards (data × fsdp under the default
+  rules; 1 without a mesh): the prompts `generate` and `evaluate` send per sampler call."""
+  shards = num_batch_shards(mesh, _rules(rules))
+  return -(-int(batch_size) // shards) * shards
 
 
 def _in_vocab(tokens: np.ndarray, tokenizer) -> np.ndarray:
@@ -87,18 +109,28 @@ def generate(
   rng: jax.Array,
   config: ModelConfig | None = None,
   on_batch=None,
+  mesh: Mesh | None = None,
+  rules=None,
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
   """Samples `num_samples` completions per prompt, `batch_size` prompts per sampler call.
 
   The last batch is padded with copies of its last prompt (their samples are dropped) so every call
   has the same shape. Batch i uses `fold_in(rng, i)`; `on_batch()` is called after each (progress).
+  With a `mesh` (logical-axis `rules`, default `LOGICAL_AXIS_RULES`) the sampler runs sharded and
+  `batch_size` is rounded up to a multiple of the mesh's batch shards (`round_batch_size`): the
+  sampler would pad each call to that multiple with filler rows anyway, so real prompts take those
+  slots. A row's tokens depend on the key and its index in its call only, not on the mesh.
 
   Returns (texts [P·n] decoded up to EOS, lengths int [P·n] in tokens, truncated bool [P·n]); rows
   p·n … p·n + n − 1 are prompt p's samples.
   """
   # Decodes a compute-dtype copy of the weights (float32 masters under bfloat16 compute: cast once here).
   config = sampling_config(config or model.config)
-  sampler = _sampler(config, int(max_new_tokens), int(num_samples), method, tokenizer.eos_id, tokenizer.pad_id)
+  rules = _rules(rules)
+  batch_size = round_batch_size(batch_size, mesh, rules)
+  sampler = _sampler(
+    config, int(max_new_tokens), int(num_samples), method, tokenizer.eos_id, tokenizer.pad_id, mesh, rules
+  )
   params = sampler.shard_params(model)
   texts, lengths, truncated = [], [], []
   for i, start in enumerate(range(0, len(prompts), batch_size)):
@@ -140,6 +172,8 @@ def evaluate(
   return_details: bool = False,
   progress: str | None = None,
   process: bool = True,
+  mesh: Mesh | None = None,
+  rules=None,
 ) -> dict:
   """Greedy accuracy, mean pass ratio@n, pass@k and response length of a policy on `examples`.
 
@@ -151,7 +185,8 @@ def evaluate(
     num_samples: n samples per example at `temperature` (0 = no sampled evaluation).
     temperature: sampling temperature of the n samples.
     max_new_tokens: completion budget; a truncated completion is scored as it is.
-    batch_size: prompts per sampler call (the sampled call decodes batch_size · n rows).
+    batch_size: prompts per sampler call (the sampled call decodes batch_size · n rows); with a mesh,
+      rounded up to a multiple of its batch shards (`round_batch_size`).
     rng: a `jax.random.key` (default key 0).
     greedy: also decode each example greedily.
     ks: the k of pass@k (each ≤ n; default 1, 2, 4, … n).
@@ -160,6 +195,10 @@ def evaluate(
     return_details: add per-example `rewards` [E, n], `greedy_rewards` [E] and the completions.
     progress: a progress bar with this description (sampler calls, with an ETA); None = silent.
     process: add the process metrics of tasks with a process checker (`Task.process_metrics`).
+    mesh: sample sharded on this mesh (e.g. `parallel.mesh_for_eval`'s), the parameters placed on it by
+      their logical axes (`Sampler.shard_params`; already there, e.g. `Checkpointer.restore_params` onto
+      `parallel.abstract_params(config, mesh, rules)`: only cast); None = the default device.
+    rules: the logical-axis rules of `mesh` (default `LOGICAL_AXIS_RULES`).
 
   Returns:
     A dict: num_examples; greedy_accuracy, greedy_response_length (if greedy); and with n ≥ 1:
@@ -176,9 +215,16 @@ def evaluate(
   rng = jax.random.key(0) if rng is None else rng
   examples = list(examples)
   prompts = tokenizer.encode(task.prompt_texts(examples, tokenizer), add_bos=add_bos and not task.chat)
-  calls = -(-len(examples) // batch_size) * (int(greedy) + int(num_samples >= 1))
+  calls = -(-len(examples) // round_batch_size(batch_size, mesh, rules)) * (int(greedy) + int(num_samples >= 1))
   bar = tqdm.tqdm(total=calls, desc=progress, unit="batch", disable=progress is None, dynamic_ncols=True, leave=False)
-  common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, config=config, on_batch=bar.update)
+  common = dict(
+    max_new_tokens=max_new_tokens,
+    batch_size=batch_size,
+    config=config,
+    on_batch=bar.update,
+    mesh=mesh,
+    rules=rules,
+  )
   result: dict[str, Any] = {"num_examples": len(examples)}
   details: dict[str, Any] = {}
 

@@ -12,6 +12,10 @@ Any failure — a file truncated, missing or altered, a TensorStore error, a NaN
 `CheckpointError` naming the step and the reason, never a TensorStore trace. A step without a manifest
 (written before manifests existed, or a crash between orbax's rename and the manifest) is restored
 with the finiteness check only.
+
+An evaluator needs the parameters alone: `restore_params` reads the `params` subtree of a step (orbax's
+partial restore: the optimizer state, twice the parameters' size under Adam, is never deserialized) onto
+the devices and shardings its target asks for, with the same checks.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
+from jax.sharding import SingleDeviceSharding
 
 from arena_jax import fileio
 from arena_jax.errors import UserError
@@ -108,6 +114,27 @@ def non_finite_leaves(tree) -> list[str]:
   return [name for (name, _), ok in zip(named, flags) if not ok]
 
 
+def _int_keys(tree):
+  """Nested dicts with digit-string keys turned back into ints: orbax stores a layer index `0` as the
+  key "0", the model's pure dict (`nnx.to_pure_dict`) has it as 0."""
+  if not isinstance(tree, dict):
+    return tree
+  return {(int(k) if isinstance(k, str) and k.isdigit() else k): _int_keys(v) for k, v in tree.items()}
+
+
+def _on_default_device(tree):
+  """`jax.ShapeDtypeStruct`s without a sharding placed on this process's first device (a restore
+  target leaf without one would come back as a numpy array)."""
+  device = SingleDeviceSharding(jax.local_devices()[0])
+
+  def one(x):
+    if getattr(x, "sharding", None) is not None:
+      return x
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device)
+
+  return jax.tree.map(one, tree)
+
+
 def _one_line(e: BaseException, limit: int = 300) -> str:
   text = " ".join(str(e).split()) or type(e).__name__
   return f"{type(e).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
@@ -164,13 +191,82 @@ class Checkpointer:
       )
     except Exception as e:  # TensorStore, orbax and JSON errors alike: the step does not restore
       raise CheckpointError(f"checkpoint step {step} in {self.directory} does not restore ({_one_line(e)})") from e
-    bad = non_finite_leaves(out["state"])
+    self._check_finite(step, out["state"])
+    return out["state"], out["meta"]
+
+  def restore_params(self, step: int, target=None, *, host: bool = False):
+    """The parameters of checkpoint `step` alone, verified like `restore` (manifest, finite values).
+
+    Only the `params` subtree is read (orbax `PyTreeRestore(partial_restore=True)`): the optimizer state
+    and the step counter are never deserialized, so an evaluator holds no Adam moments and each device
+    reads only its own shards of the parameters.
+
+    Args:
+      step: the checkpoint's step.
+      target: the parameters' pure dict of `jax.ShapeDtypeStruct`s with the shardings to restore onto
+        (e.g. `parallel.abstract_params(model_config, mesh, rules)`); a dtype other than the saved one
+        is cast to while reading (float32 masters straight into a bfloat16 sampler copy); a leaf
+        without a sharding lands on this process's first device. None: the parameters as saved, on
+        that device, shaped like the model's pure dict (layer indices as int keys, where orbax stores
+        "0"); their shapes and dtypes come from the arrays' headers, the moments' headers included
+        (a few hundred bytes each; their data is never read).
+      host: NumPy arrays in this host's memory, never on a device (`launch.export` of an 8B run); the
+        target's shardings are then ignored.
+
+    Raises CheckpointError, with one line saying why, when the step does not restore or fails a check.
+    The manifest check still reads every file of the step once (a CRC-32 pass, no memory held): the
+    OCDBT data files mix parameters and moments, so the parameters' own files cannot be told apart.
+    """
+    self.verify_files(step)
+    path = epath.Path(self.step_dir(step)) / "state"
+    # A checkpointer of its own: the manager's item `state` is bound to StandardCheckpointHandler, whose
+    # restore has no partial mode; PyTreeCheckpointHandler reads the same files.
+    reader = ocp.PyTreeCheckpointer()
+    try:
+      if target is None:
+        # The handler's own metadata: the checkpointer's logs a failure and returns None instead.
+        saved = reader.handler.metadata(path).tree["params"]
+        target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), _int_keys(dict(saved)))
+      if host:
+        item = {"params": jax.tree.map(lambda a: np.zeros((), a.dtype), target)}  # the tree; the args give the type
+        restore_args = {
+          "params": jax.tree.map(lambda a: ocp.RestoreArgs(restore_type=np.ndarray, dtype=a.dtype), target)
+        }
+      else:
+        item = {"params": _on_default_device(target)}
+        restore_args = ocp.checkpoint_utils.construct_restore_args(item)
+      out = reader.restore(
+        path, args=ocp.args.PyTreeRestore(item=item, restore_args=restore_args, partial_restore=True)
+      )
+    except Exception as e:  # TensorStore, orbax and metadata errors alike: the step does not restore
+      raise CheckpointError(
+        f"checkpoint step {step} in {self.directory}: its parameters do not restore ({_one_line(e)})"
+      ) from e
+    finally:
+      reader.close()
+    # A partial restore hands back the target's own leaf where the checkpoint has none (another model's
+    # target, e.g. more layers): a parameter that was not read is an error, never a silent placeholder.
+    missing = [
+      jax.tree_util.keystr(p)
+      for p, x in jax.tree_util.tree_leaves_with_path(out["params"])
+      if isinstance(x, jax.ShapeDtypeStruct)
+    ]
+    if missing:
+      raise CheckpointError(
+        f"checkpoint step {step} in {self.directory} has no parameter {', '.join(missing[:3])}"
+        f"{', …' if len(missing) > 3 else ''} ({len(missing)} of the target's): the target is not the "
+        "run's model (restore with the run's model config)"
+      )
+    self._check_finite(step, out["params"])
+    return out["params"]
+
+  def _check_finite(self, step: int, tree) -> None:
+    bad = non_finite_leaves(tree)
     if bad:
       raise CheckpointError(
         f"checkpoint step {step} in {self.directory} holds non-finite values in {len(bad)} "
         f"arrays ({', '.join(bad[:3])}{', …' if len(bad) > 3 else ''})"
       )
-    return out["state"], out["meta"]
 
   def read_meta(self, step: int) -> dict:
     """The JSON record of checkpoint `step` alone (no arrays are read)."""

@@ -2,14 +2,20 @@
 
 import json
 import os
+import pathlib
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from arena_jax.eval import watch as watch_lib
 from arena_jax.train import policy_io, train
+from tests import cache
 from tests.train.conftest import smoke_config
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -162,9 +168,9 @@ def test_evaluation_scores_the_runs_own_problems(run_dir):
   assert resolved.tasks.arithmetic.max_operand == 15 and resolved.tasks.arithmetic.num_test == 32  # … the run's
   assert c.tasks.arithmetic.max_operand == 20  # the caller's config is left alone
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
-  want = watch_lib.evaluate_params(
-    watch_lib.load_params(workdir, 3), model_config, tokenizer, resolved, add_bos=add_bos
-  )
+  mesh, rules = watch_lib.eval_mesh(workdir, 3, c)  # the run's own mesh (the suite has 8 CPU devices)
+  params = watch_lib.load_params(workdir, 3, model_config, mesh, rules)
+  want = watch_lib.evaluate_params(params, model_config, tokenizer, resolved, add_bos=add_bos, mesh=mesh, rules=rules)
   assert watch_lib.evaluate_step(workdir, 3, c) == want
   # A flag that agrees with the run is fine; one that contradicts it names both values.
   c.tasks.arithmetic.max_operand = 15
@@ -220,3 +226,38 @@ def test_a_run_without_recorded_tasks_keeps_the_given_settings(run_dir, tmp_path
   c = watch_lib.default_config()
   assert watch_lib.run_config(str(old), c) is c
   assert "records no task settings" in caplog.text
+
+
+def test_one_launch_eval_call_scores_five_named_benchmarks_of_three_kinds(run_dir, tmp_path):
+  """Issue 29's target: the shipped suite (math, choice and code files beside the testbed's two tasks) in one
+  call, printed and written in the Table 1 layout; a test file other than the run's own is allowed."""
+  workdir, data = run_dir
+  out = tmp_path / "eval"
+  args = [
+    f"--workdir={workdir}",
+    f"--out_dir={out}",
+    "--suite=configs/eval/samples.py",
+    "--step=3",
+    "--config.num_examples=2",
+    "--config.num_samples=5",
+    "--config.max_new_tokens=8",
+    "--config.batch_size=2",
+    "--config.greedy=False",
+  ]
+  env = dict(os.environ, **cache.jax_env(), ARENA_JAX_DATA_DIR=data)
+  done = subprocess.run(
+    [sys.executable, "-m", "launch.eval", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+  )
+  assert done.returncode == 0, done.stderr[-3000:]
+  [row] = watch_lib.read_results(str(out))
+  names = ["sample_math", "sample_choice", "sample_code", "arithmetic", "arithmetic_shift"]
+  assert list(row["results"]) == names
+  assert [row["benchmarks"][n]["task"] for n in names] == ["jsonl", "choice", "code", "arithmetic", "arithmetic_shift"]
+  for name in names:
+    m = row["results"][name]
+    assert m["num_examples"] == 2 and 0.0 <= m["mean_pass_ratio"] <= 1.0
+  assert "pass@5" in row["results"]["sample_code"]
+  table = (out / "eval.md").read_text()
+  for name in names:
+    assert f"| {name} | " in table
+  assert "| **average** |" in table and "| benchmark | task | problems | n | pass ratio@n | pass@5 |" in done.stdout
