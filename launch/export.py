@@ -1,0 +1,73 @@
+"""A checkpoint of an RL run as a Hugging Face checkpoint directory (`arena_jax.models.hf.export`).
+
+    python -m launch.export --workdir=runs/arena_live --output=hf/arena_live                # the latest step
+    python -m launch.export --workdir=runs/arena_live --step=40 --output=hf/step40 --dtype=bfloat16
+    vllm serve hf/step40                                                                   # then serve it
+
+The directory holds config.json, model.safetensors (sharded with an index above 5 GB), generation_config.json
+and the tokenizer (tokenizer.json and tokenizer_config.json: a SentencePiece policy's converted, a HF
+checkpoint's copied). Only the parameters of the step are read, onto this host; the architecture is the HF
+checkpoint's the run started from, else the plainest family that expresses the model (`--architecture`
+chooses another).
+"""
+
+import os
+
+from absl import flags
+from absl import logging
+
+from arena_jax import cli
+from arena_jax.errors import ConfigError, MissingFileError
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.", required=True)
+_OUT = flags.DEFINE_string("output", None, "Where the HF checkpoint directory goes.", required=True)
+flags.DEFINE_alias("out_dir", "output")
+_STEP = flags.DEFINE_integer("step", None, "The checkpoint step (default: the latest finalised one).")
+_DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"], "The stored dtype of the weights.")
+_ARCH = flags.DEFINE_string(
+  "architecture", None, "The HF architecture (e.g. LlamaForCausalLM); default: the run's, else chosen by the config."
+)
+
+
+def _size(n: float) -> str:
+  if n < 1000:
+    return f"{n:.0f} B"
+  for unit in ("KB", "MB", "GB"):
+    n /= 1000
+    if n < 1000 or unit == "GB":
+      return f"{n:.1f} {unit}"
+
+
+def _check_flags(workdir: str, step: int | None) -> None:
+  """A missing run or step, named by its flag, before JAX is imported (seconds)."""
+  if not os.path.isdir(workdir):
+    raise MissingFileError(f"--workdir={workdir}: no such directory")
+  directory = os.path.join(workdir, "checkpoints")
+  # Finalised steps only: orbax renames a step's directory to its number when the save is complete.
+  steps = sorted(int(d) for d in os.listdir(directory) if d.isdigit()) if os.path.isdir(directory) else []
+  if not steps:
+    raise MissingFileError(f"--workdir={workdir}: no finalised checkpoint under {directory}")
+  if step is not None and step not in steps:
+    raise MissingFileError(f"--step={step}: {workdir} has no finalised checkpoint of that step (it has {steps})")
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+  workdir = _WORKDIR.value
+  _check_flags(workdir, _STEP.value)
+  from arena_jax.models.hf import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
+
+  try:
+    out = export.export_checkpoint(workdir, _OUT.value, step=_STEP.value, architecture=_ARCH.value, dtype=_DTYPE.value)
+  except export.InexpressibleError as e:  # the flag chooses another architecture
+    raise ConfigError(f"--architecture={_ARCH.value or '(the default)'}: {e}") from e
+  print(f"exported step {out.step} of {workdir} as {out.architecture} ({out.dtype}) to {out.out_dir}:")
+  for name in out.files:
+    print(f"  {name:<36} {_size(os.path.getsize(out.out_dir / name)):>10}")
+  print(f"serve it: vllm serve {out.out_dir}")
+
+
+if __name__ == "__main__":
+  cli.run(main)
