@@ -249,13 +249,22 @@ def model_config(config: ml_collections.ConfigDict) -> ModelConfig:
 
 def config_fingerprint(config: ml_collections.ConfigDict) -> dict:
   """The config as plain JSON data, without the fields that do not change the trained policy, plus
-  the resolved model config (so that editing a named model config invalidates the cache too)."""
+  the resolved model config (so that editing a named model config invalidates the cache too).
+
+  Of the task sections only those of the tasks the SFT reads are kept (its demonstrations, the tokenizer
+  corpus, the task it is evaluated on, and what their data depends on): a task module added to the library,
+  or the knobs of a task this SFT never reads, leave a cached policy valid."""
   d = json.loads(config.to_json_best_effort(sort_keys=True))
   for path in _NON_SEMANTIC:
     node = d
     for key in path[:-1]:
       node = node.get(key, {})
     node.pop(path[-1], None)
+  used = set(config.tasks.sft.tasks) | set(config.tasks.corpus_tasks) | {config.tasks.train_task}
+  used |= {dep for name in tuple(used) for dep in tasks.task_class(name).depends_on}
+  sections = {tasks.task_class(name).section_name for name in tasks.task_names()}
+  for name in sections - {tasks.task_class(n).section_name for n in used}:
+    d["tasks"].pop(name, None)
   d["resolved_model"] = json.loads(policy_io.config_to_json(model_config(config)))
   return d
 

@@ -79,6 +79,17 @@ def test_fingerprint_ignores_display_fields_only():
   ]
 
 
+def test_fingerprint_keeps_the_sections_of_the_tasks_it_reads_only():
+  """A task the SFT never reads (a new task module, the choice or code knobs) leaves a cached policy valid; a
+  knob of a task it reads (its demonstrations' task, a corpus task) does not."""
+  a, b = get_config("smoke"), get_config("smoke")
+  b.tasks.choice.shuffle, b.tasks.code.cpu_s, b.tasks.jsonl.timeout_s = False, 1.0, 1.0
+  assert sft.config_fingerprint(a) == sft.config_fingerprint(b)
+  assert "choice" not in sft.config_fingerprint(a)["tasks"] and "arithmetic" in sft.config_fingerprint(a)["tasks"]
+  b.tasks.countdown.max_target = 150  # countdown is a corpus task: its prompts are in the tokenizer's corpus
+  assert sft._diff(sft.config_fingerprint(a), sft.config_fingerprint(b)) == ["tasks.countdown.max_target"]
+
+
 def _tiny_policy(vocab_size=64):
   tokenizer = SentencePieceTokenizer.train(["Question: 1 + 2\nSolution:\n1 + 2 = 3.\n\nAnswer: 3"] * 8, 64)
   config = models.ModelConfig(
