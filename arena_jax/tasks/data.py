@@ -1,4 +1,4 @@
-"""Stored task data: built into the data dir on first use, read back with `tfds.data_source`.
+"""Stored task data: built into the data dir on first use, read back with the builder's `as_data_source`.
 
     source = tasks.load_split(config, "arithmetic", "train")   # builds once, then reuses
     example = source[0]                                        # an `Example`, random access
