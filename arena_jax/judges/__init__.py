@@ -8,6 +8,8 @@
               tokens, latency); `+` for sequential work, `Usage.parallel` for concurrent work
   prompts     templates as files (`templates/*.txt`) and the verdict / rubric / flaw parsers
   hygiene     trace neutralisation (verdict tokens, delimiters, step marks) and truncation with a marker
+  tokens      the judge's token count (`judge.tokenizer`: the estimate, a local tokenizer, or the server's
+              `POST /tokenize`) and traces cut to `token_budget` and the judge's context (`context_tokens`)
   pairwise    `PairwiseJudge.compare` → `JudgeResult` (soft outcome of the first trace, SPEC §4), debiasing
   pointwise   `PointwiseJudge.score` → `ScoreResult` (rubric level in [0, 1], SPEC §7)
   jury        the Reasoning Jury (SPEC §8): Phase 1 jurors, consolidation / deliberation; `JuryJudge`
@@ -26,7 +28,7 @@
 Importing this package starts nothing: servers, sessions and event loops are created on use.
 """
 
-from arena_jax.judges import embedded, hygiene, prompts
+from arena_jax.judges import embedded, hygiene, prompts, tokens
 
 # The embedded server's modules stay reachable as `judges.server`, `judges.hostile` and `judges.simulated`.
 from arena_jax.judges.embedded import hostile, server, simulated
@@ -46,12 +48,14 @@ from arena_jax.judges.client import (
   JudgeClient,
   JudgeUnreachableError,
   ResponseCache,
+  TokenizeError,
   backoff_delay,
   chat_completions_url,
   check_endpoints,
   models_url,
   retry_after_seconds,
   split_urls,
+  tokenize_url,
 )
 from arena_jax.judges.config import (
   DEBIAS_MODES,

@@ -20,7 +20,7 @@ import os
 from typing import Callable, Iterator, Sequence
 
 from arena_jax.judges import config as config_lib
-from arena_jax.judges.client import JudgeClient, check_endpoints, split_urls
+from arena_jax.judges.client import JudgeClient, check_endpoints, check_tokenize, split_urls
 from arena_jax.judges.jury import Jury, JuryJudge
 from arena_jax.judges.pairwise import PairwiseJudge
 from arena_jax.judges.pointwise import PointwiseJudge
@@ -116,7 +116,10 @@ def check_judge_urls(config) -> None:
 
   Nothing to check when `config` names no URL: the embedded server is started (and waited for) by
   `judge_endpoints`. Raises `JudgeUnreachableError` naming each URL that did not answer or does not
-  serve `config.model`.
+  serve `config.model`, and (`judge.tokenizer = "server"`) `ConfigError` naming each without `/tokenize`.
   """
   api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-  check_endpoints(configured_urls(config), api_key=api_key, timeout_s=config.client.startup_check_s, model=config.model)
+  timeout_s = config.client.startup_check_s
+  check_endpoints(configured_urls(config), api_key=api_key, timeout_s=timeout_s, model=config.model)
+  if config.get("tokenizer") == "server":  # every URL must count, or every judgment would fail (`judges.tokens`)
+    check_tokenize(configured_urls(config), model=config.model, api_key=api_key, timeout_s=timeout_s)

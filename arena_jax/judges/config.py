@@ -22,6 +22,7 @@ from arena_jax.registry import Registry
 from arena_jax.config_schema import field
 from arena_jax.judges.client import EXTRA_BODY_CHECK
 from arena_jax.judges.client import split_urls
+from arena_jax.judges.tokens import TOKENIZER_CHOICES, check_tokenizer
 from arena_jax.tasks import IMPACTS, TRACE_VIEWS
 
 # Judge factories `(config, urls) -> judge` by name; `judges.backends` registers them (`@register_backend`).
@@ -61,6 +62,21 @@ SERVER = cs.Section(
       "", "Name of an environment variable holding the key clients must send; \"\" = open.", cs.string()
     ),
     max_request_bytes=field(4 << 20, "Larger request bodies get HTTP 413.", cs.integer(1024)),
+    tokenizer=field(
+      "",
+      "What counts prompt tokens, for `usage`, `POST /tokenize` and `max_model_len`: \"\" = the estimate "
+      "(`hygiene.count_tokens`); a tokenizer path (as `judge.tokenizer`'s) = a request as its chat template "
+      "renders it (its contents joined by blank lines without one).",
+      cs.Check(
+        '"" or a tokenizer path', lambda v: "must be \"\" or a tokenizer path" if v == "server" else check_tokenizer(v)
+      ),
+    ),
+    max_model_len=field(
+      0,
+      "The context, as vLLM's `--max-model-len`: a request whose prompt tokens + max_tokens exceed it "
+      "gets HTTP 400; `/tokenize` reports it. 0 = no limit.",
+      cs.integer(0),
+    ),
     seed=field(0, "Decorrelates servers; verdict noise is keyed by (seed, request seed, content).", cs.integer(0)),
     noise=field(0.0, "Scale of the logistic noise on the penalty difference, in steps.", cs.number(0)),
     flip_rate=field(
@@ -343,9 +359,25 @@ JUDGE = cs.Section(
     ),
     token_budget=field(
       4096,
-      "Approximate tokens kept per trace; a longer trace keeps its head and tail with a "
-      "marker saying how much was cut.",
+      "Tokens kept per trace, counted by `tokenizer`; a longer trace keeps its head, an outline of "
+      "its middle and its tail, with a marker saying how much was cut.",
       cs.integer(16),
+    ),
+    tokenizer=field(
+      "",
+      "What counts the judge's tokens, for `token_budget` and `context_tokens` (`judges.tokens`): \"\" = "
+      "an estimate (can undercount a real tokenizer several-fold); a path = the judge's own tokenizer "
+      "(a tokenizer.json or its directory, a SentencePiece .model; a request counted as its chat "
+      "template renders it); \"server\" = the judge's server counts, vLLM's `POST /tokenize` (cached; its "
+      "`max_model_len` is the context when `context_tokens` is 0).",
+      cs.Check(TOKENIZER_CHOICES, check_tokenizer),
+    ),
+    context_tokens=field(
+      0,
+      "The judge's context (vLLM's max_model_len): traces are cut further until a request's prompt "
+      "tokens + `max_tokens` fit it, else the judgment fails (reason `context`) without a call. "
+      "0 = the server's max_model_len with `tokenizer` \"server\", else no limit beyond `token_budget`.",
+      cs.integer(0),
     ),
     tail_fraction=field(0.25, "Share of the budget kept from the end of a truncated trace.", cs.number(0, 0.9)),
     template_dir=field(

@@ -39,7 +39,8 @@ line of every step (a step: a paragraph, or a line when the middle has no blank 
 middle of wrong steps still reaches the judge; visible markers say how much was cut. Token counts are
 approximate (a word of up to 8 letters, up to 3 digits, one other character, or a run of 2–8 whitespace
 characters is one token), which over-counts typical BPE slightly: a budget is never exceeded by much, and
-whitespace padding counts.
+whitespace padding counts. It undercounts tokenizers that split digits or fall back to bytes: `judges.tokens`
+cuts by the judge's own count (`judge.tokenizer`) instead, searching the budget given to `truncate`.
 """
 
 from __future__ import annotations

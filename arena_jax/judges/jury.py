@@ -5,8 +5,9 @@
     verdict.flaws        # consensus flaws, SPEC §8 schema + "jurors" (1-based juror numbers)
     verdict.to_json()    # {"flaws": [...], "consensus": {...}}
 
-The trace is cleaned (`hygiene`: neutralised, cut to `token_budget`), split into steps (SPEC §8
-segmentation, unless given as steps, which then share the budget) and marked `[STEP-1]`, `[STEP-2]`, ….
+The trace is cleaned (`hygiene`: neutralised, cut to `token_budget` by the judge's count, `judges.tokens`, and
+further when the juror prompt would not fit `context_tokens`), split into steps (SPEC §8 segmentation, unless
+given as steps, which then share the budget) and marked `[STEP-1]`, `[STEP-2]`, ….
 
 Phase 1 — every juror independently returns `{"flaws": [...]}` (`juror.txt`). A juror whose answer
 cannot be parsed after the client's capped retries is left out (counted); if all are, the verdict
@@ -48,7 +49,8 @@ from arena_jax import tasks
 from arena_jax.judges import config as config_lib
 from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
-from arena_jax.judges.client import Completion, JudgeClient
+from arena_jax.judges import tokens
+from arena_jax.judges.client import Completion, JudgeClient, TokenizeError
 from arena_jax.judges.pairwise import BaseJudge, derive_seed, settle, text_key
 from arena_jax.judges.pointwise import ScoreResult
 from arena_jax.judges.prompts import severity
@@ -148,6 +150,8 @@ class Jury:
     if self.mode not in MODES:
       raise ValueError(f"jury mode must be one of {MODES}, got {self.mode!r}")
     self.templates = prompts.load_templates(config.template_dir)
+    # The first juror's count (`judge.tokenizer`) cuts the trace to the budget and the juror prompt to the context.
+    self.fitter = tokens.TraceFitter(tokens.make_counter(config, self.jurors[0]), config)
 
   # ── bookkeeping ──
 
@@ -176,23 +180,34 @@ class Jury:
     loop = asyncio.get_running_loop()
     start = loop.time()
     budget = self.config.token_budget
+    context = dict(problem=self._clean(problem), reference=self._clean(reference) if reference else prompts.NOT_GIVEN)
     if isinstance(trace, str):
-      trace = tasks.trace_view(trace, self.config.trace_view)  # a policy's thinking removed by default
-      steps = tasks.split_steps(self._clean(trace, budget)) or [self._clean(trace, budget)]
+      texts = [self._clean(tasks.trace_view(trace, self.config.trace_view))]  # a policy's thinking removed by default
+
+      def split(ts):
+        return tasks.split_steps(ts[0]) or [ts[0]]
     else:
       # Given steps (ProcessBench) keep their boundaries; over budget, they share it evenly.
-      steps = [self._clean(s) for s in trace]
-      if sum(hygiene.count_tokens(s) for s in steps) > budget:
-        share = max(32, budget // max(len(steps), 1))
-        steps = [hygiene.truncate(s, share, tail_fraction=self.config.tail_fraction) for s in steps]
-    steps = [s.strip() or "(empty)" for s in steps]
-    final = tasks.extract_answer("\n\n".join(steps))
-    fields = dict(
-      problem=self._clean(problem),
-      reference=self._clean(reference) if reference else prompts.NOT_GIVEN,
-      marked_trace=tasks.mark_steps(steps),
-      final_answer=final or prompts.NOT_GIVEN,
+      texts, split = [self._clean(s) for s in trace], list
+      try:
+        total = sum([await self.fitter.counter.text(s) for s in texts])
+      except TokenizeError as e:
+        return JuryVerdict([], [], self.mode, len(texts), failure_reason=f"tokenize: {e}")
+      if total > budget:
+        budget = max(32, budget // max(len(texts), 1))
+
+    def fields_of(ts):
+      steps = [s.strip() or "(empty)" for s in split(ts)]
+      final = tasks.extract_answer("\n\n".join(steps))
+      return steps, dict(context, marked_trace=tasks.mark_steps(steps), final_answer=final or prompts.NOT_GIVEN)
+
+    # Cut to the budget by the judge's count, then further until the juror prompt fits its context (`tokens`).
+    fit = await self.fitter.fit_request(
+      texts, lambda ts: [self.templates.messages("juror", **fields_of(ts)[1])], budget=budget
     )
+    if fit.failure_reason:
+      return JuryVerdict([], [], self.mode, 0, failure_reason=f"{fit.failure_reason}: {fit.failure_detail}")
+    steps, fields = fields_of(fit.traces)
     if key is None:
       key = text_key(fields["problem"], fields["marked_trace"])
     verdict = JuryVerdict([], [], self.mode, len(steps))

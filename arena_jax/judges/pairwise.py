@@ -28,6 +28,7 @@ from arena_jax import tasks
 from arena_jax.arena.outcomes import Verdict, check_margin, outcome_to_verdict, verdict_to_outcome
 from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
+from arena_jax.judges import tokens
 from arena_jax.judges.client import Completion, JudgeClient
 from arena_jax.judges.usage import Usage
 
@@ -121,15 +122,25 @@ class BaseJudge:
     self.client = client
     self.config = config
     self.templates = prompts.load_templates(config.template_dir)
+    # Counts the judge's tokens (`judge.tokenizer`) and cuts traces to the budget and the context.
+    self.fitter = tokens.TraceFitter(tokens.make_counter(config, client), config)
 
   def clean(self, text: str, *, budget: bool = True) -> str:
-    """Trace hygiene (`hygiene.sanitize`): neutralised, and truncated to the token budget when `budget`."""
-    return hygiene.sanitize(
-      text or "",
-      self.config.token_budget if budget else None,
-      tail_fraction=self.config.tail_fraction,
-      delimiters=self.templates.delimiters,
-    )
+    """Trace hygiene (`hygiene.sanitize`): neutralised, and cut to the token budget when `budget`, as the judge
+    is shown it (`tokens.TraceFitter.cut_now`: by `judge.tokenizer`; a trace cut further to fit a request's
+    context reads as last shown)."""
+    text = hygiene.neutralise(text or "", self.templates.delimiters)
+    return self.fitter.cut_now(text) if budget else text
+
+  def view(self, text: str) -> str:
+    """What the judge may see of a policy completion before any cut: its `judge.trace_view`
+    (`tasks.trace_view`: the thinking block removed by default, SPEC §9), neutralised."""
+    return hygiene.neutralise(tasks.trace_view(text or "", self.config.trace_view), self.templates.delimiters)
+
+  async def fit(self, traces, build) -> tokens.Fit:
+    """`traces` (`view`s) as the judge is shown them: each cut to `judge.token_budget`, then all of them
+    further until every request `build(traces)` returns fits the judge's context (`tokens.TraceFitter`)."""
+    return await self.fitter.fit_request(traces, build)
 
   def clean_context(self, problem: str, reference: str) -> tuple[str, str]:
     """The problem and reference answer as the judge is shown them (no token budget; no reference reads
@@ -137,9 +148,8 @@ class BaseJudge:
     return (self.clean(problem, budget=False), self.clean(reference, budget=False) if reference else prompts.NOT_GIVEN)
 
   def trace(self, text: str) -> str:
-    """What the judge is shown of a policy completion: its `judge.trace_view` (`tasks.trace_view`: the
-    thinking block removed by default, SPEC §9), cleaned."""
-    return self.clean(tasks.trace_view(text or "", self.config.trace_view))
+    """What the judge is shown of a policy completion on its own: its `view`, cut to the budget (`clean`)."""
+    return self.fitter.cut_now(self.view(text))
 
   async def close(self) -> None:
     await self.client.close()
@@ -161,18 +171,28 @@ class PairwiseJudge(BaseJudge):
 
   async def _ask(self, problem: str, reference: str, first: str, second: str, swapped: bool, key: Any) -> Completion:
     shown_a, shown_b = (second, first) if swapped else (first, second)
-    messages = self.templates.messages(
-      "pairwise", problem=problem, reference=reference, trace_a=shown_a, trace_b=shown_b
-    )
+    messages = self._messages(problem, reference, shown_a, shown_b)
     seed = derive_seed(self.config.seed, "request", key, swapped)
     return settle(await self.client.chat(messages, parse=prompts.parse_pairwise, seed=seed))
+
+  def _messages(self, problem: str, reference: str, shown_a: str, shown_b: str) -> list[dict]:
+    return self.templates.messages("pairwise", problem=problem, reference=reference, trace_a=shown_a, trace_b=shown_b)
 
   async def compare(
     self, problem: str, reference: str, trace_first: str, trace_second: str, *, key: Any = None
   ) -> JudgeResult:
-    """Judges one pair; `outcome` = soft score of `trace_first` (SPEC §4), None if the judgment failed."""
+    """Judges one pair; `outcome` = soft score of `trace_first` (SPEC §4), None if the judgment failed
+    (reason `context` / `tokenize` too when the request could not be fitted to the judge's context)."""
     problem, reference = self.clean_context(problem, reference)
-    first, second = self.trace(trace_first), self.trace(trace_second)
+
+    def requests(ts):  # the orders that may be shown (one with debias none)
+      orders = [ts] if self.debias == "none" else [ts, ts[::-1]]
+      return [self._messages(problem, reference, a, b) for a, b in orders]
+
+    fit = await self.fit([self.view(trace_first), self.view(trace_second)], requests)
+    if fit.failure_reason:
+      return JudgeResult(None, None, fit.failure_reason, fit.failure_detail)
+    first, second = fit.traces
     if key is None:
       key = text_key(problem, reference, first, second)
     if self.debias == "both":

@@ -75,12 +75,19 @@ class PointwiseJudge(BaseJudge):
 
   async def score(self, problem: str, reference: str, trace: str, *, key: Any = None) -> ScoreResult:
     problem, reference = self.clean_context(problem, reference)
-    trace = self.trace(trace)
+
+    def request(ts):
+      return [
+        self.templates.messages("pointwise", problem=problem, reference=reference, trace=ts[0], rubric=self.rubric)
+      ]
+
+    fit = await self.fit([self.view(trace)], request)
+    if fit.failure_reason:
+      return ScoreResult(None, fit.failure_reason, fit.failure_detail)
+    (trace,) = fit.traces
     if key is None:
       key = text_key(problem, reference, trace)
-    messages = self.templates.messages(
-      "pointwise", problem=problem, reference=reference, trace=trace, rubric=self.rubric
-    )
+    (messages,) = request(fit.traces)
     c = settle(await self.client.chat(messages, parse=self._parse, seed=derive_seed(self.config.seed, "score", key)))
     return result_from_completion(c, c.parsed if c.ok else None)
 

@@ -243,6 +243,8 @@ _REQUEST_FIELDS = (
   "debias",
   "margin",
   "token_budget",
+  "tokenizer",
+  "context_tokens",
   "tail_fraction",
   "template_dir",
   "extra_body",

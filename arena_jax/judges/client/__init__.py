@@ -56,21 +56,23 @@ The modules, one concern each:
   backoff       which failures are retried and how long to wait: `backoff_delay`, `retry_after_seconds`
   responses     defensive reading of answers: `read_answer` (size caps, decompression), `completion_fields`
   cache         `ResponseCache` and its key, `request_key`
-  probe         `check_endpoints`, the start-up check, and its `JudgeUnreachableError`
-  judge_client  `JudgeClient` (the one class to make, `JudgeClient.from_config`), `Completion`, `ClientStats`
+  probe         `check_endpoints`, the start-up check, and its `JudgeUnreachableError`; `check_tokenize`
+  judge_client  `JudgeClient` (the one class to make, `JudgeClient.from_config`), `Completion`, `ClientStats`;
+                `JudgeClient.tokenize`, vLLM's `POST /tokenize` (`judge.tokenizer = "server"`, `judges.tokens`)
 
 Nothing here imports the embedded judge server (`arena_jax.judges.embedded`): a client needs none.
 """
 
 from arena_jax.judges.client.backoff import RETRYABLE_STATUSES, backoff_delay, retry_after_seconds
 from arena_jax.judges.client.cache import ResponseCache, request_key
-from arena_jax.judges.client.endpoints import chat_completions_url, models_url, split_urls
+from arena_jax.judges.client.endpoints import chat_completions_url, models_url, split_urls, tokenize_url
 from arena_jax.judges.client.judge_client import (
   BODY_KEYS_SET_BY_CLIENT,
   EXTRA_BODY_CHECK,
   ClientStats,
   Completion,
   JudgeClient,
+  TokenizeError,
 )
-from arena_jax.judges.client.probe import JudgeUnreachableError, check_endpoints
+from arena_jax.judges.client.probe import JudgeUnreachableError, check_endpoints, check_tokenize
 from arena_jax.judges.client.responses import ACCEPT_ENCODING, completion_fields

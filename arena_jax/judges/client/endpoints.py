@@ -32,6 +32,13 @@ def models_url(base: str) -> str:
   return chat_completions_url(base)[: -len("/chat/completions")] + "/models"
 
 
+def tokenize_url(base: str) -> str:
+  """The URL of vLLM's `POST /tokenize` (served at the server's root, beside `/v1`) of a base URL given in any
+  form `chat_completions_url` takes."""
+  root = chat_completions_url(base).removesuffix("/chat/completions")
+  return root.removesuffix("/v1") + "/tokenize"
+
+
 def split_urls(urls: str | Sequence[str]) -> tuple[str, ...]:
   """URLs from a comma-separated string or a sequence, stripped, empties dropped.
 

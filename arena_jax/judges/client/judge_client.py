@@ -24,7 +24,7 @@ import aiohttp
 from arena_jax import config_schema
 from arena_jax.judges.client.backoff import RETRYABLE_STATUSES, backoff_delay, retry_after_seconds
 from arena_jax.judges.client.cache import ResponseCache, request_key
-from arena_jax.judges.client.endpoints import Endpoint, EndpointPool, split_urls
+from arena_jax.judges.client.endpoints import Endpoint, EndpointPool, split_urls, tokenize_url
 from arena_jax.judges.client.responses import ACCEPT_ENCODING, BadAnswer, completion_fields, read_answer, safe_parse
 from arena_jax.judges.usage import Usage
 
@@ -46,6 +46,17 @@ EXTRA_BODY_CHECK = config_schema.json_object(
   why="the client sets these itself from judge.model, temperature, max_tokens and seed, and reads one whole answer",
 )
 _DETAIL_CHARS = 300
+# What a server without vLLM's `/tokenize` answers there: no such route, or a route for another method.
+_NO_TOKENIZE = (404, 405, 501)
+
+
+class TokenizeError(RuntimeError):
+  """The judge's server did not count (`JudgeClient.tokenize`). `unsupported`: it has no `/tokenize`
+  (HTTP 404 / 405 / 501), a configuration error; otherwise only the judgment that needed the count fails."""
+
+  def __init__(self, message: str, *, url: str, unsupported: bool = False):
+    super().__init__(message)
+    self.url, self.unsupported = url, unsupported
 
 
 @dataclasses.dataclass
@@ -375,19 +386,23 @@ class JudgeClient:
         result.failure_detail += f" (Retry-After {wait:g} s exceeds client.max_retry_after_s)"
         return None
       if wait is None or wait <= 0:
-        wait = backoff_delay(
-          self.max_retries - budget.transport,
-          initial=self.backoff_initial_s,
-          maximum=self.backoff_max_s,
-          jitter=self.jitter,
-          rng=self._rng,
-        )
+        wait = self._backoff(budget)
       if wait >= budget.left():  # sleeping would only end at (or past) the deadline
         return self._expire(result, f"the next retry was due in {wait:.3g} s")
       budget.transport -= 1
       self.stats.transport_retries += 1
       avoid = endpoint
       await asyncio.sleep(wait)
+
+  def _backoff(self, budget) -> float:
+    """The jittered exponential delay before the next transport attempt (`backoff_delay`)."""
+    return backoff_delay(
+      self.max_retries - budget.transport,
+      initial=self.backoff_initial_s,
+      maximum=self.backoff_max_s,
+      jitter=self.jitter,
+      rng=self._rng,
+    )
 
   def _expire(self, result: Completion, why: str = "no time was left for another attempt") -> None:
     """Marks `result` failed by the judgment's deadline, keeping the failure that came before it."""
@@ -396,6 +411,67 @@ class JudgeClient:
     result.failure_detail = (
       f"the judgment's deadline ({self.deadline_s:g} s, client.deadline_s) ended it: {why}" + before
     )[: 2 * _DETAIL_CHARS]
+
+  # ── counting (vLLM's /tokenize) ──
+
+  async def tokenize(self, body: dict) -> dict:
+    """vLLM's `POST /tokenize` (`endpoints.tokenize_url`) with `body` and the client's model: `{"prompt": …}`
+    or `{"messages": …, "add_generation_prompt": True}`. Returns `{"count": int, "max_model_len": int |
+    None}`.
+
+    Takes an endpoint slot like a judgment and retries transport failures (`max_retries`, with backoff,
+    another endpoint first), within `timeout_s` each and `deadline_s` in all.
+
+    Raises:
+      TokenizeError: `unsupported` when an endpoint answers 404 / 405 / 501 (no such endpoint there);
+        otherwise when no endpoint counted (the last failure named).
+    """
+    self._ensure_loop_state()
+    data = json.dumps({"model": self.model, **body}).encode("utf-8")
+    budget = _Budget(self.max_retries, 0, 0, deadline=time.monotonic() + self.deadline_s)
+    avoid, why, url = None, "no endpoint was free before client.deadline_s", tokenize_url(self.urls[0])
+    while True:
+      endpoint = await self._acquire(avoid, budget)
+      if endpoint is None:
+        break
+      url = tokenize_url(endpoint.base)
+      limit_s = max(min(self.timeout_s, budget.left()), 0.05)
+      timeout = aiohttp.ClientTimeout(total=limit_s, connect=min(self.connect_timeout_s, limit_s))
+      status, raw = None, b""
+      try:
+        async with self._session.post(url, data=data, headers=self._headers, timeout=timeout) as resp:
+          status, raw = resp.status, await read_answer(resp, self.max_response_bytes)
+      except asyncio.TimeoutError:
+        why = f"no answer within {limit_s:.3g} s"
+      except (aiohttp.ClientError, BadAnswer) as e:
+        why = f"{type(e).__name__}: {e}"[:_DETAIL_CHARS]
+      finally:
+        self._release(endpoint, failed=status is None)  # a transport failure counts against its health
+      if status is not None:
+        text = self._redact(raw[:_DETAIL_CHARS].decode("utf-8", "replace"))
+        if status in _NO_TOKENIZE:
+          raise TokenizeError(f"POST {url}: HTTP {status} {text}".strip(), url=url, unsupported=True)
+        if status == 200:
+          answer = _count_fields(raw)
+          if answer is not None:
+            return answer
+          why = f"HTTP 200 without a token count: {text}"
+        else:
+          why = f"HTTP {status}: {text}"
+          if status not in RETRYABLE_STATUSES and status < 500:
+            break
+      if budget.transport <= 0:
+        break
+      wait = self._backoff(budget)
+      if wait >= budget.left():
+        break
+      budget.transport -= 1
+      avoid = endpoint
+      await asyncio.sleep(wait)
+    raise TokenizeError(f"POST {url}: {why}", url=url)
+
+  def _redact(self, text: str) -> str:
+    return text.replace(self._secret, "***") if self._secret and self._secret in text else text
 
   # ── the call ──
 
@@ -536,3 +612,22 @@ class JudgeClient:
     s.usage += Usage(prompt_tokens=tokens[0], completion_tokens=tokens[1], latency_s=latency_s)
     s.max_latency_s = max(s.max_latency_s, latency_s)
     return result
+
+
+def _count_fields(raw: bytes) -> dict | None:
+  """`{"count", "max_model_len"}` of a `/tokenize` answer (vLLM: count, max_model_len, tokens), or None when
+  it holds no count."""
+  try:
+    body = json.loads(raw)
+  except (ValueError, RecursionError):
+    return None
+  if not isinstance(body, dict):
+    return None
+  count = body.get("count")
+  if not (isinstance(count, int) and not isinstance(count, bool)) and isinstance(body.get("tokens"), list):
+    count = len(body["tokens"])
+  if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+    return None
+  context = body.get("max_model_len")
+  context = context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None
+  return {"count": count, "max_model_len": context}

@@ -16,9 +16,9 @@ import urllib.error
 import urllib.request
 from typing import Sequence
 
-from arena_jax.errors import UserError
+from arena_jax.errors import ConfigError, UserError
 from arena_jax.judges.client.backoff import RETRYABLE_STATUSES
-from arena_jax.judges.client.endpoints import models_url, split_urls
+from arena_jax.judges.client.endpoints import models_url, split_urls, tokenize_url
 
 
 class JudgeUnreachableError(UserError, ConnectionError):
@@ -116,4 +116,42 @@ def check_endpoints(
       + "\n".join(bad)
       + "\nStart the judge server(s), fix judge.urls or judge.model, or leave judge.urls "
       "empty for the embedded judge (judge.client.startup_check_s sets this wait; 0 skips the check)."
+    )
+
+
+def check_tokenize(urls: str | Sequence[str], *, model: str, api_key: str | None = None, timeout_s: float = 10.0):
+  """With `judge.tokenizer = "server"`: fails at start, naming each URL, when a judge answers vLLM's
+  `POST /tokenize` with 404 / 405 / 501 (it has none: every count, hence every judgment, would fail).
+  Other failures are left to the run (a count that fails fails its judgment only).
+
+  Raises:
+    ConfigError: naming judge.tokenizer and the URLs without the endpoint.
+  """
+  urls = split_urls(urls)
+  if not urls or timeout_s <= 0:
+    return
+  headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+  data = json.dumps({"model": model, "prompt": "ping", "add_special_tokens": False}).encode("utf-8")
+  opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+  def probe(base: str) -> str | None:
+    request = urllib.request.Request(tokenize_url(base), data=data, headers=headers, method="POST")
+    try:
+      with opener.open(request, timeout=timeout_s) as resp:
+        resp.read(1 << 16)
+    except urllib.error.HTTPError as e:
+      return f"HTTP {e.code}" if e.code in (404, 405, 501) else None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
+      return None  # not answering at all is the models check's business
+    return None
+
+  with concurrent.futures.ThreadPoolExecutor(len(urls)) as pool:
+    reasons = list(pool.map(probe, urls))
+  bad = [f"  {tokenize_url(u)}: {r}" for u, r in zip(urls, reasons) if r is not None]
+  if bad:
+    raise ConfigError(
+      "judge.tokenizer = 'server': these judges do not count tokens (vLLM's POST /tokenize):\n"
+      + "\n".join(bad)
+      + "\nSet judge.tokenizer to the judge's tokenizer (a tokenizer.json, its directory or a SentencePiece "
+      ".model) or to '' (the estimate)."
     )

@@ -3,8 +3,8 @@
 Everything must run on one machine with no downloads, so the judge
 that the client, the tournaments and the trainer talk to by default is this server, started by
 `python -m launch.serve_judge` or from Python (`launcher.py`: a child process or the running event
-loop). It serves `POST /v1/chat/completions`, `GET /v1/models` and `GET /health` (plus `GET /stats`:
-its counters), binds 127.0.0.1 unless told otherwise, optionally requires a bearer key
+loop). It serves `POST /v1/chat/completions`, `GET /v1/models`, vLLM's `POST /tokenize` and `GET /health` (plus
+`GET /stats`: its counters), binds 127.0.0.1 unless told otherwise, optionally requires a bearer key
 (`api_key_env`; on everything but `/health`), rejects bodies over `max_request_bytes` (HTTP 413), bodies
 that do not arrive within `read_timeout_s` (408) and every request it cannot read or does not support
 (400, naming what is wrong: not JSON, a bad field, `n` ≠ 1, `stream`), and answers with the simulated
@@ -18,7 +18,12 @@ requests queue, as on vLLM / SGLang), and faults — HTTP errors (with Retry-Aft
 connections, non-JSON bodies, answers without a parseable verdict — and hostile answers (`hostile.py`:
 fields of the wrong type, unusable Retry-After, huge answers, decompression bombs), each with a rate,
 so clients can be tested against all of them. Answers longer than the request's max_tokens are cut with
-finish_reason "length", like a real server. `style = "reasoning"` answers like a served reasoning LLM:
+finish_reason "length", like a real server. Prompt tokens are counted by `tokenizer` (the estimate
+`hygiene.count_tokens` of the messages' contents by default; a tokenizer path: the request as its chat template
+renders it, or its contents joined by blank lines without one), the same count for a request's `usage` and for
+`/tokenize` (vLLM's: `{"model", "prompt"}` or `{"model", "messages"}` → `{"count", "tokens", "max_model_len"}`;
+the estimate has no ids, so its `tokens` are zeros); with `max_model_len`, a request whose prompt tokens plus
+max_tokens exceed it gets vLLM's HTTP 400. `style = "reasoning"` answers like a served reasoning LLM:
 thinking first (in `reasoning_content` or inline in `<think>`), then the verdict in one of the forms such
 models write, sometimes cut mid-thought (`simulated.JudgeLogic.reply`).
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import hmac
 import json
 import math
@@ -55,12 +61,21 @@ def _error(status: int, message: str, kind: str = "invalid_request_error", heade
   )
 
 
+class _ContextExceeded(ValueError):
+  """A request longer than `max_model_len` (answered with vLLM's HTTP 400)."""
+
+
 class _Server:
   """Request handling, fault injection and counters of one server process."""
 
   def __init__(self, cfg: ml_collections.ConfigDict):
     self.cfg = cfg
     self.logic = JudgeLogic(cfg)
+    self.tokenizer = None
+    if cfg.tokenizer:
+      from arena_jax import tokenizer as tokenizer_lib  # pylint: disable=g-import-not-at-top  (sentencepiece, on use)
+
+      self.tokenizer = tokenizer_lib.load_tokenizer(os.path.expanduser(cfg.tokenizer))
     self.rng = random.Random(cfg.seed)
     self.api_key = None
     if cfg.api_key_env:
@@ -77,6 +92,7 @@ class _Server:
       "malformed": 0,
       "truncated": 0,
       "rejected": 0,
+      "tokenized": 0,
       "hostile": 0,
       "in_flight": 0,
       "max_in_flight": 0,
@@ -136,6 +152,60 @@ class _Server:
     return web.json_response(
       {"object": "list", "data": [{"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "arena_jax"}]}
     )
+
+  # ── counting: one count for a request's usage and for /tokenize ──
+
+  def _encode(self, text: str) -> list[int]:
+    return list(self.tokenizer.encode(text)) if text else []
+
+  def prompt_ids(self, messages: list, *, add_generation_prompt: bool = True, template_kwargs=None) -> list[int]:
+    """The prompt of a chat request as token ids (the estimate: one 0 per estimated token; module docstring)."""
+    contents = "\n\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))
+    if self.tokenizer is None:
+      return [0] * hygiene.count_tokens(contents)
+    if getattr(self.tokenizer, "chat_template", None):
+      rendered = self.tokenizer.apply_chat_template(
+        messages, add_generation_prompt=add_generation_prompt, **(template_kwargs or {})
+      )
+      return self._encode(rendered)
+    return self._encode(contents)
+
+  def text_ids(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+    if self.tokenizer is None:
+      return [0] * hygiene.count_tokens(text)
+    ids = self._encode(text)
+    bos = getattr(self.tokenizer, "bos_id", None)
+    return [bos] + ids if add_special_tokens and bos is not None else ids
+
+  async def tokenize(self, request: web.Request):
+    """vLLM's `POST /tokenize`: `{"model"?, "prompt", "add_special_tokens"?}` or `{"model"?, "messages",
+    "add_generation_prompt"?, "chat_template_kwargs"?}` → `{"count", "tokens", "max_model_len"}`."""
+    if not self._authorised(request):
+      return _error(401, "invalid or missing API key", "authentication_error")
+    body = await self._read_json(request)
+    if isinstance(body, web.Response):
+      return body
+    problem = _validate_tokenize(body, self.cfg.model)
+    if problem:
+      return _error(404 if problem.startswith("model") else 400, problem)
+    if "messages" in body:
+      work = functools.partial(
+        self.prompt_ids,
+        body["messages"],
+        add_generation_prompt=body.get("add_generation_prompt", True),
+        template_kwargs=body.get("chat_template_kwargs"),
+      )
+    else:
+      work = functools.partial(self.text_ids, body["prompt"], add_special_tokens=body.get("add_special_tokens", True))
+    try:
+      ids = await asyncio.get_running_loop().run_in_executor(self.pool, work)
+    except Exception as e:  # pylint: disable=broad-except  (a template that raises is the request's problem)
+      return _error(400, f"could not tokenize: {type(e).__name__}: {e}"[:300])
+    self.counts["tokenized"] += 1
+    answer = {"count": len(ids), "tokens": ids}
+    if self.cfg.max_model_len:
+      answer["max_model_len"] = self.cfg.max_model_len
+    return web.json_response(answer)
 
   async def chat(self, request: web.Request):
     self.counts["requests"] += 1
@@ -201,6 +271,9 @@ class _Server:
     try:
       # Off the event loop: checking a long trace takes seconds of CPU, and /health must answer meanwhile.
       completion, kind = await asyncio.get_running_loop().run_in_executor(self.pool, self._complete, body, malformed)
+    except _ContextExceeded as e:
+      self.counts["rejected"] += 1
+      return _error(400, str(e), "BadRequestError")
     except Exception as e:  # pylint: disable=broad-except  (a judging bug must not look like a dropped connection)
       self.counts["errors"] += 1
       return _error(500, f"the judge failed on this prompt: {type(e).__name__}: {e}"[:300], "server_error")
@@ -219,6 +292,16 @@ class _Server:
   async def _read_request(self, request: web.Request) -> dict | web.Response:
     """The request's JSON body, validated; or the error answer: 408 (the body did not arrive within
     `read_timeout_s`), 413 (too large), 404 (another model), 400 (anything else that is wrong with it)."""
+    body = await self._read_json(request)
+    if isinstance(body, web.Response):
+      return body
+    problem = _validate(body, self.cfg.model)
+    if problem:
+      return _error(404 if problem.startswith("model") else 400, problem)
+    return body
+
+  async def _read_json(self, request: web.Request):
+    """The request's body as JSON, or the error answer (408, 413, 400)."""
     cfg = self.cfg
     try:
       raw = await asyncio.wait_for(request.read(), cfg.read_timeout_s)
@@ -229,24 +312,26 @@ class _Server:
     except Exception as e:  # pylint: disable=broad-except  (a body the transport cannot read is the request's fault)
       return _error(400, f"the request body could not be read: {type(e).__name__}")
     try:
-      body = json.loads(raw)  # bytes: UTF-8 / 16 / 32 detected, whatever the Content-Type's charset claims
+      return json.loads(raw)  # bytes: UTF-8 / 16 / 32 detected, whatever the Content-Type's charset claims
     except (ValueError, RecursionError) as e:  # RecursionError: arrays nested thousands deep
       return _error(400, f"the request body is not valid JSON ({type(e).__name__})")
-    problem = _validate(body, cfg.model)
-    if problem:
-      return _error(404 if problem.startswith("model") else 400, problem)
-    return body
 
   def _complete(self, body: dict, malformed: bool) -> tuple[dict, str]:
     """(the chat completion answering `body`, the prompt's kind): the judging, run in the worker pool."""
     prompt = "\n\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    prompt_tokens = len(self.prompt_ids(body["messages"], template_kwargs=body.get("chat_template_kwargs")))
+    if self.cfg.max_model_len and prompt_tokens + (max_tokens or 0) > self.cfg.max_model_len:
+      raise _ContextExceeded(
+        f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, you requested "
+        f"{prompt_tokens + (max_tokens or 0)} tokens ({prompt_tokens} in the messages, {max_tokens or 0} in the "
+        "completion). Please reduce the length of the messages or completion."
+      )
     reply = self.logic.reply(prompt, body.get("seed") or 0, malformed=malformed, max_tokens=max_tokens)
     message = {"role": "assistant", "content": reply.content}
     if reply.reasoning is not None:
       message["reasoning_content"] = reply.reasoning
     completion_tokens = hygiene.count_tokens(reply.content or "") + hygiene.count_tokens(reply.reasoning or "")
-    prompt_tokens = hygiene.count_tokens(prompt)
     return {
       "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
       "object": "chat.completion",
@@ -302,6 +387,30 @@ def _validate(body, model: str) -> str | None:
   return None
 
 
+def _validate_tokenize(body, model: str) -> str | None:
+  """What is wrong with a `/tokenize` request body (vLLM's two forms), or None."""
+  if not isinstance(body, dict):
+    return "the request body must be a JSON object"
+  if body.get("model") not in (None, model):
+    return f"model {_short(body.get('model'))} does not exist; this server serves {model!r}"
+  if "messages" in body:
+    messages = body["messages"]
+    if not isinstance(messages, list) or not all(
+      isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), (str, type(None)))
+      for m in messages
+    ):
+      return "messages must be a list of {role: string, content: string} objects"
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+      return f"chat_template_kwargs must be an object, got {_short(kwargs)}"
+  elif not isinstance(body.get("prompt"), str):
+    return "the body needs a prompt (a string) or messages (a list)"
+  for name in ("add_special_tokens", "add_generation_prompt"):
+    if name in body and not isinstance(body[name], bool):
+      return f"{name} must be true or false, got {_short(body[name])}"
+  return None
+
+
 def _short(value) -> str:
   """`repr(value)` cut for an error message (a request may hold megabytes)."""
   text = repr(value)
@@ -317,6 +426,7 @@ def make_app(cfg: ml_collections.ConfigDict) -> web.Application:
   app.router.add_get("/stats", server.stats)
   app.router.add_get("/v1/models", server.models)
   app.router.add_post("/v1/chat/completions", server.chat)
+  app.router.add_post("/tokenize", server.tokenize)
 
   async def stop_workers(app):
     del app
