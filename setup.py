@@ -1,7 +1,8 @@
 """arena_jax: Reasoning Arena (adaptive routing of reward-non-diverse groups to LLM-judge tournaments) in JAX.
 
 Every dependency is pinned here, and only here, to a version that installs on the project's machines.
-Heavy optional stacks are extras: `hf` (torch + transformers, parity tests), `tpu` (libtpu, AOT compiles).
+Heavy optional stacks are extras: `hf` (torch + transformers, parity tests), `tpu` (libtpu, AOT compiles), `gpu`
+(jax's CUDA 12 plugin and CUDA's wheels, `make device`).
 """
 
 from setuptools import find_packages, setup
@@ -67,6 +68,27 @@ EXTRAS_REQUIRE = {
   "tpu": [
     "libtpu==0.0.42.1",
     "requests==2.34.2",
+  ],
+  # CUDA 12 for runs and the device benchmark on NVIDIA GPUs (benchmarks/device.sh, `make device`): jax 0.10.2's
+  # own `jax[cuda12]` extra (the plugin with CUDA's wheels), pinned to what it resolves to. `make device`
+  # installs it into a separate venv (.venv-gpu), so the default one never loads CUDA.
+  "gpu": [
+    "jax[cuda12]==0.10.2",
+    "jax-cuda12-plugin[with-cuda]==0.10.2",
+    "jax-cuda12-pjrt==0.10.2",
+    "nvidia-cublas-cu12==12.9.3.13",
+    "nvidia-cuda-cccl-cu12==12.9.27",
+    "nvidia-cuda-cupti-cu12==12.9.79",
+    "nvidia-cuda-nvcc-cu12==12.9.86",
+    "nvidia-cuda-nvrtc-cu12==12.9.86",
+    "nvidia-cuda-runtime-cu12==12.9.79",
+    "nvidia-cudnn-cu12==9.28.0.42",
+    "nvidia-cufft-cu12==11.4.1.4",
+    "nvidia-cusolver-cu12==11.7.5.82",
+    "nvidia-cusparse-cu12==12.5.10.65",
+    "nvidia-nccl-cu12==2.32.3",
+    "nvidia-nvjitlink-cu12==12.9.86",
+    "nvidia-nvshmem-cu12==3.8.0",
   ],
 }
 
