@@ -111,6 +111,9 @@ clean:
 VENV_TPU := .venv-tpu
 AOT_JOBS ?= 2
 AOT_RUNS := $(foreach f,real_ministral3_8b real_qwen3_8b,$(foreach t,v5e:4x4 v5p:2x2x2 v5e:8x8,configs/$(f).py:$(t)))
+# Long traces (configs/pod.py LONG_SLICES): 16k new tokens on a v5p and a v5e slice, 32k on a larger v5p slice.
+AOT_RUNS += configs/real_ministral3_8b.py:v5p:2x2x2:16k configs/real_ministral3_8b.py:v5e:8x8:16k \
+  configs/real_ministral3_8b.py:v5p:2x2x4:32k configs/real_qwen3_8b.py:v5p:2x2x2:16k
 comma := ,
 .PHONY: aot
 
@@ -121,3 +124,18 @@ $(VENV_TPU)/.installed: setup.py
 
 aot: $(VENV_TPU)/.installed
 	$(VENV_TPU)/bin/python -m launch.aot_compile --jobs=$(AOT_JOBS) --runs=$(subst $() ,$(comma),$(strip $(AOT_RUNS)))
+
+# The device benchmark on one CUDA GPU (benchmarks/device.sh): the sampler and the RL train step of a 1B-class
+# policy with cudnn attention, tokens/s and the fraction of the chip's peak, within 10 minutes. jax's CUDA 12
+# plugin (the `gpu` extra) goes into its own venv, as libtpu does for `make aot`: the default one never loads CUDA.
+# `bash benchmarks/device.sh --dry-run` runs the same code at tiny shapes on the CPU (tests/test_device_script.py).
+VENV_GPU := .venv-gpu
+.PHONY: device
+
+$(VENV_GPU)/.installed: setup.py
+	$(PYTHON) -m venv $(VENV_GPU)
+	$(VENV_GPU)/bin/python -m pip install -q -e '.[gpu]'
+	touch $@
+
+device: $(VENV_GPU)/.installed
+	PYTHON=$(VENV_GPU)/bin/python bash benchmarks/device.sh

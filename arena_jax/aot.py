@@ -39,9 +39,11 @@ from jax.sharding import Mesh
 from arena_jax import fileio
 from arena_jax import parallel
 from arena_jax import rl
+from arena_jax.models.attention import resolve_attention
 from arena_jax.models.config import ModelConfig, get_model_config, sampling_config, with_precision
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES
 from arena_jax.sampling import RandomSampling, Sampler, cache_chunking
+from arena_jax.train import packing
 from arena_jax.train import sharding as train_sharding
 from arena_jax.train import step as step_lib
 
@@ -302,14 +304,27 @@ def lower_train_step(
   group_size: int = 1,
   minibatches: int = 1,
   std_ddof: int = 0,
+  pack_tokens: int = 0,
+  packed_rows: int | None = None,
 ):
   """`jax.stages.Lowered` of the RL update (`train_step_fn`) for R = `rows` rows of P + N tokens.
 
   With a reward `mode` (an `rl.RewardMode`): the trainer's program, which also routes and computes the
   advantages of the step's R·minibatches / G groups of G (`StepRewards`) inside the jit.
+
+  With `pack_tokens` L > 0: the packed update (`rollout.pack_tokens`, `train.packing`), its forward passes on
+  `packed_rows` rows of L tokens in K = micro_batches × batch shards blocks. Default: the bucket of rows that
+  holds as many tokens as the R padded rows (what full-length rows fill when L is a multiple of P + N).
   """
   train_sharding.check_train_batch(rows, micro_batches, mesh, rules)
-  sh = train_sharding.train_shardings(model_config, optimizer, mesh, rules)
+  sh = train_sharding.train_shardings(model_config, optimizer, mesh, rules, packed=pack_tokens > 0)
+  packed = {}
+  if pack_tokens:
+    blocks = micro_batches * parallel.batch_shards(mesh, rules)
+    if packed_rows is None:
+      per_block = -(-rows * (prompt_len + new_tokens) // (blocks * pack_tokens))
+      packed_rows = blocks * packing.row_bucket(per_block, cap=rows // blocks)
+    packed = dict(pack_tokens=pack_tokens, packed_rows=packed_rows, blocks=blocks)
   fn = train_sharding.train_step_fn(
     model_config,
     optimizer,
@@ -322,11 +337,12 @@ def lower_train_step(
     mode=mode,
     std_ddof=std_ddof,
     shardings=sh,
+    packed=pack_tokens > 0,
   )
   ref = parallel.abstract_params(model_config, sh.state.params) if use_reference else None
   args = [
     train_sharding.abstract_train_state(model_config, optimizer, sh),
-    train_sharding.abstract_rollout(rows, prompt_len, new_tokens, sh),
+    train_sharding.abstract_rollout(rows, prompt_len, new_tokens, sh, **packed),
     ref,
   ]
   if mode is not None:
@@ -468,7 +484,8 @@ def aot_compile(
     f"train mesh {dict(mesh.shape)}, sampler mesh {dict(sample_mesh.shape)}; {config.aot.model} "
     f"({model_config.num_params() / 1e9:.2f} B params, {model_config.param_dtype} masters, {model_config.dtype} "
     f"compute{', ' + config.model.quantization + ' matmuls' if config.model.quantization else ''}); "
-    f"remat {config.model.remat}"
+    f"remat {config.model.remat}; attention {resolve_attention(config.model.attention, 'tpu')} "
+    "(train step and prefill; decode steps attend to the cache in XLA)"
   )
   lowered = []  # (name, lower, unit, tokens, scale)
   if "train" in programs:
@@ -476,9 +493,12 @@ def aot_compile(
     optimizer = step_lib.make_optimizer(o)
     lowered.append(
       (
-        f"train   {rows}×{p + r.max_new_tokens} tok, {o.micro_batches} micro-batches",
+        f"train   {rows}×{p + r.max_new_tokens} tok{' packed' if r.pack_tokens else ''}, "
+        f"{o.micro_batches} micro-batches",
         lambda: lower_train_step(
-          model_config.replace(remat=config.model.remat, quantization=config.model.quantization),
+          model_config.replace(
+            remat=config.model.remat, quantization=config.model.quantization, attention=config.model.attention
+          ),
           optimizer,
           config.loss,
           mesh,
@@ -493,6 +513,7 @@ def aot_compile(
           group_size=r.group_size,
           minibatches=o.minibatches,
           std_ddof=config.reward.std_ddof,
+          pack_tokens=r.pack_tokens,
         ),
         "train step",
         rows * (p + r.max_new_tokens),
@@ -501,7 +522,7 @@ def aot_compile(
     )
   if "prefill" in programs or "decode" in programs:
     sampler = Sampler(
-      config=sampling_config(model_config),
+      config=sampling_config(model_config).replace(attention=config.model.attention),
       max_new_tokens=r.max_new_tokens,
       num_samples=r.group_size,
       method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
@@ -511,17 +532,19 @@ def aot_compile(
       rules=rules,
     )
     both = {}
+    # One sampler call: `rollout.sample_batch` prompts when the step's rollout is split into several calls.
+    prompts = r.sample_batch or r.prompts_per_step
 
     def sampler_program(name):
       if not both:
-        both["prefill"], both["decode"] = lower_sampler(sampler, r.prompts_per_step, p)
+        both["prefill"], both["decode"] = lower_sampler(sampler, prompts, p)
       return both[name]
 
-    shape = f"{r.prompts_per_step}×{r.group_size} × ({p} + {r.max_new_tokens}) tok"
+    shape = f"{prompts}×{r.group_size} × ({p} + {r.max_new_tokens}) tok"
     _, loops = cache_chunking(r.max_new_tokens, sampler.cache_chunk)
     units = {
-      "prefill": ("prefill", r.prompts_per_step * p, 1.0),
-      "decode": ("decode step", r.prompts_per_step * r.group_size, 1.0 / loops),
+      "prefill": ("prefill", prompts * p, 1.0),
+      "decode": ("decode step", prompts * r.group_size, 1.0 / loops),
     }
     for name in ("prefill", "decode"):
       if name in programs:

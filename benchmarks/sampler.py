@@ -29,6 +29,15 @@ row only through its own machinery: ours gathers the live rows into smaller batc
 `--compact-every` steps (`Sampler.compact_every`; also shown without), transformers pads finished rows
 until the longest ends. Both outputs are checked to stop exactly at the drawn steps. Useful tokens are
 the tokens before each stop; their rate is the JSON's `skewed_*` keys.
+
+Decode cache, on the same skewed workload and in the same alternation: ours with the dense cache (every
+row's whole budget allocated by the prefill; compacting every `--compact-every` steps, and not) against the
+growing cache (`Sampler(decode_cache="growing")`: chunks of ~N/16 slots appended as decoding reaches them,
+finished rows regrouped away at each chunk's end). Each side's peak is the most K/V cache bytes (all layers,
+prompt part included) its call held at once, from the shapes of the caches it held
+(`SampleOutput.peak_cache_bytes`; a compaction's gather counts the cache it copies from as well); per useful
+token, and against the dense cache's one allocation (`cache_bytes_ratio`, growing ÷ dense); the useful
+tokens/s ratio is growing ÷ the dense cache compacting (the faster dense side; `growing_tokens_per_s_ratio`).
 Model FLOP/s counts the useful FLOPs of our run (2·matmul params per token, the output projection
 only where a token is sampled, attention over the real context) against this machine's float32
 matmul peak, measured here with a 2048² `jnp.dot`. The last line is JSON.
@@ -94,8 +103,9 @@ def hf_sampling(hf_model, prompts: np.ndarray, new_tokens: int, **generate_kw):
   return run
 
 
-def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, keys) -> tuple[list, float]:
-  """The skewed-lengths workload: (table rows: ours compacting, ours not, transformers; useful / budget)."""
+def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, keys) -> tuple[list, float, list, dict]:
+  """The skewed-lengths workload: (table rows: ours compacting, ours not, transformers; useful / budget;
+  the decode-cache table's rows: dense compacting, dense not, growing; their figures for the JSON)."""
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
 
@@ -147,11 +157,15 @@ def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, k
   runs = {
     "compact": ours(sampling.Sampler(**kw, compact_every=args.compact_every)),
     "plain": ours(sampling.Sampler(**kw)),
+    "growing": ours(sampling.Sampler(**kw, compact_every=args.compact_every, decode_cache="growing")),
     "hf": hf,
   }
-  # Both sides stop exactly at the drawn steps (and compile before timing).
-  for name in ("compact", "plain"):
-    np.testing.assert_array_equal(np.asarray(runs[name]().lengths), steps + 1, err_msg=name)
+  # Both sides stop exactly at the drawn steps (and compile before timing); our calls' peak cache bytes.
+  peaks = {}
+  for name in ("compact", "plain", "growing"):
+    out = runs[name]()
+    np.testing.assert_array_equal(np.asarray(out.lengths), steps + 1, err_msg=name)
+    peaks[name] = out.peak_cache_bytes
   completions = hf()[:, p:].numpy()
   first_stop = np.where((completions == stop).any(1), (completions == stop).argmax(1), n)
   np.testing.assert_array_equal(first_stop, steps)
@@ -170,7 +184,26 @@ def skewed_lengths(args, config, model, hf_model, prompts: np.ndarray, g: int, k
     ["arena_jax Sampler, no compaction", med["plain"], useful / med["plain"], med["hf"] / med["plain"]],
     ["transformers generate, eos + LogitsProcessor", med["hf"], useful / med["hf"], 1.0],
   ]
-  return rows, useful / (b * g * n)
+  names = {
+    "compact": f"dense, compact_every={args.compact_every}",
+    "plain": "dense, no compaction (one allocation)",
+    "growing": f"growing, compact_every={args.compact_every} + chunk ends",
+  }
+  cache_rows = [
+    [names[k], peaks[k] / 2**20, peaks[k] / useful, peaks[k] / peaks["plain"], useful / med[k]]
+    for k in ("compact", "plain", "growing")
+  ]
+  cache = {
+    "cache_bytes_ratio": peaks["growing"] / peaks["plain"],
+    "growing_tokens_per_s_ratio": med["compact"] / med["growing"],
+    "skewed_growing_tokens_per_s": useful / med["growing"],
+    "growing_peak_cache_bytes": peaks["growing"],
+    "dense_peak_cache_bytes": peaks["plain"],
+    "dense_compact_peak_cache_bytes": peaks["compact"],
+    "growing_cache_bytes_per_useful_token": peaks["growing"] / useful,
+    "dense_cache_bytes_per_useful_token": peaks["plain"] / useful,
+  }
+  return rows, useful / (b * g * n), cache_rows, cache
 
 
 def main(argv=None) -> dict:
@@ -267,7 +300,9 @@ def main(argv=None) -> dict:
       [f"arena_jax Sampler, {b} prompts × G={g}, {p}-token prompts", og_s, group_tokens / og_s, hg_s / og_s],
       [f"transformers generate, num_return_sequences={g}", hg_s, group_tokens / hg_s, 1.0],
     ]
-    skewed_rows, useful_fraction = skewed_lengths(args, config, model, hf_model, group_prompts, g, keys)
+    skewed_rows, useful_fraction, cache_rows, cache_figures = skewed_lengths(
+      args, config, model, hf_model, group_prompts, g, keys
+    )
 
   generated = args.prompts * args.new_tokens
   peak = common.matmul_peak_gflops()
@@ -307,6 +342,12 @@ def main(argv=None) -> dict:
     figures["skewed_hf_tokens_per_s"] = skewed_rows[2][2]
     figures["skewed_speedup_vs_hf"] = skewed_rows[0][3]
     figures["skewed_useful_fraction"] = useful_fraction
+    print()
+    common.print_table(
+      ["decode cache (skewed lengths)", "peak cache MiB", "bytes/useful token", "÷ dense", "useful tokens/s"],
+      cache_rows,
+    )
+    figures.update(cache_figures)
   print()
   common.print_table(
     ["f32 matmul peak GFLOP/s", "model GFLOP/s", "fraction of peak"],

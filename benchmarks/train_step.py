@@ -31,6 +31,16 @@ Two more rows run our update at the real configs' precision: float32 masters und
 (`ours bf16`) and with FP8 matmuls in the projections and MLP (`ours fp8`, Qwix); the CPU emulates both,
 so `fp8_speedup_vs_bf16` in the JSON says what the emulation costs here, not what an FP8 chip gains (the
 TPU roofline is `make aot`'s, docs/tpu.md).
+
+Packed rows (`rollout.pack_tokens`, `train.packing`): the RL shape, where the rows are not full. 16 prompts ×
+G = 8 rows of the demo's policy, each group's prompt 16-32 tokens (right-padded to P = 32), completions of a
+budget N = 224 that stop where RL completions do: at 10-100 % of the budget, most of them short
+(`benchmarks.sampler.stop_steps`, seed 1: the sampler benchmark's skewed workload), ≈ 40 % of the slots. The
+same update twice, side by side: `padded` (one [P | N] row per completion, the default) and `packed`
+(`pack_tokens` = P + N, rows as long as the padded ones, so each token attends over as many slots; the host's
+packing is timed with its update). Useful tokens are the completion tokens that carry loss; `packed_speedup`
+in the JSON is packed ÷ padded useful tokens/s (the same tokens, so padded time ÷ packed time). "agrees":
+the two first updates' loss and gradients, as for plain.
 Each side is timed alternately in this one process (median of `--repeats`, compile excluded); the
 speed-up is plain time / our time. Before timing, both sides take one update from the same state on the
 same batch and their losses and gradients (Adam's first moment) are compared: the "agrees" column.
@@ -54,6 +64,7 @@ import optax  # noqa: E402
 from arena_jax import models, parallel  # noqa: E402
 from arena_jax.sampling import model_from_params  # noqa: E402
 from arena_jax.train import base_config  # noqa: E402
+from arena_jax.train import packing  # noqa: E402
 from arena_jax.train import sharding as train_sharding  # noqa: E402
 from arena_jax.train import step as step_lib  # noqa: E402
 
@@ -64,6 +75,9 @@ WORKLOADS = (("tiny", models.tiny_config(), 128, 32, 96), ("wide", WIDE, 16, 32,
 # that the second one's programs come from the compilation cache (the figures are meaningless at this size).
 _SMOKE_CONFIG = models.tiny_config().replace(num_layers=1)
 SMOKE = (("tiny", _SMOKE_CONFIG, 16, 8, 8), ("wide", _SMOKE_CONFIG, 16, 8, 8))
+# The RL shape with skewed completion lengths (module docstring): (model config, prompts, G, P, N).
+RL = (models.tiny_config(), 16, 8, 32, 224)
+RL_SMOKE = (_SMOKE_CONFIG, 4, 4, 8, 24)
 
 
 def run_config():
@@ -257,6 +271,101 @@ def measure(config, rows, prompt_len, new_tokens, micro_batches, repeats, loss_c
   return figures
 
 
+def rl_batch(c: models.ModelConfig, prompts: int, g: int, prompt_len: int, new_tokens: int, *, seed: int = 0):
+  """The RL shape's host rollout (module docstring): groups of G rows sharing a prompt of P/2-P tokens,
+  completions stopping at the sampler benchmark's skewed steps (the stop token included)."""
+  from benchmarks.sampler import stop_steps  # pylint: disable=g-import-not-at-top  (its lengths, not its imports)
+
+  rng = np.random.default_rng(seed)
+  rows = prompts * g
+  plen = np.repeat(rng.integers(prompt_len // 2, prompt_len + 1, prompts), g)
+  prompt_tokens = np.repeat(rng.integers(4, c.vocab_size, (prompts, prompt_len)), g, axis=0)
+  prompt_tokens = np.where(np.arange(prompt_len)[None] < plen[:, None], prompt_tokens, 0)
+  lengths = stop_steps(rows, new_tokens) + 1
+  old = rng.normal(size=(rows, new_tokens)) * 0.3 - np.log(c.vocab_size)
+  completions = rng.integers(4, c.vocab_size, (rows, new_tokens))
+  batch = step_lib.rows_to_rollout(
+    prompt_tokens, plen, completions, lengths, old, rng.normal(size=rows), lengths == new_tokens
+  )
+  return jax.tree.map(np.asarray, batch)
+
+
+def measure_packed(config, prompts, g, prompt_len, new_tokens, repeats, loss_config, optim_config) -> dict:
+  """Times the padded and the packed update (pack_tokens = P + N) alternately on the RL shape; returns the
+  figures of each side and `packed_speedup`."""
+  params = models.pure_params(models.init_model(config, seed=0))
+  batch = rl_batch(config, prompts, g, prompt_len, new_tokens)
+  pack_tokens = prompt_len + new_tokens
+  mesh = parallel.make_mesh(parallel.mesh_config())
+  shards = parallel.batch_shards(mesh)
+  optimizer = step_lib.make_optimizer(optim_config)
+  sides = {}
+  for label, packed in (("padded", False), ("packed", True)):
+    sh = train_sharding.train_shardings(config, optimizer, mesh, packed=packed)
+    update = train_sharding.train_step_fn(
+      config,
+      optimizer,
+      loss_config,
+      mesh,
+      temperature=1.0,
+      micro_batches=1,
+      use_reference=False,
+      shardings=sh,
+      packed=packed,
+    )
+
+    # From the host's rollout to the new state: the packed side packs it first (as the trainer does per update).
+    def run(state, update=update, sh=sh, packed=packed):
+      rollout = packing.pack_rollout(batch, pack_tokens=pack_tokens, shards=shards) if packed else batch
+      return update(state, jax.device_put(rollout, sh.rollout), None)
+
+    sides[label] = [run, train_sharding.init_train_state(jax.tree.map(jnp.copy, params), optimizer, sh)]
+
+  compile_s, first = {}, {}
+  for label, side in sides.items():
+    start = time.perf_counter()
+    side[1], out = jax.block_until_ready(side[0](side[1]))  # compiles (and donates the initial state)
+    compile_s[label], first[label] = time.perf_counter() - start, (side[1], out)
+  padded_state, padded_metrics = first["padded"]
+  agree = agreement(*first["packed"], (padded_state.params, padded_state.opt_state), padded_metrics["loss"])
+
+  def step(side):
+    side[1], out = side[0](side[1])
+    jax.block_until_ready(out)
+
+  times = {label: [] for label in sides}
+  for _ in range(repeats):  # alternate, so that load on a shared machine hits both sides alike
+    for label, side in sides.items():
+      times[label].append(common.timed(lambda side=side: step(side), repeats=1, warmup=0))
+  seconds = {label: statistics.median(t) for label, t in times.items()}
+
+  useful = int(batch.mask.sum())
+  grid = np.asarray(packing.pack_rollout(batch, pack_tokens=pack_tokens, shards=shards).packed.tokens).shape
+  slots = {"padded": batch.mask.shape[0] * (prompt_len + new_tokens), "packed": int(np.prod(grid))}
+  real = int(batch.prompt_lengths.sum()) + useful  # the sequences' own tokens
+  figures = {
+    "rows": int(batch.mask.shape[0]),
+    "prompt_len": prompt_len,
+    "new_tokens": new_tokens,
+    "pack_tokens": pack_tokens,
+    "packed_rows": grid[0] * grid[1],
+    "useful_tokens": useful,
+    "useful_fraction": useful / batch.mask.size,
+  }
+  for label, sec in seconds.items():
+    figures[label] = {
+      "seconds": sec,
+      "useful_tokens_per_s": useful / sec,
+      "slots": slots[label],
+      "fill": real / slots[label],
+      "speedup_vs_padded": seconds["padded"] / sec,
+      "compile_s": compile_s[label],
+    }
+  figures["packed"]["agreement"] = agree
+  figures["packed_speedup"] = figures["packed"]["useful_tokens_per_s"] / figures["padded"]["useful_tokens_per_s"]
+  return figures
+
+
 def agrees(label: str, side: dict) -> str:
   """The table's "agrees" column: our float32 update is the plain one up to float rounding (bf16 and FP8
   compute differ from it by their own rounding: their figures are in the JSON line)."""
@@ -315,6 +424,32 @@ def main(argv=None) -> dict:
           ]
         )
   common.print_table(["train step", "median s", "tokens/s", "GFLOP/s", "of peak", "vs plain", "agrees"], table)
+
+  rl_config, prompts, g, prompt_len, new_tokens = RL_SMOKE if args.smoke else RL
+  rl = measure_packed(rl_config, prompts, g, prompt_len, new_tokens, repeats, loss_config, optim_config)
+  print()
+  print(
+    f"RL shape, skewed lengths: {prompts} prompts × G = {g}, prompts {prompt_len // 2}-{prompt_len} tokens "
+    f"(P = {prompt_len}), completions {rl['useful_fraction']:.0%} of N = {new_tokens} on average "
+    f"(benchmarks.sampler.stop_steps); packed into {rl['packed_rows']} rows of {rl['pack_tokens']} tokens; "
+    f"{rl_config.num_layers} layers, d_model {rl_config.d_model}, float32, M = 1; compile s: "
+    + ", ".join(f"{k} {rl[k]['compile_s']:.1f}" for k in ("padded", "packed"))
+  )
+  common.print_table(
+    ["RL update (useful tokens)", "median s", "useful tokens/s", "slots", "fill", "vs padded", "agrees"],
+    [
+      [
+        f"rl: {label}",
+        rl[label]["seconds"],
+        rl[label]["useful_tokens_per_s"],
+        rl[label]["slots"],
+        rl[label]["fill"],
+        rl[label]["speedup_vs_padded"],
+        agrees(label, rl[label]),
+      ]
+      for label in ("padded", "packed")
+    ],
+  )
   wide = figures["wide"]
   out = {
     "fraction_of_peak": wide["ours_m1"]["fraction_of_peak"],
@@ -325,7 +460,10 @@ def main(argv=None) -> dict:
     "micro_batches": args.micro_batches,
     # FP8 against bf16 compute (both float32 masters), emulated on a CPU: no target (module docstring).
     "fp8_speedup_vs_bf16": wide["ours_bf16"]["seconds"] / wide["ours_fp8"]["seconds"],
+    # The packed update against the padded one on the RL shape (module docstring): useful tokens/s ratio.
+    "packed_speedup": rl["packed_speedup"],
     **figures,
+    "rl": rl,
   }
   common.emit_json(out)
   return out

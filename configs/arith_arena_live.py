@@ -41,6 +41,7 @@ def get_config(arg=None):
       weight_dtype="float32",  # float32 masters and AdamW moments: no update rounds away
       dtype="",  # compute in the policy's own dtype (float32 for the embedded policy)
       quantization="",  # no FP8 matmuls: a CPU only emulates them
+      attention="auto",  # the platform's kernel: the xla reference on the CPU
     )
   )
   c.rollout = ml_collections.ConfigDict(
@@ -53,6 +54,9 @@ def get_config(arg=None):
       top_p=1.0,  # ... so the log-probs are the policy's
       stream_every=0,  # with live_start ≠ step_done: look for finished rows at each cache chunk's end
       compact_every=16,  # finished rows stop costing compute: the live ones move to a smaller batch
+      sample_batch=0,  # the step's 16 prompts in one sampler call
+      decode_cache="dense",  # 96-token budgets: each row's whole cache is allocated at the prefill
+      pack_tokens=0,  # the update's rows unpacked: one [prompt | completion] row each (train.packing when > 0)
     )
   )
 

@@ -33,6 +33,27 @@ POD_SLICES = {
   "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512, remat="full"),
 }
 
+# Long reasoning traces (issue 28): "<topology>:16k" / ":32k" = the same run with 16,384 / 32,768 new tokens.
+# Splash attention (`model.attention = auto` on TPU) keeps no [T, T] probabilities, so a row's activations grow
+# linearly with its length; each block is recomputed from its input (`full`), one 17k or 33k-token row per FSDP
+# shard and micro-batch. The sampler decodes `sample_batch` prompts per call (the decode cache grows with rows
+# × budget: 64 prompts × 8 × 16k tokens would need 137 GiB per v5p chip), each call in the growing cache.
+# Each line is checked by `make aot` (docs/tpu.md "Long traces").
+LONG_SLICES = {
+  "v5p:2x2x2:16k": dict(mesh=(1, -1, 4), sample=(), micro_batches=256, remat="full", sample_batch=16),
+  "v5e:8x8:16k": dict(mesh=(1, -1, 16), sample=(1, -1, 8), micro_batches=128, remat="full", sample_batch=16),
+  "v5p:2x2x4:32k": dict(mesh=(1, -1, 4), sample=(), micro_batches=128, remat="full", sample_batch=8),
+}
+LENGTHS = {"16k": 16_384, "32k": 32_768}
+
+
+def split_slice(key: str) -> tuple[str, int]:
+  """ "v5p:2x2x2:16k" → ("v5p:2x2x2", 16384); a plain topology → (it, 2048)."""
+  head, _, tail = key.rpartition(":")
+  if tail in LENGTHS and head.count(":") == 1:
+    return head, LENGTHS[tail]
+  return key, 2048
+
 
 MATH_SYSTEM_PROMPT = (
   "Solve the problem step by step, concisely. End with the final answer on its own line as 'Answer: <answer>'."
@@ -45,16 +66,17 @@ def pod_config(
   model: str,
   hf_path: str,
   source: str,
-  slices: dict = POD_SLICES,
+  slices: dict | None = None,
   chat_template_kwargs: dict | None = None,
 ) -> ml_collections.ConfigDict:
   """Reasoning Arena-Live at the paper's scale (SPEC §9) on the TPU slice `topology` (a key of `slices`).
 
   Shared by configs/real_*.py, which differ only in the policy: `model` (the named `ModelConfig` that
   launch/aot_compile.py compiles) and `hf_path` (its checkpoint). 64 prompts × G = 8 samples of up to
-  2048 new tokens per step, prompts padded to 1024 tokens. Paths and URLs are placeholders of the shape
-  of the real ones, overridden on the command line. `source` names the config file in errors. Prompts go
-  through the checkpoint's own chat template with a math system prompt (`chat_template_kwargs`, e.g.
+  2048 new tokens per step (16,384 or 32,768 on the `LONG_SLICES`), prompts padded to 1024 tokens. Paths
+  and URLs are placeholders of the shape of the real ones, overridden on the command line. `source` names
+  the config file in errors. Prompts go through the checkpoint's own chat template with a math system
+  prompt (`chat_template_kwargs`, e.g.
   Qwen3's `enable_thinking`, reach the template).
   """
   if topology == "smoke":
@@ -64,12 +86,14 @@ def pod_config(
       )
     )
   topology = topology or "v5p:2x2x2"
+  slices = {**POD_SLICES, **LONG_SLICES} if slices is None else slices
   if topology not in slices:
     raise ValueError(
       f"{source}: no settings for topology {topology!r}; use one of {sorted(slices)} "
       "(or add a line to its SLICES and check it with launch/aot_compile.py)"
     )
   slice_ = slices[topology]
+  topology, max_new_tokens = split_slice(topology)
   c = base_config()
   c.reward.mode = "arena_live"
 
@@ -92,9 +116,19 @@ def pod_config(
   c.judge.max_tokens = 8192
   c.judge.client.concurrency = 128
 
-  # compact_every = 0: `make aot` proves the memory of the uncompacted decode program only (a compaction
-  # briefly holds the old and the new cache).
-  c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=2048, temperature=1.0, compact_every=0))
+  # compact_every = 0: `make aot` proves the memory of the uncompacted decode program only (a dense cache's
+  # compaction briefly holds the old and the new cache). The growing cache regroups its live rows at its
+  # chunks' ends anyway, but never holds more than the dense cache of its chunking (at these budgets as
+  # large as the dense cache `make aot` compiles): its memory follows the live tokens (SPEC §1: most
+  # completions stop early).
+  c.rollout.update(
+    dict(prompts_per_step=64, group_size=8, max_new_tokens=max_new_tokens, temperature=1.0, compact_every=0)
+  )
+  c.rollout.decode_cache = "growing"
+  c.rollout.sample_batch = slice_.get("sample_batch", 0)
+  # The update packs each micro-batch's sequences into rows of one full-length sequence's tokens
+  # (`train.packing`): RL completions are skewed, so padded rows would be mostly padding.
+  c.rollout.pack_tokens = RUN.entries["aot"].defaults().prompt_len + max_new_tokens
   c.optim.update(dict(lr=4e-7, warmup_steps=10, micro_batches=slice_["micro_batches"], minibatches=1))  # SPEC §9
   c.num_steps = 500
   c.checkpoint.every = 25
@@ -118,7 +152,8 @@ def real_smoke(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   c.judge.model = judges_config.DEFAULT_MODEL  # the embedded server serves only this name
   c.judge.token_budget, c.judge.max_tokens, c.judge.client.concurrency = 1024, 1024, 16
   c.tasks.jsonl.num_workers = 1
-  c.rollout.update(dict(prompts_per_step=4, group_size=4, max_new_tokens=16))
+  # Two sampler calls of 2 prompts each, and packed update rows of 512 tokens: the real run's code paths.
+  c.rollout.update(dict(prompts_per_step=4, group_size=4, max_new_tokens=16, sample_batch=2, pack_tokens=512))
   c.optim.update(dict(micro_batches=1, minibatches=1, warmup_steps=1))
   c.num_steps, c.checkpoint.every = 2, 2
   c.mesh = parallel.mesh_config(1, -1, 2)

@@ -5,7 +5,8 @@
     # ahead-of-time on a CPU host: does it fit? (the `tpu` extra; `make aot`)
     python -m launch.aot_compile --config=configs/real_qwen3_8b.py:v5p:2x2x2
 
-The argument is the TPU topology; it picks the mesh and the micro-batches from `SLICES`, whose per-device
+The argument is the TPU topology, with `:16k` or `:32k` for long traces (`pod.LONG_SLICES`); it picks the
+mesh and the micro-batches from `SLICES`, whose per-device
 memory `launch/aot_compile.py` reports (docs/tpu.md). Everything else is `configs.pod.pod_config`:
 the same on every slice and for every policy. Paths and URLs are placeholders of the same shape as the
 real ones: override them on the command line (`--config.init.hf_path=…`,
@@ -19,16 +20,18 @@ math-verify, the judge client over HTTP, the sharded trainer; 2 steps on ≥ 4 C
 
 from configs import pod
 
-SLICES = pod.POD_SLICES  # add a topology here (a copy of the dict) to try another slice
+SLICES = {**pod.POD_SLICES, **pod.LONG_SLICES}  # add a topology here to try another slice
 
 
 def get_config(arg=None):
-  # Qwen3 thinks at length by default; 2048 new tokens hold concise visible reasoning, not a thinking block.
+  # Qwen3 thinks at length by default: 2048 new tokens hold concise visible reasoning, not a thinking block;
+  # the long-trace slices (":16k", ":32k") leave thinking on.
+  thinking = arg not in (None, "smoke") and pod.split_slice(arg)[1] > 2048
   return pod.pod_config(
     arg,
     model="qwen3_8b",
     hf_path="/mnt/disks/models/Qwen3-8B",
     source="configs/real_qwen3_8b.py",
     slices=SLICES,
-    chat_template_kwargs={"enable_thinking": False},
+    chat_template_kwargs={"enable_thinking": thinking},
   )

@@ -6,6 +6,9 @@
   load_hf(path)        a local HF checkpoint as a `Transformer` (a family of `models.hf`: Llama, Mistral,
                        Qwen2, Qwen3, Ministral-3)
   token_logprobs(...)  teacher-forced log π(completion token | prompt, prefix), memory-aware
+                       (`packed_token_logprobs`: the same from packed rows, `train.packing`)
+  full_attention(...)  full-sequence attention by kernel: xla (reference), Pallas splash (TPU), cudnn (GPU);
+                       `kernel_mesh` / `traced_on_mesh` run the kernels per shard of a mesh
   KVCache              the sampler's cache: the prompt once per group, completions in chunks
   pure_params(m)       a Module / nnx.State → the pure parameter dict (what jit, orbax and the sampler take)
   quantize_for_training(m)  the model as a train step with `config.quantization` (FP8, Qwix) runs it
@@ -14,6 +17,14 @@
 Importing this room never imports torch or transformers.
 """
 
+from arena_jax.models.attention import (
+  ATTENTION_CHOICES,
+  ATTENTION_IMPLS,
+  full_attention,
+  kernel_mesh,
+  resolve_attention,
+  traced_on_mesh,
+)
 from arena_jax.models.config import (
   MODEL_CONFIGS,
   MODEL_DTYPES,
@@ -38,7 +49,7 @@ from arena_jax.models.hf import (
   read_safetensors,
 )
 from arena_jax.models.kv_cache import KVCache
-from arena_jax.models.logprobs import chunked_logprobs, token_logprobs
+from arena_jax.models.logprobs import chunked_logprobs, packed_token_logprobs, token_logprobs
 from arena_jax.models.params import pure_params
 from arena_jax.models.quantization import quantize_for_training
 from arena_jax.models.sharding import (

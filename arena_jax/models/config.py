@@ -25,6 +25,10 @@ import numpy as np
 
 from arena_jax.registry import Registry
 
+# `ModelConfig.attention` (`models.attention`): "auto" picks by the platform a program is traced for.
+ATTENTION_IMPLS = ("xla", "splash", "cudnn")
+ATTENTION_CHOICES = ("auto",) + ATTENTION_IMPLS
+
 MODEL_DTYPES = ("float32", "bfloat16", "float16")
 
 # Low-precision matmuls of the train step (`ModelConfig.quantization`; `models.quantization`):
@@ -123,6 +127,9 @@ class ModelConfig:
     quantization: low-precision matmuls of the differentiated forward pass, a name in `QUANTIZATIONS`
       ("" = none; "fp8": `models.quantization`). Like `remat`, how the train step computes, not what the
       weights are: `model_config.json` does not store it, and the sampler never uses it.
+    attention: the full-sequence attention kernel (training forward, prefill, log-prob pass), a key of
+      `models.attention.ATTENTION_CHOICES`: "auto" (splash on TPU, cudnn on GPU, xla elsewhere), "xla",
+      "splash" or "cudnn". How programs compute, like `remat`: `model_config.json` does not store it.
   """
 
   vocab_size: int
@@ -150,6 +157,7 @@ class ModelConfig:
   query_scale_length: int = 16_384
   remat: str = "none"
   quantization: str = ""
+  attention: str = "auto"
 
   def __post_init__(self):
     if self.head_dim is None:
@@ -177,6 +185,8 @@ class ModelConfig:
       problems.append(f"remat must be one of {tuple(REMAT_POLICIES)} (got {self.remat!r})")
     if self.quantization not in QUANTIZATIONS:
       problems.append(f"quantization must be one of {QUANTIZATIONS} (got {self.quantization!r})")
+    if self.attention not in ATTENTION_CHOICES:
+      problems.append(f"attention must be one of {ATTENTION_CHOICES} (got {self.attention!r})")
     if self.sliding_layers is not None and len(self.sliding_layers) != self.num_layers:
       problems.append(f"sliding_layers has {len(self.sliding_layers)} entries for {self.num_layers} layers")
     if problems:

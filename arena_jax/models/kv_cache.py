@@ -18,6 +18,8 @@ Row r = b·G + g. A completion slot t of row r has RoPE position prompt_lengths[
 
 from __future__ import annotations
 
+import math
+
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -59,6 +61,13 @@ class KVCache:
   @property
   def prompt_bucket(self) -> int:
     return self.prompt_k[0].shape[-1]
+
+  @property
+  def nbytes(self) -> int:
+    """Bytes of keys and values over all layers (prompt part and completion chunks; global, not per
+    device), read from the shapes: also of an abstract cache (`jax.eval_shape`)."""
+    chunks = [x for layer in (*self.k, *self.v) for x in layer]
+    return sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in (*self.prompt_k, *self.prompt_v, *chunks))
 
   def row_prompt_lengths(self) -> jax.Array:
     return jnp.repeat(self.prompt_lengths, self.group, axis=0, total_repeat_length=self.num_rows)

@@ -23,10 +23,12 @@ import jax.numpy as jnp
 from flax import nnx
 from jax import lax
 
+from arena_jax.models import attention as attention_lib
 from arena_jax.models import kv_cache
 from arena_jax.models.config import REMAT_POLICIES, ModelConfig, rope_frequencies
 
 KVCache = kv_cache.KVCache
+attend = attention_lib.attend  # the xla reference (`models.attention`)
 
 
 def _dtype(name: str):
@@ -75,19 +77,6 @@ def apply_rope(x: jax.Array, rope: tuple[jax.Array, ...]) -> jax.Array:
   x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
   return out.astype(x.dtype)
-
-
-def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-  """Grouped-query attention. q [B, T, K, R, H] (already scaled); k, v [B, K, S, H]; mask [B, T, S].
-
-  Returns [B, T, K·R, H]. Scores and softmax are float32.
-  """
-  scores = jnp.einsum("btkrh,bksh->bktrs", q, k, preferred_element_type=jnp.float32)
-  scores = jnp.where(mask[:, None, :, None, :], scores, kv_cache.MASK_VALUE)
-  probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-  out = jnp.einsum("bktrs,bksh->btkrh", probs, v)
-  b, t, kh, r, h = out.shape
-  return out.reshape(b, t, kh * r, h)
 
 
 class Attention(nnx.Module):
@@ -153,12 +142,6 @@ class Attention(nnx.Module):
       y = y + self.o_bias[...].astype(o.dtype)
     return y.reshape(o.shape[:-2] + (y.shape[-1],))
 
-  def window_mask(self, q_positions: jax.Array, kv_positions: jax.Array) -> jax.Array | None:
-    """[B, T, S] keys inside the sliding window, or None without one."""
-    if self.window is None:
-      return None
-    return (q_positions[:, :, None] - kv_positions[:, None, :]) < self.window
-
 
 class MLP(nnx.Module):
   """SwiGLU: W_down (silu(W_gate x) ⊙ W_up x)."""
@@ -202,18 +185,29 @@ class Block(nnx.Module):
     self.attn = Attention(config, layer, rngs=rngs)
     self.post_attention_norm = RMSNorm(config.d_model, config.rms_norm_eps, "norm", pd, rngs=rngs)
     self.mlp = MLP(config, rngs=rngs)
+    self.attention = config.attention
 
-  def __call__(self, x, positions, mask, rope):
-    """Self-attention over x's own tokens: x [B, T, D], positions [B, T], mask [B, T, T].
+  def __call__(self, x, positions, rope, valid=None, segment_ids=None, lengths=None):
+    """Self-attention over x's own tokens (`models.attention`): x [B, T, D], positions [B, T]; valid [B, T]
+    or segment_ids [B, T] say which keys a query sees (causal in indices); lengths [B] is the kernels' hint
+    that each row is one sequence.
 
     Returns (y, (k, v)) with k, v [B, K, T, H], for a caller that caches them.
     """
     q, k, v = self.attn.qkv(self.input_norm(x), rope)
     k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-    window = self.attn.window_mask(positions, positions)
-    if window is not None:
-      mask = mask & window
-    h = x + self.attn.out(attend(q, k, v, mask))
+    o = attention_lib.full_attention(
+      q,
+      k,
+      v,
+      impl=self.attention,
+      positions=positions,
+      valid=valid,
+      segment_ids=segment_ids,
+      lengths=lengths,
+      window=self.attn.window,
+    )
+    h = x + self.attn.out(o)
     return h + self.mlp(self.post_attention_norm(h)), (k, v)
 
   def decode(self, x, rope, prompt_k, prompt_v, ks, vs, local, prompt_mask, chunk_mask):
@@ -231,7 +225,7 @@ class Block(nnx.Module):
 
 
 class Transformer(nnx.Module):
-  """Decoder-only LM. `model(tokens [B, T])` → logits [B, T, V] (float32), plain causal attention.
+  """Decoder-only LM. `model(tokens [B, T])` → logits [B, T, V] (float32), causal attention (`models.attention`).
 
   The sampler uses `prefill` and `decode`; the loss uses `hidden` and `output_projection`
   (see `token_logprobs`).
@@ -287,29 +281,31 @@ class Transformer(nnx.Module):
     positions: jax.Array | None = None,
     valid: jax.Array | None = None,
     *,
+    segment_ids: jax.Array | None = None,
+    lengths: jax.Array | None = None,
     return_kv: bool = False,
   ):
-    """Final (normed) hidden states [B, T, D] under causal attention.
+    """Final (normed) hidden states [B, T, D] under causal attention (`models.attention`).
 
     Args:
       tokens: int [B, T].
       positions: int [B, T] RoPE positions (default 0..T−1).
       valid: bool [B, T]; invalid tokens are never attended to (their own outputs are meaningless).
+      segment_ids: int [B, T], instead of `valid`: packed rows, a query sees only its own segment's keys
+        (`train.packing`; positions restart per segment).
+      lengths: int [B]: row b is one sequence in [0, lengths[b]) then padding (the kernels' hint; the
+        prefill).
       return_kv: also return each layer's (k, v) [B, K, T, H] (prefill).
     """
     b, t = tokens.shape
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
-    mask = jnp.tril(jnp.ones((t, t), bool))[None]
-    if valid is not None:
-      mask = mask & valid[:, None, :]
-    mask = jnp.broadcast_to(mask, (b, t, t))
     rope = self.rope(positions)
     x = self.embed(tokens)
     kvs = []
     run = _remat_block(self.config.remat)
     for block in self.layers:
-      x, kv = run(block, x, positions, mask, rope)
+      x, kv = run(block, x, positions, rope, valid, segment_ids, lengths)
       kvs.append(kv)
     h = self.final_norm(x)
     return (h, tuple(kvs)) if return_kv else h
@@ -338,7 +334,7 @@ class Transformer(nnx.Module):
     """
     b, p = tokens.shape
     valid = jnp.arange(p)[None, :] < lengths[:, None]
-    h, kvs = self.hidden(tokens, None, valid, return_kv=True)
+    h, kvs = self.hidden(tokens, None, valid, lengths=lengths, return_kv=True)
     last = jnp.take_along_axis(h, jnp.maximum(lengths - 1, 0)[:, None, None], axis=1)[:, 0]
     cache = kv_cache.init_cache(kvs, lengths, group, num_chunks, chunk, cache_dtype or _dtype(self.config.dtype))
     return self.logits(last), cache
@@ -384,8 +380,8 @@ class Transformer(nnx.Module):
     return self.logits(self.final_norm(x)), cache
 
 
-def _call_block(block: Block, x, positions, mask, rope):
-  return block(x, positions, mask, rope)
+def _call_block(block: Block, x, positions, rope, valid, segment_ids, lengths):
+  return block(x, positions, rope, valid, segment_ids, lengths)
 
 
 def _remat_block(remat: str):

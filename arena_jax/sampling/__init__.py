@@ -2,7 +2,8 @@
 
 Sampler        small frozen object; `sampler(params, prompts, rng)` → SampleOutput;
                `sampler.stream(...)` yields a StreamChunk (the rows that finished) after each chunk
-SampleOutput   tokens, behaviour log-probs, lengths, truncated, completion_step, is_greedy ([B·G, …])
+SampleOutput   tokens, behaviour log-probs, lengths, truncated, completion_step, is_greedy ([B·G, …]);
+               `concat_outputs` joins several calls' (a rollout split into calls)
 Greedy, RandomSampling(temperature, top_k, top_p)   sampling methods
 apply_top_k, apply_top_p, sample_categorical, uniforms, mask_after_stop, bucket_length,
 cache_chunking  the pure helpers they are built from
@@ -22,12 +23,14 @@ from arena_jax.sampling.methods import (
   uniforms,
 )
 from arena_jax.sampling.decode_state import (
+  DECODE_CACHES,
   DEFAULT_PROMPT_BUCKETS,
   DecodeState,
   ForcedStops,
   SampleOutput,
   StreamChunk,
   bucket_length,
+  concat_outputs,
   cache_chunking,
   mask_after_stop,
   model_from_params,

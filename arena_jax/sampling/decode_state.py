@@ -1,6 +1,7 @@
 """The sampler's data and the pure helpers it is built from (`arena_jax.sampling.sampler` runs them).
 
 SampleOutput, StreamChunk   what a call returns, and what a streamed call yields after each chunk
+concat_outputs              the SampleOutputs of several calls as one (a rollout split into calls)
 DecodeState, Results        the decode loop's state (donated between segments) and finished rows kept aside
 bucket_length, cache_chunking, mask_after_stop   static shapes and the stop rule, pure functions
 ForcedStops                 a logits processor fixing each row's length (benchmarks, tests)
@@ -24,6 +25,8 @@ from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.transformer import Transformer, abstract_model
 
 DEFAULT_PROMPT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+# `Sampler.decode_cache`: every completion chunk allocated by the prefill, or one chunk at a time.
+DECODE_CACHES = ("dense", "growing")
 
 
 @flax.struct.dataclass
@@ -44,6 +47,9 @@ class SampleOutput:
     prompt_tokens: int32 [B, P] the prompts, right-padded to the bucket P.
     prompt_lengths: int32 [B].
     num_samples: G.
+    peak_cache_bytes: the most bytes of K/V cache (all layers, prompt part included, over all devices)
+      the call held at once, from the shapes of the caches it held (a compaction's gather: the old cache
+      and the part of the new one written so far). Host-side metadata, not a pytree leaf.
   """
 
   tokens: jax.Array
@@ -55,6 +61,7 @@ class SampleOutput:
   prompt_tokens: jax.Array
   prompt_lengths: jax.Array
   num_samples: int = flax.struct.field(pytree_node=False, default=1)
+  peak_cache_bytes: int = flax.struct.field(pytree_node=False, default=0)
 
   def grouped(self, x: jax.Array) -> jax.Array:
     """[B·G, ...] → [B, G, ...]."""
@@ -91,7 +98,8 @@ class DecodeState:
   """The while_loops' carry. `step` t = tokens sampled so far; the next step feeds the last one,
   completion token t − 1, into completion slot t − 1 of the cache. `rows` int32 [R]: each row's index
   b·G + i in the call (the identity until a compaction; `_NO_ROW` for a compacted state's filler rows).
-  `finish`: the step of the row's last token, −1 for a filler row, N while it decodes."""
+  `finish`: the step of the row's last token, −1 for a filler row, N while it decodes. `row_offset`: int32
+  scalar added to `rows` where they pick a row's greedy flag and logits-processor row (`Sampler.__call__`)."""
 
   step: jax.Array
   tokens: jax.Array
@@ -102,6 +110,7 @@ class DecodeState:
   cache: KVCache
   uniforms: jax.Array
   rows: jax.Array
+  row_offset: jax.Array
 
 
 @flax.struct.dataclass
@@ -128,18 +137,47 @@ def bucket_length(length: int, buckets: Sequence[int]) -> int:
   return -(-length // 8) * 8
 
 
-def cache_chunking(max_new_tokens: int, chunk: int | None = None) -> tuple[int, int]:
+def cache_chunking(max_new_tokens: int, chunk: int | None = None, *, growing: bool = False) -> tuple[int, int]:
   """(chunk size, number of chunks) covering the N − 1 completion slots that decoding writes.
 
   By default up to 4 chunks of ≥ 16 slots (a multiple of 8): each chunk is one while_loop (one more
   copy of the decode step to compile) and lets the earlier steps skip reading the unwritten tail.
+  `growing` (`Sampler.decode_cache`): up to 16 chunks of ≥ 8 slots, ~N/16 each, since a growing cache
+  allocates one chunk at a time and so follows the live tokens to within a chunk; the price is more
+  decode programs (one per chunk and row bucket) and a host round trip at each chunk's end.
   """
   slots = max(1, max_new_tokens - 1)
   if chunk is None:
-    n = min(4, -(-slots // 16))
+    most, least = (16, 8) if growing else (4, 16)
+    n = min(most, -(-slots // least))
     chunk = -(-slots // n)
   chunk = -(-chunk // 8) * 8
   return chunk, -(-slots // chunk)
+
+
+def concat_outputs(outputs: Sequence[SampleOutput], pad_id: int = 0) -> SampleOutput:
+  """Host copies of `outputs` (calls with the same N and G, in row order) as one `SampleOutput`: rows and
+  prompts concatenated, prompts right-padded with `pad_id` to the widest bucket; `peak_cache_bytes` is the
+  largest call's (the calls run one after another, each freeing its cache)."""
+  outputs = [jax.device_get(o) for o in outputs]
+  if len({o.num_samples for o in outputs}) != 1:
+    raise ValueError(f"outputs of different group sizes: {[o.num_samples for o in outputs]}")
+  width = max(o.prompt_tokens.shape[1] for o in outputs)
+  cat = lambda name: np.concatenate([np.asarray(getattr(o, name)) for o in outputs])
+  pad = lambda x: np.pad(np.asarray(x), ((0, 0), (0, width - x.shape[1])), constant_values=pad_id)
+  prompts = np.concatenate([pad(o.prompt_tokens) for o in outputs])
+  return SampleOutput(
+    tokens=cat("tokens"),
+    logprobs=cat("logprobs"),
+    lengths=cat("lengths"),
+    truncated=cat("truncated"),
+    completion_step=cat("completion_step"),
+    is_greedy=cat("is_greedy"),
+    prompt_tokens=prompts,
+    prompt_lengths=cat("prompt_lengths"),
+    num_samples=outputs[0].num_samples,
+    peak_cache_bytes=max(o.peak_cache_bytes for o in outputs),
+  )
 
 
 def mask_after_stop(tokens: jax.Array, stop_tokens: Sequence[int], pad_id: int) -> jax.Array:

@@ -36,8 +36,31 @@ costs about its weight reads anyway). Rows keep their original index
 (`DecodeState.rows`), which picks their uniforms and their greedy flag: a row's tokens do not depend on
 compaction.
 
+Growing cache (`decode_cache = "growing"`; "dense" is all of the above): the prefill allocates the first
+completion chunk only, and the host-driven segments (`stream`) append one empty chunk, for the rows then
+held, just before the first segment that writes into it; compaction is checked at every chunk's end, before
+the next chunk is allocated, so the cache holds about the live rows' tokens instead of rows × budget (SPEC §1:
+a group's lengths are spread; most rows are short). Chunks are finer by default (~N/16 slots,
+`cache_chunking(growing=True)`): the cache then overshoots the live tokens by under a chunk, for one decode
+program per chunk (and row bucket) and one host round trip per chunk. Its compaction keeps the prompt shared:
+the live rows of a prompt are regrouped into subgroups of G' = G, G/2, … 1 rows sharing one copy of its
+prompt (the prefill's layout with fewer rows per prompt), with the G' and row bucket that make the next
+segment's cache smallest, and only if that is smaller than not compacting. It gathers array by array,
+freeing each old array once copied, so that it holds the old cache plus one array rather than both caches,
+and it never holds more than the dense cache of the same chunking (what `lower` compiles for it). The
+samples are the dense cache's (rows keep their index): bit for bit until a regrouping, then to float32
+round-off (the same steps over a batch of another shape, as with the dense cache's compaction).
+
+Several calls (`row_offset`): a rollout split into calls of fewer prompts passes each call the index of
+its first row in the whole rollout, a multiple of G; row r of the call then draws the uniforms and gets the
+greedy flag and logits-processor row of row row_offset + r, so the split gives the one call's samples.
+
+Peak memory: every output records `peak_cache_bytes`, the most K/V cache bytes the call held at once (all
+layers, prompt part included), from the shapes of the caches it held; a dense call without compaction holds
+its one allocation.
+
 Randomness: one uniform per row and step, drawn before the loop (the loop body holds no RNG): row r's
-N numbers come from fold_in(rng, r), so they depend on the key and the row index only — not on the
+N numbers come from fold_in(rng, row_offset + r), so they depend on the key and the row index only — not on the
 batch padding a mesh needs, nor on the device count (jax's threefry is partitionable): the same key
 gives the same tokens on one device or on a mesh.
 """
@@ -46,6 +69,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -59,11 +83,13 @@ from arena_jax import parallel
 from arena_jax import program_cache
 from arena_jax.models.config import ModelConfig
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES, logical_sharding, num_batch_shards, param_shardings
+from arena_jax.models.attention import traced_on_mesh
 from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.params import pure_params
 from arena_jax.models.transformer import abstract_model
 from arena_jax.sampling.decode_state import (
   COMPACT_FLOOR,
+  DECODE_CACHES,
   DEFAULT_PROMPT_BUCKETS,
   DecodeState,
   Results,
@@ -100,7 +126,8 @@ class Sampler:
       `tensor` (see `arena_jax.models.sharding`). None = the default device.
     rules: logical axis rules.
     cache_dtype: KV cache dtype (default: the model's compute dtype).
-    cache_chunk: completion slots per cache chunk (default: `cache_chunking`'s choice).
+    cache_chunk: completion slots per cache chunk (default: `cache_chunking`'s choice, finer for a
+      growing cache).
     compact_every: > 0: every this many decode steps (and at each cache chunk's end) gather the live
       rows into a smaller batch when they fit one (see the module docstring; one host round trip per
       check, one more decode program per row bucket); 0: never, one jitted call decodes every row to
@@ -109,6 +136,9 @@ class Sampler:
       (step 0 = the prefill's token; rows = the rows' indices b·G + i in the call); the behaviour
       log-probs are those of the processed logits. For constraints (e.g. forcing a stop token) that
       must not depend on batch composition; must be jax-traceable and hashable.
+    decode_cache: "dense": the prefill allocates the whole completion cache (rows × budget); "growing":
+      one chunk at a time, finished rows compacted away at each chunk's end (module docstring). The same
+      samples; a growing call is host-driven (`stream`).
   """
 
   config: ModelConfig
@@ -125,6 +155,7 @@ class Sampler:
   cache_chunk: int | None = None
   compact_every: int = 0
   logits_processor: Callable[[jax.Array, jax.Array, jax.Array], jax.Array] | None = None
+  decode_cache: str = "dense"
 
   def __post_init__(self):
     object.__setattr__(self, "stop_tokens", tuple(int(t) for t in self.stop_tokens))
@@ -136,16 +167,32 @@ class Sampler:
       raise ValueError(f"num_samples must be ≥ 1 (got {self.num_samples})")
     if self.compact_every < 0:
       raise ValueError(f"compact_every must be ≥ 0 (got {self.compact_every})")
+    if self.decode_cache not in DECODE_CACHES:
+      raise ValueError(f"decode_cache must be one of {DECODE_CACHES} (got {self.decode_cache!r})")
 
   @property
   def logprob_temperature(self) -> float:
     """T of the behaviour log-probs: score the loss with `token_logprobs(..., temperature=T)`."""
     return self.method.logprob_temperature
 
+  @property
+  def _growing(self) -> bool:
+    return self.decode_cache == "growing"
+
+  @property
+  def _chunking(self) -> tuple[int, int]:
+    """(slots per cache chunk, number of chunks)."""
+    return cache_chunking(self.max_new_tokens, self.cache_chunk, growing=self._growing)
+
   # ── public entry point ──
 
   def __call__(
-    self, params: Any, prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray], rng: jax.Array
+    self,
+    params: Any,
+    prompts: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray],
+    rng: jax.Array,
+    *,
+    row_offset: int = 0,
   ) -> SampleOutput:
     """Samples `num_samples` completions for each prompt.
 
@@ -153,14 +200,18 @@ class Sampler:
       params: a `Transformer`, its `nnx.State`, or the pure dict of its parameters.
       prompts: token lists, or (tokens [B, L] right-padded, lengths [B]). Every prompt needs ≥ 1 token.
       rng: a `jax.random.key`.
+      row_offset: the index of this call's first row among several calls' (a multiple of G): row r
+        samples as row row_offset + r of one call with all their prompts would (module docstring).
     """
-    if self.compact_every and len(self._segments(self.compact_every)) > 1:
-      *_, last = self.stream(params, prompts, rng)  # host-driven: a compaction check after each segment
+    if self._growing or (self.compact_every and len(self._segments(self.compact_every)) > 1):
+      # host-driven: a compaction check after each segment (and, growing, a chunk appended before it)
+      *_, last = self.stream(params, prompts, rng, row_offset=row_offset)
       return last.output
-    state, tokens, _, num_prompts = self._start(params, prompts, rng)
+    state, tokens, _, num_prompts = self._start(params, prompts, rng, row_offset)
+    held = state.cache.nbytes  # its one allocation
     # The final state (whose cache aliases the donated one) is dropped here, freeing the cache.
     out, _ = self._decode_fn(pure_params(params), state, jnp.asarray(tokens))
-    return self._trim(out, num_prompts)
+    return self._trim(out, num_prompts).replace(peak_cache_bytes=held)
 
   def stream(
     self,
@@ -169,6 +220,7 @@ class Sampler:
     rng: jax.Array,
     *,
     every: int = 0,
+    row_offset: int = 0,
   ) -> Iterator[StreamChunk]:
     """`__call__`, yielding after each chunk of decoding the rows that finished in it (issue 14: judging
     starts while decoding goes on). The last chunk carries the rows cut at `max_new_tokens` and the
@@ -178,15 +230,21 @@ class Sampler:
     A chunk ends at each cache chunk's end (`cache_chunking`) and, with `every` > 0, every `every`
     decode steps (with compaction, also every `compact_every` steps). Each chunk costs one host round
     trip (its finished rows are read back): the plain call without compaction has none. Multi-host:
-    every host runs the same chunks and receives every row.
+    every host runs the same chunks and receives every row. `row_offset`: as in `__call__`; a chunk's
+    `rows` are the call's own (0 … B·G − 1).
     """
-    state, tokens, lengths, num_prompts = self._start(params, prompts, rng)
+    state, tokens, lengths, num_prompts = self._start(params, prompts, rng, row_offset)
     params = pure_params(params)
     real, n = num_prompts * self.num_samples, self.max_new_tokens
     reported = np.zeros(real, bool)
+    compacting = bool(self.compact_every) or self._growing
     # With compaction: every row's results so far, scattered from the state after each segment, and
     # the host's copy of `state.rows` (which of the call's rows the state holds; −1: filler).
     results, held = None, np.arange(state.tokens.shape[0])
+    # The most K/V bytes held at once; a growing cache never holds more than `dense_bytes`, the cache of
+    # every chunk for every row of the call (what the prefill allocates when dense).
+    peak = state.cache.nbytes
+    dense_bytes = peak + (self._chunking[1] - state.cache.num_chunks) * _chunk_bytes(state.cache)
 
     def chunk(index, view, finish, last=False):
       finish = finish[:real]
@@ -207,35 +265,46 @@ class Sampler:
       )
 
     def run(index, end, read_chunks):
-      nonlocal state, results
+      nonlocal state, results, peak
+      if state.cache.num_chunks < read_chunks:  # growing: the chunk this segment writes into, empty
+        state = self._grow(state)
+        peak = max(peak, state.cache.nbytes)
       state = self._segment_fn(read_chunks)(params, state, np.int32(end))
-      if self.compact_every:
+      if compacting:
         results = self._merge_fn(results, state)
-      view = results if self.compact_every else state
+      view = results if compacting else state
       return view, np.asarray(parallel.gather(view.finish))  # the segment's one host round trip
 
     segments = self._segments(every, self.compact_every)
     # Compactions happen at the ends of `__call__`'s segments only, whatever `every`: the same rows are
-    # gathered at the same steps, so the output is `__call__`'s to the bit.
-    checks = {end for end, _ in self._segments(self.compact_every)} if self.compact_every else set()
+    # gathered at the same steps, so the output is `__call__`'s to the bit. Growing: at least at each
+    # chunk's end (`_segments` ends one there), before the next chunk is allocated.
+    checks = {end for end, _ in self._segments(self.compact_every)} if compacting else set()
     for index, (end, read_chunks) in enumerate(segments[:-1]):
       view, finish = run(index, end, read_chunks)
       yield chunk(index, view, finish)
       if (finish != n).all():
         break  # the remaining loops would not run a step (every row is done)
       if end in checks:
-        state, held = self._compact(state, held, finish)
+        if self._growing:
+          next_chunks = max(state.cache.num_chunks, segments[index + 1][1])
+          state, held, gathering = self._regroup(state, held, finish, next_chunks, dense_bytes)
+        else:
+          state, held, gathering = self._compact(state, held, finish)
+        peak = max(peak, gathering)
     end, read_chunks = segments[-1]
     view, finish = run(len(segments) - 1, end, read_chunks)
     last = chunk(len(segments) - 1, view, finish, last=True)
-    last.output = self._trim(self._finish_fn(view, tokens, lengths), num_prompts)
+    out = self._trim(self._finish_fn(view, tokens, lengths), num_prompts)
+    last.output = out.replace(peak_cache_bytes=int(peak))
     yield last
 
-  def _compact(self, state: DecodeState, held: np.ndarray, finish: np.ndarray) -> tuple[DecodeState, np.ndarray]:
-    """(the state with only its live rows, the new `held`) when they fit a smaller row bucket, else
-    (`state`, `held`). Never below 1/16 of the call's rows (`COMPACT_FLOOR`: a step over that few rows
-    costs about its weight reads, and each bucket is one more program to compile), nor into a cache
-    larger than the current one (so that decoding never needs more memory than its first program)."""
+  def _compact(self, state: DecodeState, held: np.ndarray, finish: np.ndarray) -> tuple[DecodeState, np.ndarray, int]:
+    """(the state with only its live rows, the new `held`, the cache bytes held during the gather: both
+    caches) when they fit a smaller row bucket, else (`state`, `held`, 0). Never below 1/16 of the call's
+    rows (`COMPACT_FLOOR`: a step over that few rows costs about its weight reads, and each bucket is one
+    more program to compile), nor into a cache larger than the current one (so that decoding never needs
+    more memory than its first program). The dense cache's compaction; `_regroup` is the growing one's."""
     live = np.flatnonzero((held >= 0) & (finish[np.maximum(held, 0)] == self.max_new_tokens))
     rows = max(self._row_bucket(len(live)), self._row_bucket(-(-len(finish) // COMPACT_FLOOR)))
     cache = state.cache
@@ -245,14 +314,15 @@ class Sampler:
       or rows >= len(held)
       or (rows * (cache.prompt_bucket + slots) > cache.num_prompts * cache.prompt_bucket + len(held) * slots)
     ):
-      return state, held
+      return state, held, 0
     index = np.full(rows, -1, np.int32)
     index[: len(live)] = live
     new_held = np.full(rows, -1, held.dtype)
     new_held[: len(live)] = held[live]
     if self.mesh is not None:
       index = jax.device_put(index, NamedSharding(self.mesh, PartitionSpec()))
-    return self._compact_fn(state, index), new_held
+    new = self._compact_fn(state, index)
+    return new, new_held, state.cache.nbytes + new.cache.nbytes
 
   def _row_bucket(self, live: int) -> int:
     """The smallest row count shards × 2^i or shards × 3·2^i holding `live` ≥ 1 rows."""
@@ -260,9 +330,94 @@ class Sampler:
     sizes = sorted({shards << i for i in range(32)} | {(3 * shards) << i for i in range(31)})
     return next(size for size in sizes if size >= live)
 
-  def _start(self, params, prompts, rng) -> tuple[DecodeState, np.ndarray, np.ndarray, int]:
+  def _regroup(
+    self, state: DecodeState, held: np.ndarray, finish: np.ndarray, next_chunks: int, limit: int
+  ) -> tuple[DecodeState, np.ndarray, int]:
+    """The growing cache's compaction: (the state with only its live rows, the new `held`, the most cache
+    bytes held during the gather), or (`state`, `held`, 0) when no layout is smaller.
+
+    The live rows of each prompt are regrouped into subgroups of G' rows (G' = G, G/2, … 1, at most the
+    current group) sharing one copy of the prompt, in the smallest row bucket holding them (`_row_bucket`
+    copies of the prompt, G' rows each; never below 1/16 of the call's rows): of these layouts, the one
+    whose cache is smallest in the next segment (`next_chunks` chunks: the one about to be appended
+    included), if it is smaller than the current layout's then and its gather holds at most `limit`
+    bytes. Regrouping, not one prompt per row, because a prompt copy per row can outweigh the completion
+    rows it frees (a prompt of P tokens shared by G rows costs P/G slots per row; copied per row, P)."""
+    n, g0 = self.max_new_tokens, self.num_samples
+    cache = state.cache
+    slots, group, rows = cache.num_prompts, cache.group, len(held)
+    prompt_bytes = _prompt_bytes(cache) / slots  # per copy of a prompt
+    chunk_bytes = _chunk_bytes(cache) / rows  # per row and chunk
+    live = np.flatnonzero((held >= 0) & (finish[np.maximum(held, 0)] == n))
+    if not live.size:
+      return state, held, 0
+    by_prompt: dict[int, list[int]] = {}  # the call's prompt → the positions of its live rows, in row order
+    for pos in live[np.argsort(held[live], kind="stable")]:
+      by_prompt.setdefault(int(held[pos]) // g0, []).append(int(pos))
+    floor = self._row_bucket(-(-len(finish) // COMPACT_FLOOR))
+    size = lambda copies, g: copies * prompt_bytes + copies * g * next_chunks * chunk_bytes
+    best = None
+    for g in sorted({max(1, g0 >> i) for i in range(g0.bit_length())}, reverse=True):
+      copies = self._row_bucket(max(sum(-(-len(p) // g) for p in by_prompt.values()), -(-floor // g)))
+      if g > group or (copies, g) == (slots, group) or size(copies, g) >= size(slots, group):
+        continue
+      gathering = _gather_peak(cache, copies / slots, copies * g / rows)
+      if gathering <= limit and (best is None or size(copies, g) < best[0]):
+        best = (size(copies, g), copies, g, gathering)
+    if best is None:
+      return state, held, 0
+    _, copies, g, gathering = best
+    source, index = [], []  # each new copy's old prompt slot; each new row's old position (−1: filler)
+    for positions in by_prompt.values():
+      for i in range(0, len(positions), g):
+        part = positions[i : i + g]
+        source.append(part[0] // group)
+        index.extend(part + [-1] * (g - len(part)))
+    source += [0] * (copies - len(source))
+    index += [-1] * (copies * g - len(index))
+    source, index = np.asarray(source, np.int32), np.asarray(index, np.int32)
+    new_held = np.where(index >= 0, held[np.maximum(index, 0)], -1)
+    if self.mesh is not None:
+      source, index = jax.device_put((source, index), NamedSharding(self.mesh, PartitionSpec()))
+    kt, v, batch1 = self._cache_shardings if self.mesh is not None else (None, None, None)
+
+    def moved(x, i, sharding):
+      y = self._take_fn(sharding)(x, i)
+      # Freed once copied (the runtime waits for the copy): the gather holds the old cache and the new
+      # arrays so far, never both whole caches (`_gather_peak`, in this order).
+      x.delete()
+      return y
+
+    new = self._regroup_rows_fn(state.replace(cache=None), index)
+    new_k = tuple(tuple(moved(x, index, kt) for x in layer) for layer in cache.k)
+    new_v = tuple(tuple(moved(x, index, v) for x in layer) for layer in cache.v)
+    new_cache = KVCache(
+      prompt_k=tuple(moved(x, source, kt) for x in cache.prompt_k),
+      prompt_v=tuple(moved(x, source, v) for x in cache.prompt_v),
+      k=new_k,
+      v=new_v,
+      prompt_lengths=self._take_fn(batch1)(cache.prompt_lengths, source),
+    )
+    return new.replace(cache=new_cache), new_held, gathering
+
+  def _grow(self, state: DecodeState) -> DecodeState:
+    """The state with one more (empty) completion chunk per layer for its rows: a growing cache's next."""
+    cache = state.cache
+    k, v = self._empty_chunk_fn(cache.num_rows, jnp.dtype(cache.k[0][0].dtype).name)
+    return state.replace(
+      cache=cache.replace(
+        k=tuple(layer + (x,) for layer, x in zip(cache.k, k)), v=tuple(layer + (x,) for layer, x in zip(cache.v, v))
+      )
+    )
+
+  def _start(self, params, prompts, rng, row_offset: int = 0) -> tuple[DecodeState, np.ndarray, np.ndarray, int]:
     """Pads and places the prompts and prefills: (the decode state, the padded prompts, their lengths,
     the number of real prompts)."""
+    if not (isinstance(row_offset, (int, np.integer)) and row_offset >= 0 and row_offset % self.num_samples == 0):
+      raise ValueError(
+        f"row_offset must be a multiple ≥ 0 of num_samples = {self.num_samples} (the index of the call's "
+        f"first row among all calls' rows), got {row_offset!r}"
+      )
     tokens, lengths = self.pad_prompts(prompts)
     num_prompts = tokens.shape[0]
     shards = num_batch_shards(self.mesh, self.rules)
@@ -281,7 +436,8 @@ class Sampler:
         (self._batch_sharding(2), b1, b1, NamedSharding(self.mesh, PartitionSpec())),
       )
       rng = jax.random.wrap_key_data(key)
-    return self._prefill_fn(params, tokens, lengths, active, rng), tokens, lengths, num_prompts
+    state = self._prefill_fn(params, tokens, lengths, active, rng, np.int32(row_offset))
+    return state, tokens, lengths, num_prompts
 
   def _trim(self, out: SampleOutput, num_prompts: int) -> SampleOutput:
     """Drops the filler prompts' rows."""
@@ -304,7 +460,7 @@ class Sampler:
     """(end step, cache chunks read) of each decode loop: one per cache chunk, split every `e` steps of
     it for each `e` > 0 of `everys`."""
     n = self.max_new_tokens
-    chunk, num_chunks = cache_chunking(n, self.cache_chunk)
+    chunk, num_chunks = self._chunking
     out = []
     for j in range(num_chunks):
       start, end = j * chunk + 1, min((j + 1) * chunk + 1, n)
@@ -351,8 +507,12 @@ class Sampler:
     `max_new_tokens`); parameters, prompts and key are `jax.ShapeDtypeStruct`s laid out as a call lays
     them out, so nothing is allocated. `.compile().memory_analysis()` of each is what the program needs
     per device (`arena_jax.aot`: real-size samplers against TPU topologies). With a mesh, B must be a
-    multiple of its batch shards (a call pads to it).
+    multiple of its batch shards (a call pads to it). A growing cache's: those of the dense cache of the
+    same chunking, every chunk allocated, which bound what its host-driven segments hold.
     """
+    if self._growing:
+      dense = dataclasses.replace(self, decode_cache="dense", cache_chunk=self._chunking[0])
+      return dense.lower(num_prompts, prompt_len)
     shards = num_batch_shards(self.mesh, self.rules)
     if num_prompts < 1 or num_prompts % shards:
       raise ValueError(
@@ -368,8 +528,9 @@ class Sampler:
     tokens = sds((num_prompts, prompt_len), jnp.int32)
     lengths, active = sds((num_prompts,), jnp.int32), sds((num_prompts,), jnp.bool_)
     rng = jax.eval_shape(lambda: jax.random.key(0))
-    prefill = self._prefill_fn.lower(params, tokens, lengths, active, rng)
-    state = jax.eval_shape(self._prefill, params, tokens, lengths, active, rng)
+    row_offset = sds((), jnp.int32)
+    prefill = self._prefill_fn.lower(params, tokens, lengths, active, rng, row_offset)
+    state = jax.eval_shape(self._prefill, params, tokens, lengths, active, rng, row_offset)
     return prefill, self._decode_fn.lower(params, state, tokens)
 
   # ── jitted programs (built once per set of equal samplers: `program_cache.shared_property`) ──
@@ -379,10 +540,11 @@ class Sampler:
     if self.mesh is None:
       return jax.jit(self._prefill)
     batch1, rep = self._batch_sharding(1), NamedSharding(self.mesh, PartitionSpec())
+    # Traced inside `kernel_mesh`: the prompt pass's attention kernel (splash, cudnn) runs per shard.
     return jax.jit(
-      self._prefill,
-      in_shardings=(self._param_shardings, self._batch_sharding(2), batch1, batch1, rep),
-      out_shardings=self._state_shardings,
+      traced_on_mesh(self._prefill, self.mesh, self.rules),
+      in_shardings=(self._param_shardings, self._batch_sharding(2), batch1, batch1, rep, rep),
+      out_shardings=self._state_shardings_for(1 if self._growing else self._chunking[1]),
     )
 
   @program_cache.shared_property
@@ -401,18 +563,17 @@ class Sampler:
     return {}
 
   def _segment_fn(self, read_chunks: int):
-    """One decode loop up to a traced end step, reading `read_chunks` cache chunks (`stream`)."""
+    """One decode loop up to a traced end step, reading `read_chunks` cache chunks (`stream`; a growing
+    cache holds exactly those)."""
     if read_chunks not in self._segment_fns:
       fn = functools.partial(self._segment, read_chunks=read_chunks)
       if self.mesh is None:
         self._segment_fns[read_chunks] = jax.jit(fn, donate_argnums=1)
       else:
         rep = NamedSharding(self.mesh, PartitionSpec())
+        state = self._state_shardings_for(read_chunks if self._growing else self._chunking[1])
         self._segment_fns[read_chunks] = jax.jit(
-          fn,
-          donate_argnums=1,
-          in_shardings=(self._param_shardings, self._state_shardings, rep),
-          out_shardings=self._state_shardings,
+          fn, donate_argnums=1, in_shardings=(self._param_shardings, state, rep), out_shardings=state
         )
     return self._segment_fns[read_chunks]
 
@@ -438,6 +599,35 @@ class Sampler:
       return jax.jit(self._gather_rows)
     return jax.jit(self._gather_rows, out_shardings=self._state_shardings)
 
+  @program_cache.shared_property
+  def _regroup_rows_fn(self):
+    """(state without its cache, index int32 [R']) → its rows `index` (−1: a filler row, born done)."""
+    if self.mesh is None:
+      return jax.jit(self._gather_row_data)
+    return jax.jit(self._gather_row_data, out_shardings=self._state_shardings_for(1).replace(cache=None))
+
+  @program_cache.shared_property
+  def _take_fns(self) -> dict:
+    return {}
+
+  def _take_fn(self, sharding: NamedSharding | None):
+    """(x [R, …], index int32 [R']) → x[index] (−1: row 0), laid out as `sharding` (None without a mesh):
+    one array of a regrouped cache."""
+    sharding = None if self.mesh is None else sharding
+    if sharding not in self._take_fns:
+      take = lambda x, index: jnp.take(x, jnp.maximum(index, 0), axis=0)
+      self._take_fns[sharding] = jax.jit(take) if sharding is None else jax.jit(take, out_shardings=sharding)
+    return self._take_fns[sharding]
+
+  @program_cache.shared_property
+  def _empty_chunk_fn(self):
+    """(rows, dtype name) → one empty completion chunk per layer, (k's, v's): a growing cache's next."""
+    if self.mesh is None:
+      return jax.jit(self._empty_chunk, static_argnums=(0, 1))
+    kt, v, _ = self._cache_shardings
+    layers = self.config.num_layers
+    return jax.jit(self._empty_chunk, static_argnums=(0, 1), out_shardings=((kt,) * layers, (v,) * layers))
+
   @functools.cached_property
   def _output_shardings(self) -> SampleOutput:
     batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
@@ -462,9 +652,9 @@ class Sampler:
     return logical_sharding(("batch",) + (None,) * (ndim - 1), (shards,) + (1,) * (ndim - 1), self.mesh, self.rules)
 
   @functools.cached_property
-  def _state_shardings(self) -> DecodeState:
+  def _cache_shardings(self) -> tuple[NamedSharding, NamedSharding, NamedSharding]:
+    """(keys [R, K, H, C], values [R, K, C, H], prompt lengths [B]) of the cache, prompt part included."""
     c = self.config
-    _, num_chunks = cache_chunking(self.max_new_tokens, self.cache_chunk)
     shards = num_batch_shards(self.mesh, self.rules)
 
     def cache(names):
@@ -473,6 +663,17 @@ class Sampler:
 
     kt = cache(("batch", "kv_heads", "head_dim", "cache_seq"))
     v = cache(("batch", "kv_heads", "cache_seq", "head_dim"))
+    return kt, v, self._batch_sharding(1)
+
+  @functools.cached_property
+  def _state_shardings(self) -> DecodeState:
+    """Of the dense cache's state (every chunk)."""
+    return self._state_shardings_for(self._chunking[1])
+
+  def _state_shardings_for(self, num_chunks: int) -> DecodeState:
+    """Of a state whose cache holds `num_chunks` completion chunks."""
+    c = self.config
+    kt, v, _ = self._cache_shardings
     batch1, batch2 = self._batch_sharding(1), self._batch_sharding(2)
     rep = NamedSharding(self.mesh, PartitionSpec())
     columns = NamedSharding(self.mesh, PartitionSpec(None, batch1.spec[0]))
@@ -494,6 +695,7 @@ class Sampler:
       cache=kv,
       uniforms=columns,
       rows=batch1,
+      row_offset=rep,
     )
 
   # ── traced bodies ──
@@ -521,18 +723,20 @@ class Sampler:
       return jnp.zeros(tokens.shape, bool)
     return jnp.isin(tokens, jnp.asarray(self.stop_tokens, jnp.int32))
 
-  def _prefill(self, params, tokens, lengths, active, rng) -> DecodeState:
+  def _prefill(self, params, tokens, lengths, active, rng, row_offset) -> DecodeState:
     model = model_from_params(self.config, params)
     g, n = self.num_samples, self.max_new_tokens
-    chunk, num_chunks = cache_chunking(n, self.cache_chunk)
+    chunk, num_chunks = self._chunking
+    num_chunks = 1 if self._growing else num_chunks  # a growing cache: the first chunk only
     cache_dtype = jnp.dtype(self.cache_dtype) if self.cache_dtype else None
     logits, cache = model.prefill(tokens, lengths, group=g, num_chunks=num_chunks, chunk=chunk, cache_dtype=cache_dtype)
     # One prefill per prompt: its G samples share the cached prompt and start from the same logits.
     logits, active = jnp.repeat(logits, g, axis=0), jnp.repeat(active, g, axis=0)
     rows = logits.shape[0]
-    u = jax.vmap(lambda r: uniforms(jax.random.fold_in(rng, r), (n,)), out_axes=1)(jnp.arange(rows))
     row_ids = jnp.arange(rows, dtype=jnp.int32)
-    first, first_lp = self._choose(logits, u[0], jnp.asarray(0, jnp.int32), row_ids)
+    row_offset = jnp.asarray(row_offset, jnp.int32)
+    u = jax.vmap(lambda r: uniforms(jax.random.fold_in(rng, r), (n,)), out_axes=1)(row_offset + row_ids)
+    first, first_lp = self._choose(logits, u[0], jnp.asarray(0, jnp.int32), row_offset + row_ids)
     done0 = ~active
     first = jnp.where(done0, self.pad_id, first)
     first_lp = jnp.where(done0, 0.0, first_lp)
@@ -547,6 +751,7 @@ class Sampler:
       cache=cache,
       uniforms=u,
       rows=row_ids,
+      row_offset=row_offset,
     )
 
   def _decode(self, params, state: DecodeState, prompt_tokens) -> tuple[SampleOutput, DecodeState]:
@@ -566,7 +771,8 @@ class Sampler:
     def body(s: DecodeState) -> DecodeState:
       t = s.step
       logits, cache = model.decode(s.last_token, t - 1, s.cache, read_chunks)
-      tok, lp = self._choose(logits, lax.dynamic_index_in_dim(s.uniforms, t, keepdims=False), t, s.rows)
+      rows = jnp.where(s.rows == _NO_ROW, _NO_ROW, s.rows + s.row_offset)  # filler rows stay out of range
+      tok, lp = self._choose(logits, lax.dynamic_index_in_dim(s.uniforms, t, keepdims=False), t, rows)
       tok = jnp.where(s.done, self.pad_id, tok)
       lp = jnp.where(s.done, 0.0, lp)
       stopped = self._stopped(tok) & ~s.done
@@ -580,6 +786,7 @@ class Sampler:
         cache=cache,
         uniforms=s.uniforms,
         rows=s.rows,
+        row_offset=s.row_offset,
       )
 
     return lax.while_loop(lambda s: (s.step < end) & ~jnp.all(s.done), body, state)
@@ -613,7 +820,6 @@ class Sampler:
     )
 
   def _gather_rows(self, s: DecodeState, index: jax.Array) -> DecodeState:
-    real = index >= 0
     i = jnp.maximum(index, 0)
     c = s.cache
     p = i // c.group  # each row keeps its own copy of its prompt's keys and values (group 1)
@@ -625,6 +831,13 @@ class Sampler:
       v=tuple(tuple(take(x) for x in layer) for layer in c.v),
       prompt_lengths=c.prompt_lengths[p],
     )
+    return self._gather_row_data(s.replace(cache=None), index).replace(cache=cache)
+
+  def _gather_row_data(self, s: DecodeState, index: jax.Array) -> DecodeState:
+    """The state's rows `index` (−1: a filler row, born done), all but the cache (left as it is)."""
+    real = index >= 0
+    i = jnp.maximum(index, 0)
+    take = lambda x: jnp.take(x, i, axis=0)
     return DecodeState(
       step=s.step,
       tokens=take(s.tokens),
@@ -632,7 +845,41 @@ class Sampler:
       done=jnp.where(real, take(s.done), True),
       finish=jnp.where(real, take(s.finish), -1),
       last_token=take(s.last_token),
-      cache=cache,
+      cache=s.cache,
       uniforms=s.uniforms[:, i],
       rows=jnp.where(real, take(s.rows), _NO_ROW),
+      row_offset=s.row_offset,
     )
+
+  def _empty_chunk(self, rows: int, dtype: str) -> tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]:
+    c, (chunk, _) = self.config, self._chunking
+    k = tuple(jnp.zeros((rows, c.num_kv_heads, c.head_dim, chunk), dtype) for _ in range(c.num_layers))
+    v = tuple(jnp.zeros((rows, c.num_kv_heads, chunk, c.head_dim), dtype) for _ in range(c.num_layers))
+    return k, v
+
+
+def _nbytes(x) -> int:
+  return math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
+
+
+def _prompt_bytes(cache: KVCache) -> int:
+  """Bytes of the cache's prompt part (all layers)."""
+  return sum(_nbytes(x) for x in (*cache.prompt_k, *cache.prompt_v))
+
+
+def _chunk_bytes(cache: KVCache) -> int:
+  """Bytes of one completion chunk of every row the cache holds (all layers, keys and values)."""
+  return sum(_nbytes(layer[0]) for layer in (*cache.k, *cache.v))
+
+
+def _gather_peak(cache: KVCache, prompt_scale: float, row_scale: float) -> int:
+  """Cache bytes held at most while `Sampler._regroup` copies `cache` array by array into one with
+  `prompt_scale` × its prompt copies and `row_scale` × its rows, freeing each old array once copied:
+  completion chunks first (they shrink), then the prompt part (which may grow)."""
+  held = peak = cache.nbytes
+  arrays = [(x, row_scale) for layer in (*cache.k, *cache.v) for x in layer]
+  for x, scale in arrays + [(x, prompt_scale) for x in (*cache.prompt_k, *cache.prompt_v)]:
+    held += _nbytes(x) * scale
+    peak = max(peak, held)
+    held -= _nbytes(x)
+  return int(round(peak))

@@ -9,6 +9,7 @@ train_sft(config)        the SFT warm start (`launch/sft.py`); save_policy / loa
 write_policy_spec / load_run_policy   what an RL run directory holds for its evaluator
 train_step_fn, train_shardings, init_train_state, abstract_train_state   the RL update on a mesh
                          (`arena_jax.train.sharding`; the mesh itself: `arena_jax.parallel`)
+pack_rollout, PackedRows      the update's packed rows (`rollout.pack_tokens`, `arena_jax.train.packing`)
 """
 
 from arena_jax.train.checkpoint import CheckpointError, Checkpointer
@@ -20,6 +21,7 @@ from arena_jax.train.trainer import NonFiniteLossError, Trainer, train
 from arena_jax.train.policy_io import LoadedPolicy, load_policy, load_run_policy, save_policy, write_policy_spec
 from arena_jax.train.sft import train_sft
 from arena_jax.train.workdir import WorkdirLock, check_resume_config
+from arena_jax.train.packing import PackedRows, pack_rollout
 from arena_jax.train.sharding import (
   TrainShardings,
   abstract_rollout,

@@ -18,7 +18,7 @@ from arena_jax import config_schema as cs
 from arena_jax import parallel
 from arena_jax.config_schema import field
 from arena_jax.judges import config as judges_config
-from arena_jax.models import MODEL_CONFIGS, MODEL_DTYPES, QUANTIZATIONS, REMAT_POLICIES
+from arena_jax.models import ATTENTION_CHOICES, MODEL_CONFIGS, MODEL_DTYPES, QUANTIZATIONS, REMAT_POLICIES
 from arena_jax.rl import cispo
 from arena_jax.rl import modes as reward_modes
 from arena_jax.tasks import config as tasks_config
@@ -127,6 +127,16 @@ RUN = cs.Section(
           "\"\" = none.",
           cs.one_of(QUANTIZATIONS, valid='"" or fp8'),
         ),
+        attention=field(
+          "auto",
+          "The attention kernel of the full-sequence passes (the train step's forward and backward, "
+          "the sampler's prefill, the log-prob passes; `models.attention`): `splash` = Pallas splash "
+          "attention (TPU; Pallas interpret mode elsewhere, slow, for tests), `cudnn` = cuDNN flash "
+          "attention through `jax.nn.dot_product_attention` (GPU), `xla` = the plain reference (float32 "
+          "scores of the whole [T, T] block). `auto` picks by the platform: splash on TPU, cudnn on GPU, "
+          "xla on the CPU. Same values within float32 round-off.",
+          cs.one_of(ATTENTION_CHOICES),
+        ),
       )
     ),
     rollout=cs.Section(
@@ -160,6 +170,31 @@ RUN = cs.Section(
           "trip, each row bucket one more decode program to compile; 0 = off (one program "
           "decodes every row until the longest ends). `Sampler.compact_every`.",
           cs.integer(0),
+        ),
+        pack_tokens=field(
+          0,
+          "L > 0: the update packs each micro-batch's completions, each with its own unpadded "
+          "prompt, into rows of L tokens (`train.packing`: first-fit decreasing per batch shard, "
+          "segment ids, positions restarting per sequence) instead of one [P | N] row per "
+          "completion; the loss is the same. Must hold the longest prompt + max_new_tokens; each "
+          "bucket of packed rows is one more update program to compile. 0 = off.",
+          cs.integer(0, why="0 = off"),
+        ),
+        sample_batch=field(
+          0,
+          "Prompts per sampler call: a step's `prompts_per_step` prompts are decoded in calls of at "
+          "most this many (their samples are the same: a row's random stream depends on its index in "
+          "the step, `Sampler.row_offset`), so that the decode cache of one call fits the chips at "
+          "long budgets. 0 = all in one call.",
+          cs.integer(0),
+        ),
+        decode_cache=field(
+          "dense",
+          "The sampler's completion cache: `dense` allocates every row's whole budget at the "
+          "prefill; `growing` allocates cache chunks as decoding reaches them and compacts finished "
+          "rows away at each chunk's end, so that its memory follows the live tokens. Same samples. "
+          "`Sampler.decode_cache`.",
+          cs.one_of(("dense", "growing")),
         ),
       )
     ),
@@ -509,6 +544,19 @@ def _update_splits_the_rollout(c, report):
       "optim.micro_batches",
       f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
       f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts",
+    )
+
+
+@RUN.rule
+def _packed_rows_hold_a_whole_completion(c, report):
+  """rollout.pack_tokens > 0 must hold a full-budget completion and its prompt (≥ 1 token): a sequence never
+  splits across packed rows."""
+  r = c.rollout
+  if r.pack_tokens and r.pack_tokens <= r.max_new_tokens:
+    report(
+      "rollout.pack_tokens",
+      f"{r.pack_tokens} cannot hold a prompt + a completion of max_new_tokens = {r.max_new_tokens} tokens: use at "
+      "least the longest prompt + max_new_tokens, or 0 (no packing)",
     )
 
 

@@ -90,7 +90,7 @@ class LoadedPolicy(NamedTuple):
 
 
 # ModelConfig fields that say how a train step computes, not what the weights are: never stored.
-_TRAIN_STEP_FIELDS = ("remat", "quantization")
+_TRAIN_STEP_FIELDS = ("remat", "quantization", "attention")
 
 
 def config_to_json(config: ModelConfig) -> str:

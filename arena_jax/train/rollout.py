@@ -7,6 +7,7 @@ prompts were drawn (what a checkpoint stores).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import jax
@@ -14,6 +15,7 @@ import numpy as np
 
 from arena_jax import parallel
 from arena_jax import rl
+from arena_jax import sampling
 from arena_jax import tasks
 from arena_jax.train import judging
 from arena_jax.train.batch import Batch, Generation, Pending
@@ -25,7 +27,9 @@ class Generator:
   feeds each finished group, or each arrival (speculative, SPEC §5), to the judge while decoding goes on.
 
   Each host draws the prompts of its own block of the global batch (`iterator`, `block`); the sampler runs on
-  every host's prompts at once, and each host verifies and judges its own groups.
+  every host's prompts at once, and each host verifies and judges its own groups. With `rollout.sample_batch`
+  > 0 it runs on them in calls of at most that many prompts, one after another (`_calls`): each call holds
+  the decode cache of its own rows only, and the samples are those of one call (`Sampler`'s `row_offset`).
   """
 
   def __init__(self, config, mode, task, iterator, block: slice, sampler, tokenizer, add_bos: bool):
@@ -80,6 +84,16 @@ class Generator:
     tokens, lengths = self.sampler.pad_prompts(prompts)
     return parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
 
+  def _calls(self, num_prompts: int) -> list[slice]:
+    """The prompts of each sampler call of a generation batch of `num_prompts` (every host's): all in one,
+    or `rollout.sample_batch` at a time."""
+    size = self.config.rollout.sample_batch or num_prompts
+    return [slice(i, min(i + size, num_prompts)) for i in range(0, num_prompts, size)]
+
+  def _joined(self, outputs: list) -> sampling.SampleOutput:
+    """The calls' gathered outputs (`_calls`, in order) as one."""
+    return outputs[0] if len(outputs) == 1 else sampling.concat_outputs(outputs, self.tokenizer.pad_id)
+
   def _local(self, examples, out, gen: Generation) -> Batch:
     """This host's groups of a gathered sampler output; counts the generation."""
     gen.batches += 1
@@ -104,8 +118,30 @@ class Generator:
 
   def _sample(self, params, examples, rng, gen: Generation) -> Batch:
     """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
-    out = parallel.gather(self.sampler(params, self._prompts(examples), rng))
-    return self._local(examples, out, gen)
+    tokens, lengths = self._prompts(examples)
+    # Row r of a call is row c.start·G + r of the batch: its samples do not depend on the split. Each call
+    # is gathered before the next starts, so that one call's decode cache at a time is allocated.
+    outputs = [
+      parallel.gather(self.sampler(params, (tokens[c], lengths[c]), rng, row_offset=c.start * self.g))
+      for c in self._calls(len(tokens))
+    ]
+    return self._local(examples, self._joined(outputs), gen)
+
+  def _stream(self, params, examples, rng, outputs: list):
+    """`Sampler.stream` over a generation batch's calls (`_calls`), in order: yields (each chunk, its rows
+    indexed in the whole batch; whether decoding goes on after it) and appends each call's output, gathered,
+    to `outputs`."""
+    tokens, lengths = self._prompts(examples)
+    calls = self._calls(len(tokens))
+    for k, c in enumerate(calls):
+      offset = c.start * self.g
+      chunks = self.sampler.stream(
+        params, (tokens[c], lengths[c]), rng, every=self.config.rollout.stream_every, row_offset=offset
+      )
+      for chunk in chunks:
+        if chunk.output is not None:
+          outputs.append(parallel.gather(chunk.output))
+        yield dataclasses.replace(chunk, rows=chunk.rows + offset), chunk.output is None or k < len(calls) - 1
 
   def _sample_streaming(self, params, examples, rng, gen: Generation, judgment: judging.StepJudgment) -> Batch:
     """`_sample` + `verify`, judging while decoding goes on (issue 14): each finished row of this host's
@@ -123,10 +159,8 @@ class Generator:
     arrived = np.zeros((n_local, g), bool)
     sent: set[int] = set()  # group_done: groups whose routing was decided
     shared: dict[int, float | None] = {}  # speculative: the reward a group's arrivals share (None: abandoned)
-    t0, verify_s, out = time.perf_counter(), 0.0, None
-    for chunk in self.sampler.stream(params, self._prompts(examples), rng, every=self.config.rollout.stream_every):
-      out = chunk.output if chunk.output is not None else out
-      early = chunk.output is None
+    t0, verify_s, outputs = time.perf_counter(), 0.0, []
+    for chunk, early in self._stream(params, examples, rng, outputs):
       mine = (chunk.rows >= first * g) & (chunk.rows < self.block.stop * g)
       if not mine.any():
         continue
@@ -166,7 +200,7 @@ class Generator:
               )
             )
       verify_s += time.perf_counter() - tv
-    part = self._local(examples, parallel.gather(out), gen)
+    part = self._local(examples, self._joined(outputs), gen)
     part.texts, part.verifier = texts, verifier
     part.diverse = np.asarray(rl.is_diverse(verifier))
     gen.correct += float(parallel.host_sum(np.asarray(verifier.sum(), np.float64)))

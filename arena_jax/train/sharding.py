@@ -6,7 +6,8 @@ arrays out on that mesh (docs/tpu.md "How it scales"):
   params           by their logical axes (`parallel.param_shardings`)
   optimizer state  each moment like its parameter (`optax.tree_map_params`); counters replicated
   rollout          rows over the batch axes (data, fsdp); every micro-batch of the [M, R / M, …]
-                   split spread over them too, so no micro-batch runs on a subset of the devices
+                   split spread over them too, so no micro-batch runs on a subset of the devices;
+                   packed rows (`train.packing`, [M·S, Rb, L]) one block per batch shard of each micro-batch
   metrics          replicated
 
 `train_step_fn` jits `step.make_update_fn`'s update with these shardings: the same CISPO loss, exact
@@ -24,7 +25,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from arena_jax import parallel
 from arena_jax.models import sharding as sharding_lib
+from arena_jax.models.attention import traced_on_mesh
 from arena_jax.models.config import ModelConfig
+from arena_jax.train import packing
 from arena_jax.train import step as step_lib
 
 LOGICAL_AXIS_RULES = sharding_lib.LOGICAL_AXIS_RULES
@@ -47,9 +50,15 @@ def opt_state_shardings(optimizer, params, param_sh, mesh: Mesh):
 
 
 def train_shardings(
-  model_config: ModelConfig, optimizer, mesh: Mesh, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES
+  model_config: ModelConfig,
+  optimizer,
+  mesh: Mesh,
+  rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+  *,
+  packed: bool = False,
 ) -> TrainShardings:
-  """Where every input and output of the RL update lives on `mesh` (see the module docstring)."""
+  """Where every input and output of the RL update lives on `mesh` (see the module docstring); `packed`:
+  for a rollout with packed rows (`rollout.pack_tokens` > 0)."""
   psh = parallel.param_shardings(model_config, mesh, rules)
   replicated = NamedSharding(mesh, PartitionSpec())
   opt = opt_state_shardings(optimizer, parallel.abstract_params(model_config), psh, mesh)
@@ -59,8 +68,10 @@ def train_shardings(
   def rows(ndim, lead=()):
     return NamedSharding(mesh, PartitionSpec(*lead, batch, *([None] * (ndim - 1))))
 
+  # Packed rows' blocks split over the batch axes like rows do: block m·S + s of a micro-batch lands on shard s.
+  blocks = packing.PackedRows(tokens=3, positions=3, segment_ids=3, row=2, start=2) if packed else None
   dims = step_lib.Rollout(
-    prompt_tokens=2, prompt_lengths=1, tokens=2, mask=2, old_logprobs=2, advantages=1, truncated=1
+    prompt_tokens=2, prompt_lengths=1, tokens=2, mask=2, old_logprobs=2, advantages=1, truncated=1, packed=blocks
   )
   return TrainShardings(
     state=state,
@@ -96,6 +107,7 @@ def train_step_fn(
   mode=None,
   std_ddof: int = 0,
   shardings: TrainShardings | None = None,
+  packed: bool = False,
 ):
   """`arena_jax.train.step.make_update_fn`'s update, jitted with shardings on `mesh`.
 
@@ -104,9 +116,13 @@ def train_step_fn(
   replicated. The same CISPO loss, exact micro-batch accumulation and AdamW update as on one device.
   With a reward `mode`: `update(state, rollout, ref_params, rewards, minibatch)`, the step's
   `StepRewards` and the minibatch index replicated (they are small), routed inside the jit (SPEC §3).
-  `shardings`: `train_shardings(...)` when the caller has them already.
+  `shardings`: `train_shardings(...)` when the caller has them already. `packed`: the rollouts carry packed
+  rows (`train.packing.pack_rollout` with `shards = parallel.batch_shards(mesh, rules)`; one program per
+  bucket of packed rows).
   """
-  sh = shardings or train_shardings(model_config, optimizer, mesh, rules)
+  sh = shardings or train_shardings(model_config, optimizer, mesh, rules, packed=packed)
+  if (sh.rollout.packed is not None) != packed:
+    raise ValueError(f"train_step_fn(packed={packed}) needs train_shardings(..., packed={packed})")
   update = step_lib.make_update_fn(
     model_config,
     optimizer,
@@ -125,6 +141,8 @@ def train_step_fn(
   if mode is not None:
     rep = sh.replicated
     in_shardings += (step_lib.StepRewards(rep, rep, rep, rep), rep)
+  # Traced inside `kernel_mesh`: attention kernels (splash, cudnn) run per shard (`models.attention`).
+  update = traced_on_mesh(update, mesh, rules)
   return jax.jit(update, donate_argnums=0, in_shardings=in_shardings, out_shardings=(sh.state, sh.replicated))
 
 
@@ -145,9 +163,27 @@ def abstract_train_state(model_config: ModelConfig, optimizer, shardings: TrainS
   return jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings.state)
 
 
-def abstract_rollout(rows: int, prompt_len: int, new_tokens: int, shardings: TrainShardings | None = None):
-  """`Rollout` of `jax.ShapeDtypeStruct`s: rows [R], prompts [R, P], completions [R, N]."""
+def abstract_rollout(
+  rows: int,
+  prompt_len: int,
+  new_tokens: int,
+  shardings: TrainShardings | None = None,
+  *,
+  pack_tokens: int = 0,
+  packed_rows: int = 0,
+  blocks: int = 1,
+):
+  """`Rollout` of `jax.ShapeDtypeStruct`s: rows [R], prompts [R, P], completions [R, N]; with `pack_tokens`
+  L > 0, also packed rows (`train.packing`): `packed_rows` Rp rows of L tokens in `blocks` K blocks (micro-batches
+  × batch shards), [K, Rp / K, L]."""
   sds = jax.ShapeDtypeStruct
+  packed = None
+  if pack_tokens:
+    if packed_rows % blocks or rows % blocks:
+      raise ValueError(f"{packed_rows} packed rows and {rows} rows must split into {blocks} blocks")
+    grid = (blocks, packed_rows // blocks, pack_tokens)
+    index = sds((blocks, rows // blocks), jnp.int32)
+    packed = packing.PackedRows(sds(grid, jnp.int32), sds(grid, jnp.int32), sds(grid, jnp.int32), index, index)
   out = step_lib.Rollout(
     prompt_tokens=sds((rows, prompt_len), jnp.int32),
     prompt_lengths=sds((rows,), jnp.int32),
@@ -156,6 +192,7 @@ def abstract_rollout(rows: int, prompt_len: int, new_tokens: int, shardings: Tra
     old_logprobs=sds((rows, new_tokens), jnp.float32),
     advantages=sds((rows,), jnp.float32),
     truncated=sds((rows,), jnp.bool_),
+    packed=packed,
   )
   if shardings is None:
     return out

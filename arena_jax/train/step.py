@@ -10,6 +10,11 @@ it takes the step's verifier rewards [B, G], judge rewards [B, G] and judged mas
 runs the mode's masked per-group combine (SPEC §3: `rl.route_rewards` for routed modes) and group
 advantages (SPEC §1, §5), and trains minibatch k on rows k·R … (k+1)·R − 1 of them.
 
+Packed rows (`rollout.pack_tokens`, `train.packing`): a `Rollout` with `packed` set runs the forward passes on
+rows that hold several [prompt | completion] sequences each (segments, restarted positions) and gathers the
+log-probs back to the [R, N] layout (`models.packed_token_logprobs`); the CISPO loss, its masks and its
+(sum, denominator) aggregation are the padded update's, unchanged.
+
 Precision (maxtext's weight_dtype / dtype): the state holds the master weights and the AdamW moments in
 the params' storage dtype (float32 by default, `model.weight_dtype`); the forward and backward passes cast
 each weight to the compute dtype where it is used (`ModelConfig.dtype`, bfloat16 in the real configs), and
@@ -25,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from arena_jax.models import quantize_for_training, token_logprobs
+from arena_jax.models import packed_token_logprobs, quantize_for_training, token_logprobs
 from arena_jax.rl import cispo_loss, metric_values
 from arena_jax.sampling import model_from_params
 
@@ -41,6 +46,10 @@ class Rollout(NamedTuple):
 
   `advantages` [R] is an input when the update has no reward mode (tests, SFT-style uses); with one it
   is computed inside the update from `StepRewards` and the field is ignored.
+
+  `packed`: None (the padded layout), or the rows' `train.packing.PackedRows` ([K, Rb, L] packed rows in
+  K = micro_batches × batch shards blocks): the forward passes then run on those, and `prompt_tokens` and
+  `tokens` are not read.
   """
 
   prompt_tokens: jax.Array
@@ -50,6 +59,7 @@ class Rollout(NamedTuple):
   old_logprobs: jax.Array
   advantages: jax.Array
   truncated: jax.Array
+  packed: Any = None
 
 
 class StepRewards(NamedTuple):
@@ -113,18 +123,28 @@ def make_update_fn(
   `grad_sharding` lays the gradient accumulator out like the parameters.
   """
 
+  def logprobs(model, mb: Rollout, entropy: bool):
+    """log π of the micro-batch's completion tokens [R / M, N] (and their entropy), padded or packed."""
+    if mb.packed is None:
+      return token_logprobs(
+        model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask, temperature=temperature, return_entropy=entropy
+      )
+    p = mb.packed
+    # The micro-batch's blocks (one per batch shard): its rows [R / M] are blocks × rows per block.
+    mask = mb.mask.reshape(p.row.shape + mb.mask.shape[1:])
+    out = packed_token_logprobs(
+      model, p.tokens, p.positions, p.segment_ids, p.row, p.start, mask, temperature=temperature, return_entropy=entropy
+    )
+    return jax.tree.map(lambda x: x.reshape(mb.mask.shape), out)
+
   def loss_fn(params, ref_params, mb: Rollout):
     # With `model_config.quantization`, the projections and the MLP run as FP8 matmuls (the masters as they are).
     model = quantize_for_training(model_from_params(model_config, params))
-    lp, entropy = token_logprobs(
-      model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask, temperature=temperature, return_entropy=True
-    )
+    lp, entropy = logprobs(model, mb, True)
     ref_lp = None
     if use_reference:
       ref_model = quantize_for_training(model_from_params(model_config, ref_params))
-      ref_lp = jax.lax.stop_gradient(
-        token_logprobs(ref_model, mb.prompt_tokens, mb.prompt_lengths, mb.tokens, mb.mask, temperature=temperature)
-      )
+      ref_lp = jax.lax.stop_gradient(logprobs(ref_model, mb, False))
     out = cispo_loss(
       lp,
       mb.old_logprobs,

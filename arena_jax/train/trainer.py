@@ -53,6 +53,7 @@ from arena_jax.sampling import RandomSampling, Sampler
 from arena_jax.errors import UserError, WorkdirError
 from arena_jax.train import checkpoint as checkpoint_lib
 from arena_jax.train import judging
+from arena_jax.train import packing
 from arena_jax.train import rewards as rewards_lib
 from arena_jax.train import rollout as rollout_lib
 from arena_jax.train import sharding as train_sharding
@@ -135,7 +136,7 @@ class Trainer:
     anchored = self.mode.judge_form == "pairwise" and arena.SCHEDULERS[self.topology].needs_anchor
     # The sampler decodes a copy of the masters in the compute dtype, cast once per step (`shard_params`).
     self.sampler = Sampler(
-      config=models.sampling_config(self.policy.config),
+      config=models.sampling_config(self.policy.config).replace(attention=config.model.attention),
       max_new_tokens=r.max_new_tokens,
       num_samples=self.g,
       method=RandomSampling(temperature=r.temperature, top_k=r.top_k or None, top_p=r.top_p),
@@ -145,21 +146,28 @@ class Trainer:
       rules=rules,
       greedy_first=anchored,
       compact_every=r.compact_every,
+      decode_cache=r.decode_cache,
     )
     self.optimizer = step_lib.make_optimizer(config.optim)
     self.schedule = step_lib.make_schedule(config.optim)
-    self.shardings = train_sharding.train_shardings(self.policy.config, self.optimizer, self.mesh, rules)
+    packed = r.pack_tokens > 0  # packed update rows (`train.packing`): one block per micro-batch and batch shard
+    self.shardings = train_sharding.train_shardings(self.policy.config, self.optimizer, self.mesh, rules, packed=packed)
+    self.batch_shards = parallel.batch_shards(self.mesh, rules)
     use_ref = config.loss.kl_coef > 0
     # A frozen copy, placed like the params: the live params are donated to the update.
     self.ref_params = (
       jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params) if use_ref else None
     )
     self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
-    # Only the update rematerialises (`model.remat`) and quantizes (`model.quantization`).
-    update_model = self.policy.config.replace(remat=config.model.remat, quantization=config.model.quantization)
+    # Only the update rematerialises (`model.remat`) and quantizes (`model.quantization`); both programs use
+    # `model.attention`'s kernel.
+    update_model = self.policy.config.replace(
+      remat=config.model.remat, quantization=config.model.quantization, attention=config.model.attention
+    )
     # What the update is a function of; an equal run in this process reuses its program (`program_cache`).
     sections = tuple(config[k].to_json_best_effort(sort_keys=True) for k in ("optim", "loss", "reward"))
     update_key = ("update", update_model, sections, type(self.mode), self.mesh, repr(rules), self.sampler.method)
+    update_key += (packed,)  # a packed update takes other inputs (`rollout.pack_tokens`)
     self.update_fn = program_cache.shared(
       update_key,
       lambda: train_sharding.train_step_fn(
@@ -174,6 +182,7 @@ class Trainer:
         mode=self.mode,
         std_ddof=config.reward.std_ddof,
         shardings=self.shardings,
+        packed=packed,
       ),
     )
     self.checkpointer = Checkpointer(
@@ -334,9 +343,18 @@ class Trainer:
     jit (SPEC §1–§3) before the CISPO loss and the AdamW step."""
     rollout = pending.batch.rollout()
     parts = self.config.optim.minibatches
-    values = []
+    pack_tokens = self.config.rollout.pack_tokens
+    values, fill = [], []
     for k in range(parts):
       mb = jax.tree.map(lambda x: x.reshape((parts, -1) + x.shape[1:])[k], rollout)
+      if pack_tokens:  # on the host, identically on every host (each holds the whole step)
+        mb = packing.pack_rollout(
+          jax.tree.map(np.asarray, mb),
+          pack_tokens=pack_tokens,
+          micro_batches=self.config.optim.micro_batches,
+          shards=self.batch_shards,
+        )
+        fill.append(packing.packed_fill(mb.packed))
       self.state, v = self.update_fn(
         self.state, jax.device_put(mb, self.shardings.rollout), self.ref_params, rewards, np.int32(k)
       )
@@ -347,6 +365,8 @@ class Trainer:
         del v[k]
     out = {k: float(np.mean([v[k] for v in values])) for k in values[0]}
     out.update(rows)
+    if fill:  # the share of the packed rows' slots that hold tokens (the rest is padding): to tune pack_tokens
+      out["update/pack_fill"] = float(np.mean(fill))
     if not math.isfinite(out["loss"]):
       raise NonFiniteLossError(
         f"non-finite loss {out['loss']} at step {pending.step + 1} (metrics.jsonl holds every step before it). "

@@ -111,6 +111,17 @@ def main(out_path: str, ckpt_dir: str):
   out["compact_tokens"] = parallel.gather(compact.tokens).tolist()
   out["compact_lengths"] = parallel.gather(compact.lengths).tolist()
   out["compactions"] = compacting._compact_fn._cache_size()  # pylint: disable=protected-access
+  # The growing cache across hosts: chunks appended and rows regrouped alike on every host; and the same
+  # rows in two calls of two prompts (`row_offset`).
+  growing = dataclasses.replace(compacting, compact_every=0, decode_cache="growing")
+  grown = growing(params, prompts, jax.random.key(7))
+  out["growing_tokens"] = parallel.gather(grown.tokens).tolist()
+  out["regroups"] = growing._regroup_rows_fn._cache_size()  # pylint: disable=protected-access
+  calls = [
+    growing(params, prompts[:2], jax.random.key(7)),
+    growing(params, prompts[2:], jax.random.key(7), row_offset=4),
+  ]
+  out["split_tokens"] = sampling.concat_outputs([parallel.gather(c) for c in calls]).tokens.tolist()
   with open(out_path, "w", encoding="utf-8") as f:
     json.dump(out, f)
   jax.distributed.shutdown()

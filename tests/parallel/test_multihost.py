@@ -104,3 +104,7 @@ def test_two_processes_one_mesh(tmp_path):
     assert o["compactions"] >= 1
     np.testing.assert_array_equal(o["compact_lengths"], np.asarray(FORCED_STOPS) + 1)
     np.testing.assert_array_equal(np.asarray(o["compact_tokens"]), np.asarray(want.tokens))
+    # ... and in the growing cache (regrouped at its first chunk's end), in one call or two.
+    assert o["regroups"] >= 1
+    np.testing.assert_array_equal(np.asarray(o["growing_tokens"]), np.asarray(want.tokens))
+    np.testing.assert_array_equal(np.asarray(o["split_tokens"]), np.asarray(want.tokens))

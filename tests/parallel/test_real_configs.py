@@ -10,6 +10,7 @@ import pytest
 from arena_jax import aot, parallel
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES
 from arena_jax.train.config import validate_config
+from configs import pod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FILES = ("real_ministral3_8b.py", "real_qwen3_8b.py")
@@ -32,7 +33,11 @@ def test_every_topology_line_is_consistent(name, tmp_path):
     c = module.get_config(topology)
     c.tasks.jsonl.train_path = c.tasks.jsonl.test_path = str(data)  # the placeholders name files of the TPU VM
     validate_config(c, check_devices=False)  # the slice's devices are checked just below
+    # A long-trace line ("v5p:2x2x2:16k", `pod.LONG_SLICES`) compiles for its topology at its budget.
+    topology, budget = pod.split_slice(topology)
     assert c.mesh.distributed and c.judge.urls and c.init.hf_path and c.aot.topology == topology
+    assert c.rollout.max_new_tokens == budget
+    assert c.rollout.pack_tokens >= c.aot.prompt_len + budget  # a full-length sequence fits a packed row
     chip, dims = aot.parse_topology(topology)
     devices = math.prod(dims)
     shape = dict(zip(parallel.MESH_AXES, parallel.mesh_shape(c.mesh.data, c.mesh.fsdp, c.mesh.tensor, devices)))

@@ -139,7 +139,7 @@ def _behaviour(config: ModelConfig) -> dict[str, Any]:
   inv_freq, attention_factor = rope_frequencies(config)
   fields = dataclasses.asdict(config)
   spelled = ("rope_theta", "rope_scaling", "sliding_window", "sliding_layers")  # compared as what they give
-  for name in spelled + ("param_dtype", "dtype", "init_std", "remat", "quantization"):
+  for name in spelled + ("param_dtype", "dtype", "init_std", "remat", "quantization", "attention"):
     del fields[name]
   if config.query_scale_beta is None:
     del fields["query_scale_length"]  # unused without the scaling, and not stored
