@@ -153,7 +153,7 @@ def full_attention(
   if impl == "xla":
     return attend(q, k, v, reference_mask(t, positions, valid, segment_ids, window))
   if segment_ids is None:
-    segment_ids = (jnp.ones(q.shape[:2], jnp.int32) if valid is None else valid.astype(jnp.int32)).astype(jnp.int32)
+    segment_ids = jnp.ones(q.shape[:2], jnp.int32) if valid is None else valid.astype(jnp.int32)
   b, _, kh, r, h = q.shape
   q = q.reshape(b, t, kh * r, h)
   if impl == "splash":
@@ -166,7 +166,7 @@ def full_attention(
       v,
       segment_ids,
       window=window,
-      lengths=lengths if lengths is not None else None,
+      lengths=lengths,
     )
   raise AssertionError(impl)
 
