@@ -1,22 +1,14 @@
 """Tokenizers: SentencePiece training from an iterable, round trips, batching, special ids, HF tokenizer.json."""
 
-import json
-
 import numpy as np
 import pytest
 
 from arena_jax import models
 from arena_jax import tokenizer as tok
+from tests.tokenizer_fixtures import arithmetic_corpus, write_bpe_tokenizer
 
 
-def _corpus():
-  """A generator (any iterable of strings works), in the built-in tasks' style: steps at blank lines."""
-  for a in range(30):
-    for b in range(1, 9):
-      yield (
-        f"Problem: compute {a} + {b} * {a % 7}.\n\nStep 1: {b} * {a % 7} = {b * (a % 7)}.\n\n"
-        f"Step 2: {a} + {b * (a % 7)} = {a + b * (a % 7)}.\n\nAnswer: {a + b * (a % 7)}"
-      )
+_corpus = arithmetic_corpus
 
 
 @pytest.fixture(scope="module")
@@ -86,18 +78,12 @@ def test_byte_fallback_round_trips_unseen_characters():
 
 
 def test_hf_tokenizer_json(tmp_path):
-  tokenizers = pytest.importorskip("tokenizers")
-  model = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
-  model.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-  model.decoder = tokenizers.decoders.ByteLevel()
-  trainer = tokenizers.trainers.BpeTrainer(
+  write_bpe_tokenizer(
+    tmp_path,
     vocab_size=300,
     special_tokens=["<pad>", "</s>", "<s>", "<unk>"],
-    initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    config={"eos_token": "</s>", "pad_token": {"content": "<pad>"}},
   )
-  model.train_from_iterator(_corpus(), trainer)
-  model.save(str(tmp_path / "tokenizer.json"))
-  (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "pad_token": {"content": "<pad>"}}))
   hf = tok.load_tokenizer(tmp_path)
   assert isinstance(hf, tok.HFTokenizer)
   assert (hf.pad_id, hf.eos_id, hf.bos_id) == (0, 1, 2)

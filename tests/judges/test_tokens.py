@@ -2,7 +2,6 @@
 judge's context by the judge's own tokenizer or its server's `POST /tokenize`, where the estimate undercounts."""
 
 import asyncio
-import json
 
 import aiohttp
 import pytest
@@ -10,6 +9,7 @@ from aiohttp import web
 
 from arena_jax import judges
 from arena_jax import tokenizer as tok
+from tests.tokenizer_fixtures import arithmetic_corpus, write_bpe_tokenizer
 from arena_jax.errors import ConfigError
 from arena_jax.judges import hygiene, tokens
 
@@ -22,13 +22,7 @@ CHATML = (
 NOWHERE = ["http://127.0.0.1:9"]  # judges built only to cut traces; never called
 
 
-def _corpus():
-  for a in range(30):
-    for b in range(1, 9):
-      yield (
-        f"Problem: compute {a} + {b} * {a % 7}.\n\nStep 1: {b} * {a % 7} = {b * (a % 7)}.\n\n"
-        f"Step 2: {a} + {b * (a % 7)} = {a + b * (a % 7)}.\n\nAnswer: {a + b * (a % 7)}"
-      )
+_corpus = arithmetic_corpus
 
 
 def numbers_trace(steps=60):
@@ -49,20 +43,12 @@ def sp_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory):
   """A HF tokenizer directory (byte-level BPE, tokenizer.json) with a ChatML chat template."""
-  tokenizers = pytest.importorskip("tokenizers")
   path = tmp_path_factory.mktemp("hf")
-  model = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
-  model.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-  model.decoder = tokenizers.decoders.ByteLevel()
-  trainer = tokenizers.trainers.BpeTrainer(
+  write_bpe_tokenizer(
+    path,
     vocab_size=320,
     special_tokens=["<pad>", "<|im_end|>", "<|im_start|>", "<unk>"],
-    initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-  )
-  model.train_from_iterator(_corpus(), trainer)
-  model.save(str(path / "tokenizer.json"))
-  (path / "tokenizer_config.json").write_text(
-    json.dumps({"eos_token": "<|im_end|>", "pad_token": "<pad>", "chat_template": CHATML})
+    config={"eos_token": "<|im_end|>", "pad_token": "<pad>", "chat_template": CHATML},
   )
   return str(path)
 
