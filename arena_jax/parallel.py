@@ -61,6 +61,7 @@ def mesh_config(
   tensor: int = 1,
   *,
   sample: Sequence[int] = (),
+  sample_devices: int = 0,
   distributed: bool = False,
   rules: Sequence[tuple[str, Any]] = (),
 ) -> ml_collections.ConfigDict:
@@ -73,11 +74,23 @@ def mesh_config(
       two steps want different layouts when memory is tight: training more `tensor` (its activations
       shrink with the heads per device), sampling at most `num_kv_heads`-way `tensor` (beyond it the
       KV cache is replicated). The trainer re-lays the params out for sampling once per step.
+    sample_devices: N > 0: the sampler runs on the last N devices and the trainer on the others (disjoint
+      device sets, for the asynchronous loop: `rollout.max_staleness` ≥ 1 samples while the update runs, and
+      programs on different devices run at once); `sample` is then the sampler mesh's shape over those N
+      (default (N, 1, 1)) and data × fsdp × tensor the trainer's over the rest. One process only.
     distributed: call `jax.distributed.initialize()` first (multi-host runs: TPU pod slices, GPU clusters).
     rules: overrides of `LOGICAL_AXIS_RULES`, e.g. (("embed", None),) to replicate embed dims.
   """
   return ml_collections.ConfigDict(
-    dict(data=data, fsdp=fsdp, tensor=tensor, sample=tuple(sample), distributed=distributed, rules=tuple(rules))
+    dict(
+      data=data,
+      fsdp=fsdp,
+      tensor=tensor,
+      sample=tuple(sample),
+      sample_devices=sample_devices,
+      distributed=distributed,
+      rules=tuple(rules),
+    )
   )
 
 
@@ -127,7 +140,26 @@ def make_mesh(config: ml_collections.ConfigDict | None = None, devices: Sequence
 
 
 def make_meshes(config: ml_collections.ConfigDict, devices: Sequence[jax.Device] | None = None) -> tuple[Mesh, Mesh]:
-  """(train mesh, sampler mesh) of a `mesh_config` (the same mesh when `config.sample` is ())."""
+  """(train mesh, sampler mesh) of a `mesh_config` (the same mesh when `config.sample` is (); disjoint devices
+  with `config.sample_devices`)."""
+  n = int(config.get("sample_devices", 0))  # a config recorded before the field existed has none
+  if n:
+    devices = list(jax.devices() if devices is None else devices)
+    if jax.process_count() > 1:
+      raise ValueError(
+        "config.mesh.sample_devices: disjoint sampler devices are for one process; a multi-host run samples "
+        "and trains on every chip (set it to 0)"
+      )
+    if not 0 < n < len(devices):
+      raise ValueError(
+        f"config.mesh.sample_devices={n} must leave the trainer at least one of the {len(devices)} devices "
+        "(0 = sample on the train mesh)"
+      )
+    shape = tuple(config.sample) or (-1, 1, 1)
+    if len(shape) != 3:
+      raise ValueError(f"config.mesh.sample must be () or (data, fsdp, tensor), got {config.sample!r}")
+    sample = make_mesh(mesh_config(*shape), devices[-n:])
+    return make_mesh(config, devices[:-n]), sample
   train = make_mesh(config, devices)
   if not config.sample:
     return train, train

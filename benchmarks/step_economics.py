@@ -1,8 +1,9 @@
 """The step economics of the reward modes on this machine (the paper's Table 2; issue 14).
 
-    python -m benchmarks.step_economics [--steps 6] [--measure 3] [--prompts 8] [--group_size 8]
-        [--max_new_tokens 96] [--latency_fraction 0.25] [--p99_factor 2] [--target_gen_fraction 0.8]
-        [--policy_dir runs/sft_demo] [--modes rlvr,rlvr_dapo,rlaif,arena,arena_live,...]
+    python -m benchmarks.step_economics [--warmup 2] [--measure 4] [--max_staleness 2] [--prompts 8]
+        [--group_size 8] [--max_new_tokens 96] [--latency_fraction 0.25] [--p99_factor 2]
+        [--target_gen_fraction 0.8] [--project_tokens 8192] [--policy_dir runs/sft_demo]
+        [--modes rlvr,rlvr_dapo,rlaif,arena,arena_live,...]
 
 Every mode runs the same number of RL steps from the same SFT policy (`make demo` writes it) on the
 same prompts, against the embedded judge in reasoning style with a served LLM's latency: each call's
@@ -12,28 +13,84 @@ for every group's round robin to run in one round (so a blocking live tournament
 is several RLVR steps long). `arena_live` runs three ways: judging after the step is generated (the
 default `reward.live_start = "step_done"`), `group_done` and `speculative` (`arena_live_group_done`,
 `arena_live_speculative`), and speculative with pipelined opponent choice (`arena_live_pipelined`,
-`reward.live_pipelined`). The first steps (compilation) are not measured; the figures are medians
-(means for counts) over `measure` steps before the last one (which drains the pipeline: its row holds
-no next step's generation), so each measured row is one steady-state step: a generation and an update.
+`reward.live_pipelined`).
+
+**Steps and warm-up.** Each run has `warmup + measure + 1` steps: the first `warmup` (W, default 2) are
+never measured, rows `[W : W + measure]` of metrics.jsonl are, and the last step, which drains the pipeline
+(its row holds no next step's generation), is not either. `--steps` is derived; it is still accepted, and
+must then equal W + measure + 1 (an error otherwise). The sampler compiles one decode program per
+compaction row bucket on first use, so a bucket first reached in a later step would compile inside a
+measured step: before any measured run, throwaway `rlvr` runs as long as a measured one, lock-step and
+asynchronous (untimed; their duration is printed), fill jax's persistent compilation cache (a temp
+directory) and the in-process program cache with every bucket the measured runs reach on the same prompts,
+and every run's first W steps absorb what is left. The figures are means over the measured rows (a step's
+cost is the run's time over its steps; a median would hide the steps that wait for a judge, which a
+blocking live tournament several steps long makes every other step or so).
+
+**Devices.** The process sees the machine as 2 CPU devices (`--xla_force_host_platform_device_count=2`
+unless XLA_FLAGS sets a count). XLA runs the programs of one device one after another, and of two devices at
+once: the lock-step rows use both devices for every stage (fsdp = 2); the async rows put the sampler on
+`--sample_devices` of them (default 1, `mesh.sample_devices`) and the update on the rest, as a pod would put
+them on disjoint chips, so the sampler decodes while the update runs. The same cores either way.
+
+**Async rows.** For rlvr, rlvr_dapo, arena_live and arena_live_pipelined (each when in `--modes`; the last
+with `live_start = group_done`, as the asynchronous loop judges a group once it has finished) the same config
+also runs with `rollout.max_staleness = K` (`--max_staleness`, default 2; 0 runs no async rows): the
+asynchronous loop, in which the sampler runs ahead of the trainer by up to K updates, rows `<name>_async`. In
+that loop a step's `gen/trajectories` counts the samples it trained and those discarded since the previous
+step (DAPO's non-diverse groups): what the step cost in generation. Its DAPO keeps surplus diverse groups for
+the next step, where the lock-step DAPO truncates them. Where the config has no `rollout.max_staleness`
+(before the async loop exists) the async rows are skipped with a printed note. Each async row's JSON also
+holds `max_staleness_seen`: the largest `staleness/max` over all of that run's rows, warm-up included.
 
 Per mode: wall per step and its ratio to `rlvr` and `rlvr_dapo`, generations per step, judge calls per
 routed group, how long the update waited for the judge (`time/judge_wait`), how long the judge still
 worked after the step was generated (`time/judge_after_gen`), calls wasted (speculation) and matches
 late (none: no deadline is set).
 
-On this CPU the update dominates a step, unlike the paper's regime where generation does. So besides
-the measured figures it prints a PROJECTION, labelled as such: the same measured components with one
-generation batch costing k × RLVR's measured sampling time, k chosen so that generation is
-`target_gen_fraction` of a DAPO step (which generates more batches), the judge's latency
-kept at `latency_fraction` of the (projected) RLVR step, and the judge's remaining work after
-generation hidden behind the next step's generation (async lag 1) as far as that lasts:
+**Targets** (JSON `targets`, printed with the issue's bounds; None where a row is missing):
+
+    arena_live_async_vs_lockstep     wall(arena_live_async) / wall(arena_live)                ≤ 0.85
+    arena_live_async_vs_rlvr_async   wall(arena_live_async) / wall(rlvr_async)                ≤ 1.0
+    arena_live_vs_dapo_generations   generations(arena_live_async) / generations(rlvr_dapo_async)   ≤ 0.6
+
+**The CPU-scaled projection** (JSON `projection`). On this CPU the update dominates a step, unlike the
+paper's regime where generation does. So besides the measured figures it prints a PROJECTION, labelled as
+such: the same measured components with one generation batch costing k × RLVR's measured sampling time, k
+chosen so that generation is `target_gen_fraction` of a DAPO step (which generates more batches), the
+judge's latency kept at `latency_fraction` of the (projected) RLVR step, and the judge's remaining work
+after generation hidden behind the next step's generation (async lag 1) as far as that lasts:
 
     wall' = k·b·sample₁ + verify + update + bt_fit + max(0, judge_after_gen · s − k·b·sample₁)
 
 with sample₁ RLVR's sampling time of one batch, b the mode's generation batches per step, k the
 sampling scale and s = RLVR's projected / measured wall. It is arithmetic on measured figures, not a
 measurement, and conservative for group_done / speculative (their judging would start earlier inside a
-longer generation; only the measured time after generation is used). The last line is JSON.
+longer generation; only the measured time after generation is used). It models the lock-step loop, so
+async rows get none (`-` in the table, None in the JSON); the 8B projection covers them.
+
+**The 8B projection** (JSON `projection_8b`, "projected, not measured"): Table 2's question — wall-clock
+and generations per step against DAPO — for the paper's 8B policy on a TPU slice, ministral3_8b on
+v5p:2x2x2 with 16k new tokens (8 chips), from the AOT roofline of docs/tpu.md ("The long-trace slices",
+`launch.aot_compile --config=configs/real_ministral3_8b.py:v5p:2x2x2:16k`): train step 8,271 tok/s per chip,
+decode step 1,139 tok/s per chip (the module constants TPU_*). The measured generations per step keep
+their ratio to the batch, the sampling and the update are recomputed at 8B, the host work (verify, BT fit)
+stays as measured and the judge's wait scales with the step:
+
+    n' = generations · R / (prompts · G)                     R = 512 rollouts per step (64 prompts × G 8)
+    sample' = n' · T / (decode tok/s/chip · chips)           T = --project_tokens new tokens per generation
+    update' = R · (P + T) / (train tok/s/chip · chips)       P = 1024 prompt tokens; every mode trains R rows
+    judge_wait' = judge_wait · s₈                            s₈ = RLVR's 8B wall / RLVR's measured wall
+    lock-step: wall' = sample' + update' + verify + bt_fit + judge_wait'
+    async:     wall' = max(sample', update') + verify + bt_fit + judge_wait'   (sampler and trainer overlap)
+
+`wall_vs_dapo` and `generations_vs_dapo` are against lock-step `rlvr_dapo` (DAPO as the paper runs it);
+`*_same_loop` against the DAPO row of the same loop (`rlvr_dapo_async` for async rows). Printed next to the
+paper's reference: −27…−41% wall-clock per step (0.59–0.73× DAPO), ~0.5× generations. A roofline is an
+upper bound on throughput (no collectives, no host, every row decoded to the longest), so the seconds are
+lower bounds and the ratios are what to read; the prefill (≈ 0.06% of the decode at 8,192 new tokens) is
+left out, and the generations ratio is the small policy's (DAPO's refills depend on how often a group is all
+right or all wrong). The last line is JSON.
 """
 
 from __future__ import annotations
@@ -42,8 +99,16 @@ import argparse
 import os
 import statistics
 import tempfile
+import time
 
 from benchmarks import common  # sets JAX_PLATFORMS before jax is imported
+
+# The machine's cores as 2 CPU devices (unless the caller chose a count): programs on one device run one after
+# another, on two devices at once, so the async rows can sample on one while the update runs on the other
+# (`mesh.sample_devices`), as a pod samples and trains on disjoint chips; every lock-step row uses both for every
+# stage (fsdp = 2). Before jax is imported.
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
 
 import jax  # noqa: E402
 from absl import logging  # noqa: E402
@@ -62,16 +127,64 @@ RUNS = (
   ("arena_live_speculative", "arena_live", {"live_start": "speculative"}),
   ("arena_live_pipelined", "arena_live", {"live_start": "speculative", "live_pipelined": True}),
 )
+# Rows that also run in the asynchronous loop (`rollout.max_staleness = K`), as `<name>_async`. The loop judges a
+# group once its last member finished (`group_done`): a speculative row runs so there.
+ASYNC_RUNS = ("rlvr", "rlvr_dapo", "arena_live", "arena_live_pipelined")
+ASYNC_SUFFIX = "_async"
+
+# The issue's targets for the async rows: (JSON key, bound, what it is).
+TARGETS = (
+  ("arena_live_async_vs_lockstep", 0.85, "wall(arena_live_async) / wall(arena_live)"),
+  ("arena_live_async_vs_rlvr_async", 1.0, "wall(arena_live_async) / wall(rlvr_async)"),
+  ("arena_live_vs_dapo_generations", 0.6, "generations(arena_live_async) / generations(rlvr_dapo_async)"),
+)
+
+# ── The 8B projection's constants: ministral3_8b on v5p:2x2x2 with 16k new tokens ──
+# From docs/tpu.md, "The long-trace slices (`configs/pod.py` `LONG_SLICES`)": the output of
+# `launch.aot_compile --config=configs/real_ministral3_8b.py:v5p:2x2x2:16k` (programs of commit 293abbc; the
+# summary table's row "v5p:2x2x2, 16k | ministral3_8b | ... | 8,271, compute-bound").
+TPU_SLICE = "ministral3_8b on v5p:2x2x2, 16k new tokens"
+TPU_CHIPS = 8  # "v5p:2x2x2: 8 devices on 2 hosts"
+# roofline row "train    train step ... compute ... 8,271": the packed update, 512×17408 tok, remat full, splash
+TPU_TRAIN_TOK_S_CHIP = 8271.0
+# roofline row "decode   decode step ... memory ... 1,139": one sampler call of 16×8 rows × (1024 + 16384) tok
+TPU_DECODE_TOK_S_CHIP = 1139.0
+# configs/pod.py: rollout prompts_per_step=64 × group_size=8 rows trained per step
+TPU_ROLLOUTS_PER_STEP = 512
+# the prompt bucket of the real configs (the "1024 + 16384" of the same rows)
+TPU_PROMPT_TOKENS = 1024
+PAPER_REFERENCE = "−27…−41% wall-clock per step, ~0.5× generations"
+PAPER_WALL_VS_DAPO = (0.59, 0.73)
+PAPER_GENERATIONS_VS_DAPO = 0.5
 
 
-def run_config(args, mode: str, reward: dict, latency_s: float):
-  """The demo testbed shrunk to `args`, with the embedded judge's latency model."""
+def is_async(name: str) -> bool:
+  return name.endswith(ASYNC_SUFFIX)
+
+
+def steps_for(warmup: int, measure: int) -> int:
+  """Steps per run: W warm-up steps, `measure` measured ones and the last, draining step."""
+  return warmup + measure + 1
+
+
+def run_config(args, mode: str, reward: dict, latency_s: float, *, steps: int | None = None, max_staleness: int = 0):
+  """The demo testbed shrunk to `args`, with the embedded judge's latency model; `max_staleness` > 0 sets
+  `rollout.max_staleness` (AttributeError where the config has no such field)."""
   c = mode_config(mode, **reward)
+  steps = steps_for(args.warmup, args.measure) if steps is None else steps
   c.init.policy_dir = args.policy_dir
-  c.num_steps = args.steps
-  c.checkpoint.every = args.steps
+  c.num_steps = steps
+  c.checkpoint.every = steps
   c.log.progress = c.log.tensorboard = c.log.plot = False
   c.rollout.update(dict(prompts_per_step=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens))
+  if max_staleness:
+    # The config is not locked: assigning an unknown field would add it silently, and train it lock-step.
+    if "max_staleness" not in c.rollout:
+      raise AttributeError("the config has no rollout.max_staleness (no asynchronous loop in this checkout)")
+    c.rollout.max_staleness = max_staleness
+    n = getattr(args, "sample_devices", 0)
+    if n and "sample_devices" in c.mesh and jax.device_count() > n:
+      c.mesh.sample_devices = n  # the sampler on its own device(s), the update on the rest
   c.reward.max_gen_batches = 16
   s = c.judge.server
   s.style, s.truncate_rate = "reasoning", 0.0  # a reasoning judge's answers, none cut (no failures to count)
@@ -83,23 +196,28 @@ def run_config(args, mode: str, reward: dict, latency_s: float):
   return c
 
 
-def measure(args, mode: str, reward: dict, latency_s: float) -> dict:
-  with tempfile.TemporaryDirectory() as workdir:
-    train(run_config(args, mode, reward, latency_s), workdir)
-    # Steady state: not the first steps (compilation) nor the last one, which drains the pipeline (its
-    # row holds no next step's generation).
-    rows = read_metrics(workdir)[-args.measure - 1 : -1]
-  med = lambda k: statistics.median(r.get(k, 0.0) for r in rows)
+def summarize(rows: list[dict], warmup: int, measure: int) -> dict:
+  """A run's figures from its metrics rows: means over rows [warmup : warmup + measure] (a step's cost is the
+  run's time over its steps: a median would hide the steps that waited for a judge, which blocking live
+  tournaments do every other step or so);
+  `max_staleness_seen` over all rows (None where no row has `staleness/max`)."""
+  if len(rows) < steps_for(warmup, measure):
+    raise RuntimeError(
+      f"{len(rows)} metrics rows, expected {steps_for(warmup, measure)} (= {warmup} warm-up + {measure} measured "
+      "+ the last, draining step)"
+    )
+  staleness = [r["staleness/max"] for r in rows if "staleness/max" in r]
+  rows = rows[warmup : warmup + measure]
   mean = lambda k: statistics.fmean(r.get(k, 0.0) for r in rows)
   routed = sum(r.get("judge/groups", 0) for r in rows)
   return {
-    "wall_s": med("time/wall"),
-    "sample_s": med("time/sample"),
-    "verify_s": med("time/verify"),
-    "update_s": med("time/update"),
-    "judge_wait_s": med("time/judge_wait"),
-    "bt_fit_s": med("time/bt_fit"),
-    "judge_after_gen_s": med("time/judge_after_gen"),
+    "wall_s": mean("time/wall"),
+    "sample_s": mean("time/sample"),
+    "verify_s": mean("time/verify"),
+    "update_s": mean("time/update"),
+    "judge_wait_s": mean("time/judge_wait"),
+    "bt_fit_s": mean("time/bt_fit"),
+    "judge_after_gen_s": mean("time/judge_after_gen"),
     "generations": mean("gen/trajectories"),
     "calls_per_routed_group": sum(r.get("judge/calls", 0) for r in rows) / routed if routed else 0.0,
     "calls_wasted": mean("judge/calls_wasted"),
@@ -107,44 +225,218 @@ def measure(args, mode: str, reward: dict, latency_s: float) -> dict:
     "groups_judged_early": mean("gen/groups_judged_early"),
     "accuracy": mean("accuracy"),
     "batches": mean("gen/batches"),
+    "max_staleness_seen": int(max(staleness)) if staleness else None,
   }
 
 
+def measure(args, mode: str, reward: dict, latency_s: float, max_staleness: int = 0) -> dict:
+  with tempfile.TemporaryDirectory() as workdir:
+    train(run_config(args, mode, reward, latency_s, max_staleness=max_staleness), workdir)
+    return summarize(read_metrics(workdir), args.warmup, args.measure)
+
+
+def warm_up(args, max_staleness: int) -> float:
+  """Untimed throwaway `rlvr` runs as long as a measured one, lock-step and (with `--max_staleness`) asynchronous:
+  they compile the decode programs of the compaction row buckets every measured run reaches on the same prompts
+  (a shorter one left the buckets of the later steps to compile inside measured steps), the asynchronous loop's
+  segment programs and the rest, into the persistent and in-process caches. Returns their duration in seconds."""
+  t0 = time.perf_counter()
+  for k in sorted({0, max_staleness}):
+    with tempfile.TemporaryDirectory() as workdir:
+      train(run_config(args, "rlvr", {}, 0.0, max_staleness=k), workdir)
+  return time.perf_counter() - t0
+
+
 def project(m: dict, per_batch: float, k: float, s: float) -> float:
-  """The projected wall per step (see module docstring)."""
+  """The CPU-scaled projected wall per step of a lock-step row (see module docstring)."""
   sample = k * per_batch * m["batches"]
   return sample + m["verify_s"] + m["update_s"] + m["bt_fit_s"] + max(0.0, m["judge_after_gen_s"] * s - sample)
 
 
-def main(argv=None):
+def project_8b(
+  m: dict,
+  *,
+  asynchronous: bool,
+  judge_scale: float,
+  measured_rollouts: int,
+  new_tokens: int = 8192,
+  prompt_tokens: int = TPU_PROMPT_TOKENS,
+  rollouts_per_step: int = TPU_ROLLOUTS_PER_STEP,
+  decode_tok_s_chip: float = TPU_DECODE_TOK_S_CHIP,
+  train_tok_s_chip: float = TPU_TRAIN_TOK_S_CHIP,
+  chips: int = TPU_CHIPS,
+) -> dict:
+  """One mode's step at 8B (module docstring): `m` holds its measured `generations` per step and
+  `verify_s`, `bt_fit_s`, `judge_wait_s` (missing ones count 0); `measured_rollouts` = prompts × G of the
+  measured run. Returns seconds per step (sample_s, update_s, host_s, judge_wait_s, wall_s) and generations."""
+  generations = m.get("generations", 0.0) * rollouts_per_step / measured_rollouts
+  sample = generations * new_tokens / (decode_tok_s_chip * chips)
+  update = rollouts_per_step * (prompt_tokens + new_tokens) / (train_tok_s_chip * chips)
+  host = m.get("verify_s", 0.0) + m.get("bt_fit_s", 0.0)
+  judge_wait = m.get("judge_wait_s", 0.0) * judge_scale
+  model = max(sample, update) if asynchronous else sample + update
+  return {
+    "generations": generations,
+    "sample_s": sample,
+    "update_s": update,
+    "host_s": host,
+    "judge_wait_s": judge_wait,
+    "wall_s": model + host + judge_wait,
+  }
+
+
+def _ratio(a, b):
+  return None if a is None or b is None or not b else a / b
+
+
+def projection_8b(results: dict, *, measured_rollouts: int, new_tokens: int = 8192, **constants) -> dict:
+  """`project_8b` for every row of `results` (which needs `rlvr`: the judge's latency scales with its step),
+  with each row's ratios to lock-step `rlvr_dapo` (`*_vs_dapo`) and to the same loop's DAPO row
+  (`*_vs_dapo_same_loop`), None where that row is missing. Unrounded."""
+  kw = dict(measured_rollouts=measured_rollouts, new_tokens=new_tokens, **constants)
+  rlvr = results["rlvr"]
+  rlvr_8b = project_8b(rlvr, asynchronous=False, judge_scale=0.0, **kw)["wall_s"]
+  judge_scale = rlvr_8b / rlvr["wall_s"]
+  modes = {
+    name: project_8b(m, asynchronous=is_async(name), judge_scale=judge_scale, **kw) for name, m in results.items()
+  }
+  for name, p in modes.items():
+    dapo = modes.get("rlvr_dapo")
+    same = modes.get("rlvr_dapo" + ASYNC_SUFFIX) if is_async(name) else dapo
+    p["wall_vs_dapo"] = _ratio(p["wall_s"], dapo and dapo["wall_s"])
+    p["generations_vs_dapo"] = _ratio(p["generations"], dapo and dapo["generations"])
+    p["wall_vs_dapo_same_loop"] = _ratio(p["wall_s"], same and same["wall_s"])
+    p["generations_vs_dapo_same_loop"] = _ratio(p["generations"], same and same["generations"])
+  return {"judge_scale": judge_scale, "modes": modes}
+
+
+def target_figures(wall: dict, generations: dict) -> dict:
+  """The issue's three async figures (TARGETS) from walls and generations per step by row name; None where
+  a row is missing."""
+  return {
+    "arena_live_async_vs_lockstep": _ratio(wall.get("arena_live_async"), wall.get("arena_live")),
+    "arena_live_async_vs_rlvr_async": _ratio(wall.get("arena_live_async"), wall.get("rlvr_async")),
+    "arena_live_vs_dapo_generations": _ratio(generations.get("arena_live_async"), generations.get("rlvr_dapo_async")),
+  }
+
+
+def verdict(value, bound: float) -> str:
+  """met / missed / n/a, on the value as the JSON holds it (4 decimals)."""
+  return "n/a" if value is None else ("met" if round(value, 4) <= bound else "missed")
+
+
+def _rounded(x, digits: int = 4):
+  if isinstance(x, float):
+    return round(x, digits)
+  if isinstance(x, dict):
+    return {k: _rounded(v, digits) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [_rounded(v, digits) for v in x]
+  return x
+
+
+def _dash(x):
+  return "-" if x is None else x
+
+
+def use_compilation_cache() -> None:
+  """Later runs reuse the programs earlier runs compiled (the same shapes); only unmeasured steps compile."""
+  jax.config.update("jax_compilation_cache_dir", os.path.join(tempfile.gettempdir(), "arena_jax_step_economics"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  p.add_argument("--steps", type=int, default=6)
-  p.add_argument("--measure", type=int, default=3, help="steps measured, before the last one")
+  p.add_argument(
+    "--steps",
+    type=int,
+    default=None,
+    help="derived: warmup + measure + 1 (the last step drains the pipeline); if given, it must equal that",
+  )
+  p.add_argument(
+    "--sample_devices",
+    type=int,
+    default=1,
+    help="async rows: CPU devices of the sampler (mesh.sample_devices; the update gets the rest); 0 = shared",
+  )
+  p.add_argument("--warmup", type=int, default=2, help="steps at the start of each run that are never measured")
+  p.add_argument("--measure", type=int, default=4, help="steps measured, after the warm-up and before the last one")
+  p.add_argument(
+    "--max_staleness",
+    type=int,
+    default=2,
+    help="rollout.max_staleness K of the <name>_async rows (rlvr, rlvr_dapo, arena_live); 0: no async rows",
+  )
   p.add_argument("--prompts", type=int, default=8)
   p.add_argument("--group_size", type=int, default=8)
   p.add_argument("--max_new_tokens", type=int, default=96)
   p.add_argument("--latency_fraction", type=float, default=0.25, help="judge median latency / RLVR wall per step")
   p.add_argument("--p99_factor", type=float, default=2.0)
   p.add_argument("--target_gen_fraction", type=float, default=0.8)
+  p.add_argument(
+    "--project_tokens", type=int, default=8192, help="new tokens per generation in the 8B projection (mean)"
+  )
   p.add_argument("--policy_dir", default=DEFAULT_POLICY_DIR)
   p.add_argument("--modes", default=",".join(r[0] for r in RUNS))
   args = p.parse_args(argv)
-  if args.measure > args.steps - 2:
-    p.error("--measure ≤ steps − 2: the first step compiles and the last one drains the pipeline")
+  if args.warmup < 0 or args.measure < 1 or args.max_staleness < 0 or args.project_tokens < 1:
+    p.error("--warmup ≥ 0, --measure ≥ 1, --max_staleness ≥ 0 and --project_tokens ≥ 1")
+  derived = steps_for(args.warmup, args.measure)
+  if args.steps is not None and args.steps != derived:
+    p.error(
+      f"--steps {args.steps} ≠ --warmup {args.warmup} + --measure {args.measure} + 1 (the last step drains the "
+      f"pipeline) = {derived}: the steps are derived; drop --steps or set --warmup / --measure"
+    )
+  args.steps = derived
   if not os.path.isdir(args.policy_dir):
     p.error(
       f"--policy_dir {args.policy_dir!r} does not exist: run `make demo` (it writes the SFT policy) or "
       "pass --policy_dir"
     )
-  wanted = args.modes.split(",")
-  unknown = set(wanted) - {r[0] for r in RUNS} - {"rlvr"}
+  unknown = set(args.modes.split(",")) - {r[0] for r in RUNS}
   if unknown:
-    p.error(f"unknown --modes {sorted(unknown)}; choose from {[r[0] for r in RUNS]}")
-  logging.set_verbosity(logging.WARNING)
-  # Later runs reuse the programs earlier runs compiled (the same shapes); only unmeasured steps compile.
-  jax.config.update("jax_compilation_cache_dir", os.path.join(tempfile.gettempdir(), "arena_jax_step_economics"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    p.error(
+      f"unknown --modes {sorted(unknown)}; choose from {[r[0] for r in RUNS]} (async rows follow --max_staleness)"
+    )
+  return args
 
+
+def main(argv=None):
+  args = parse_args(argv)
+  wanted = args.modes.split(",")
+  logging.set_verbosity(logging.WARNING)
+  use_compilation_cache()
+
+  # Which rows run, in order: rlvr first (it calibrates the judge's latency), each async row after its own.
+  K = args.max_staleness
+  async_note = None
+  if K:
+    try:
+      run_config(args, "rlvr", {}, 0.0, max_staleness=K)
+    except Exception as e:  # pylint: disable=broad-except  (whatever the checkout's config says, skip the rows)
+      async_note = f"async rows skipped: rollout.max_staleness = {K} cannot be set ({type(e).__name__}: {e})"
+      K = 0
+  plan = []
+  for name, mode, reward in RUNS:
+    if name == "rlvr" or name in wanted:
+      plan.append((name, mode, reward, 0))
+      if K and name in ASYNC_RUNS and name in wanted:
+        speculative = reward.get("live_start") == "speculative"
+        plan.append((name + ASYNC_SUFFIX, mode, {**reward, "live_start": "group_done"} if speculative else reward, K))
+  if async_note:
+    print(async_note, flush=True)
+  elif not K:
+    print("async rows skipped: --max_staleness 0", flush=True)
+  elif args.warmup < K:
+    print(f"note: --warmup {args.warmup} < max_staleness {K}: measured async steps may include the pipeline's filling")
+
+  warm_s = warm_up(args, K)
+  print(
+    f"warm-up: unmeasured rlvr runs of {steps_for(args.warmup, args.measure)} steps (lock-step"
+    f"{' and max_staleness ' + str(K) if K else ''}) filled the compilation caches (the decode program of each "
+    f"compaction row bucket the measured runs reach, and the rest) in {warm_s:.1f} s",
+    flush=True,
+  )
   results = {"rlvr": measure(args, "rlvr", {}, 0.0)}  # calibrates the judge's latency
   latency_s = args.latency_fraction * results["rlvr"]["wall_s"]
   print(
@@ -152,22 +444,29 @@ def main(argv=None):
     f"s per step), p99 {latency_s * args.p99_factor:.3f} s",
     flush=True,
   )
-  for name, mode, reward in RUNS:
-    if name != "rlvr" and name in wanted:
-      results[name] = measure(args, mode, reward, latency_s)
-      print(f"  {name}: {results[name]['wall_s']:.3f} s per step", flush=True)
+  for name, mode, reward, k_stale in plan:
+    if name == "rlvr":
+      continue
+    results[name] = measure(args, mode, reward, latency_s, max_staleness=k_stale)
+    seen = results[name]["max_staleness_seen"]
+    print(
+      f"  {name}: {results[name]['wall_s']:.3f} s per step"
+      + (f", max staleness seen {_dash(seen)} (K = {k_stale})" if k_stale else ""),
+      flush=True,
+    )
 
   rlvr, dapo = results["rlvr"], results.get("rlvr_dapo")
   gen_fraction = dapo["sample_s"] / dapo["wall_s"] if dapo else None
-  # Projection: one generation batch costs RLVR's measured sampling time (the steadiest estimate on a
-  # shared machine) × k, k chosen so that generation is target_gen_fraction of a DAPO step.
+  # CPU-scaled projection (lock-step rows): one generation batch costs RLVR's measured sampling time (the
+  # steadiest estimate on a shared machine) × k, k chosen so that generation is target_gen_fraction of a DAPO step.
   ref = dapo or rlvr
   per_batch = rlvr["sample_s"] / rlvr["batches"]
   rest = ref["wall_s"] - ref["sample_s"]
   # (≥ 1: where generation already dominates, nothing is projected)
   k = max(1.0, args.target_gen_fraction * rest / ((1 - args.target_gen_fraction) * per_batch * ref["batches"]))
   s = project(rlvr, per_batch, k, 1.0) / rlvr["wall_s"]
-  projected = {name: project(m, per_batch, k, s) for name, m in results.items()}
+  projected = {name: None if is_async(name) else project(m, per_batch, k, s) for name, m in results.items()}
+  p_vs = lambda name, ref_name: _ratio(projected[name], projected.get(ref_name))
 
   headers = [
     "mode",
@@ -184,19 +483,19 @@ def main(argv=None):
     "calls wasted",
     "late",
     "judged early",
+    "max stale",
     "proj. vs rlvr",
     "proj. vs dapo",
   ]
   table, figures = [], {}
   for name, m in results.items():
-    vs_dapo = m["wall_s"] / dapo["wall_s"] if dapo else None
-    p_dapo = projected[name] / projected["rlvr_dapo"] if dapo else None
+    vs_dapo = _ratio(m["wall_s"], dapo and dapo["wall_s"])
     table.append(
       [
         name,
         m["wall_s"],
         m["wall_s"] / rlvr["wall_s"],
-        vs_dapo if vs_dapo is not None else "-",
+        _dash(vs_dapo),
         m["generations"],
         m["sample_s"],
         m["update_s"],
@@ -207,8 +506,9 @@ def main(argv=None):
         m["calls_wasted"],
         m["matches_late"],
         m["groups_judged_early"],
-        projected[name] / projected["rlvr"],
-        p_dapo if p_dapo is not None else "-",
+        _dash(m["max_staleness_seen"]) if is_async(name) else "-",
+        _dash(p_vs(name, "rlvr")),
+        _dash(p_vs(name, "rlvr_dapo")),
       ]
     )
     figures[name] = {
@@ -222,35 +522,127 @@ def main(argv=None):
       "calls_wasted": m["calls_wasted"],
       "matches_late": m["matches_late"],
     }
+    if is_async(name):
+      figures[name]["max_staleness_seen"] = m["max_staleness_seen"]
   print(
     f"\nstep economics: {args.prompts} prompts × G = {args.group_size}, {args.max_new_tokens} new tokens, "
-    f"{args.steps} steps ({args.measure} measured), judge latency {latency_s:.3f} s median"
+    f"{args.steps} steps per run ({args.warmup} warm-up steps excluded, {args.measure} measured, the last one "
+    f"excluded), judge latency {latency_s:.3f} s median" + (f"; *_async rows: rollout.max_staleness = {K}" if K else "")
   )
   common.print_table(headers, table)
+  print(
+    f"(means over rows [{args.warmup} : {args.warmup + args.measure}] of each run: the first {args.warmup} "
+    "warm-up steps and the last, draining step are not measured)"
+  )
   if gen_fraction is not None:
     print(
       f"\ngeneration is {gen_fraction:.1%} of a DAPO step here. PROJECTION (arithmetic on the measured "
-      f"components, not a measurement): a generation batch = {k:.1f} × RLVR's, so that generation is "
-      f"{args.target_gen_fraction:.0%} of a DAPO step; the judge's latency scaled with RLVR's step (× {s:.2f})."
+      f"components, not a measurement; lock-step rows): a generation batch = {k:.1f} × RLVR's, so that generation "
+      f"is {args.target_gen_fraction:.0%} of a DAPO step; the judge's latency scaled with RLVR's step (× {s:.2f})."
     )
+
+  targets = target_figures(
+    {n: m["wall_s"] for n, m in results.items()}, {n: m["generations"] for n, m in results.items()}
+  )
+  print("\ntargets (measured):")
+  for key, bound, what in TARGETS:
+    v = targets[key]
+    print(f"  {key} = {what}: {'-' if v is None else f'{v:.3f}'} (target ≤ {bound}): {verdict(v, bound)}")
+
+  proj8 = projection_8b(results, measured_rollouts=args.prompts * args.group_size, new_tokens=args.project_tokens)
+  print(
+    f"\n8B PROJECTION (projected, not measured): {TPU_SLICE} ({TPU_CHIPS} chips; roofline of docs/tpu.md: train "
+    f"{TPU_TRAIN_TOK_S_CHIP:,.0f}, decode {TPU_DECODE_TOK_S_CHIP:,.0f} tok/s per chip), {TPU_ROLLOUTS_PER_STEP} "
+    f"rollouts per step, {TPU_PROMPT_TOKENS} + {args.project_tokens} tokens each; the judge's wait × "
+    f"{proj8['judge_scale']:.1f} (RLVR's step). Paper, Table 2 (Arena against DAPO): {PAPER_REFERENCE}"
+  )
+  p_headers = [
+    "mode",
+    "loop",
+    "gens/step",
+    "sample s",
+    "update s",
+    "judge wait s",
+    "wall s",
+    "vs rlvr_dapo",
+    "gens vs rlvr_dapo",
+    "vs same-loop dapo",
+    "gens vs same-loop dapo",
+    "paper vs dapo",
+  ]
+  p_table = []
+  for name, p in proj8["modes"].items():
+    p_table.append(
+      [
+        name,
+        f"async K={K}" if is_async(name) else "lock-step",
+        p["generations"],
+        p["sample_s"],
+        p["update_s"],
+        p["judge_wait_s"],
+        p["wall_s"],
+        _dash(p["wall_vs_dapo"]),
+        _dash(p["generations_vs_dapo"]),
+        _dash(p["wall_vs_dapo_same_loop"]),
+        _dash(p["generations_vs_dapo_same_loop"]),
+        f"{PAPER_WALL_VS_DAPO[0]}–{PAPER_WALL_VS_DAPO[1]}×, ~{PAPER_GENERATIONS_VS_DAPO}× gens"
+        if name.startswith("arena")
+        else "-",
+      ]
+    )
+  common.print_table(p_headers, p_table)
+  targets_8b = target_figures(
+    {n: p["wall_s"] for n, p in proj8["modes"].items()}, {n: p["generations"] for n, p in proj8["modes"].items()}
+  )
+  print("targets (projected at 8B, not measured):")
+  for key, bound, _ in TARGETS:
+    v = targets_8b[key]
+    print(f"  {key}: {'-' if v is None else f'{v:.3f}'} (target ≤ {bound}): {verdict(v, bound)}")
+
   common.emit_json(
     {
       "benchmark": "step_economics",
+      "warmup_steps": args.warmup,
+      "measured_steps": args.measure,
+      "steps_per_run": args.steps,
+      "warmup_run_s": round(warm_s, 2),
+      "max_staleness": K,
+      "async_note": async_note,
       "generation_fraction_dapo": None if gen_fraction is None else round(gen_fraction, 4),
       "judge_latency_s": round(latency_s, 4),
       "modes": figures,
+      "targets": _rounded(targets),
+      "target_bounds": {key: bound for key, bound, _ in TARGETS},
       "projection": {
         "label": "projected, not measured",
         "target_gen_fraction": args.target_gen_fraction,
         "sample_scale": round(k, 3),
         "judge_latency_scale": round(s, 3),
         "modes": {
-          name: {
-            "wall_vs_rlvr": round(projected[name] / projected["rlvr"], 4),
-            "wall_vs_dapo": (round(projected[name] / projected["rlvr_dapo"], 4) if dapo else None),
-          }
+          name: {"wall_vs_rlvr": _rounded(p_vs(name, "rlvr")), "wall_vs_dapo": _rounded(p_vs(name, "rlvr_dapo"))}
           for name in results
         },
+      },
+      "projection_8b": {
+        "label": "projected, not measured",
+        "slice": TPU_SLICE,
+        "source": "docs/tpu.md, The long-trace slices: aot_compile configs/real_ministral3_8b.py:v5p:2x2x2:16k",
+        "constants": {
+          "chips": TPU_CHIPS,
+          "train_tok_s_chip": TPU_TRAIN_TOK_S_CHIP,
+          "decode_tok_s_chip": TPU_DECODE_TOK_S_CHIP,
+          "rollouts_per_step": TPU_ROLLOUTS_PER_STEP,
+          "prompt_tokens": TPU_PROMPT_TOKENS,
+          "new_tokens": args.project_tokens,
+        },
+        "judge_scale": _rounded(proj8["judge_scale"], 2),
+        "paper_reference": {
+          "text": PAPER_REFERENCE,
+          "wall_vs_dapo": list(PAPER_WALL_VS_DAPO),
+          "generations_vs_dapo": PAPER_GENERATIONS_VS_DAPO,
+        },
+        "modes": _rounded(proj8["modes"]),
+        "targets": _rounded(targets_8b),
       },
     }
   )

@@ -57,6 +57,8 @@ def get_config(arg=None):
       sample_batch=0,  # the step's 16 prompts in one sampler call
       decode_cache="dense",  # 96-token budgets: each row's whole cache is allocated at the prefill
       pack_tokens=0,  # the update's rows unpacked: one [prompt | completion] row each (train.packing when > 0)
+      max_staleness=0,  # the lock-step loop; k ≥ 1: the asynchronous one, trajectories at most k updates stale
+      push_every=16,  # (asynchronous loop) new weights reach the sampler every 16 decode steps
     )
   )
 
@@ -73,6 +75,8 @@ def get_config(arg=None):
       async_lag=1,  # judge step t while step t + 1 samples: judging hides behind generation
       live_start="step_done",  # judging starts when the step is generated (group_done / speculative: earlier)
       live_pipelined=False,  # an arrival's opponents wait for every earlier result: reproducible verdicts
+      judge_backlog=0,  # (asynchronous loop) at most (k + 1) × the host's prompts per step in the judge
+      late_judgment="wait",  # (asynchronous loop) a judgment late for its last admissible step is waited for
       max_judge_outage_steps=10,  # a judge failing every call for 10 steps in a row stops the run
       std_ddof=0,  # population std of a group's rewards, as in GRPO (SPEC §1)
     )

@@ -100,6 +100,7 @@ def study_config() -> ml_collections.ConfigDict:
   c.sft_dir = "runs/sft_demo"  # the shared SFT base (trained first from `sft_config` if missing)
   c.sft_config = "configs/sft.py"  # `path[:arg]`; a relative path is read from the repository root
   c.run_arg = ""  # each run is `mode_config(mode, run_arg)`: "" the testbed, "smoke" tiny shapes
+  c.max_staleness = 0  # every run's `rollout.max_staleness`: ≥ 1 trains with the asynchronous loop (0: lock-step)
   # countdown (far out of distribution, 0 for every policy so far) can be added to `benchmarks`.
   c.eval = ml_collections.ConfigDict(
     dict(
@@ -176,6 +177,7 @@ def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = 
   c.checkpoint.every = study.num_steps
   c.log.progress = False
   c.log.tensorboard = False
+  c.rollout.max_staleness = study.max_staleness
   if judge_accuracy is not None:
     c.judge.server.flip_rate = 1.0 - judge_accuracy
   return c
@@ -189,6 +191,8 @@ def run_setup(study, judge_accuracy: float | None) -> dict:
     "judge_accuracy": judge_accuracy,
     "eval": study.eval.to_dict(),
   }
+  if study.max_staleness:  # (absent at 0, so that lock-step runs finished before the field existed are reused)
+    setup["max_staleness"] = study.max_staleness
   return json.loads(json.dumps(setup))  # as eval_final.json holds it (tuples become lists)
 
 

@@ -51,6 +51,7 @@ def cispo_loss(
   ref_logprobs=None,
   kl_coef: float = 0.0,
   entropy=None,
+  stale=None,
 ) -> CispoOutput:
   """CISPO loss terms for a (micro-)batch of completions (SPEC §2).
 
@@ -64,6 +65,9 @@ def cispo_loss(
     truncated, mask_truncated: [B] bool; when `mask_truncated`, truncated completions carry no loss.
     ref_logprobs, kl_coef: optional KL penalty β·KL(π_θ‖π_ref) per token (k3 estimator), default off.
     entropy: optional [B, T] per-token policy entropy, only reported.
+    stale: optional [B, T] bool, the tokens sampled by an older policy than π_θ's (the asynchronous loop,
+      `rollout.max_staleness`); only reported: `ratio_dev/stale` and `ratio_dev/fresh` are the mean |ρ − 1|
+      over the stale and the fresh tokens (the importance weights that correct the staleness, SPEC §2).
 
   Returns:
     CispoOutput(loss_sum, denominator, metrics); the loss to minimise is loss_sum / denominator.
@@ -105,6 +109,12 @@ def cispo_loss(
   metrics["response_length"] = Weighted(seq_len.sum(), jnp.asarray(seq_len.shape[0], logprobs.dtype))
   if entropy is not None:
     metrics["entropy"] = Weighted((entropy * mask).sum(), tokens)
+  if stale is not None:
+    old = stale.astype(mask.dtype) * mask
+    dev = jnp.abs(ratio - 1.0)
+    metrics["ratio_dev/stale"] = Weighted((dev * old).sum(), old.sum())
+    metrics["ratio_dev/fresh"] = Weighted((dev * (mask - old)).sum(), tokens - old.sum())
+    metrics["stale_token_share"] = Weighted(old.sum(), tokens)
   return CispoOutput(loss_sum, denominator, metrics)
 
 

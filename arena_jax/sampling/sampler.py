@@ -221,6 +221,7 @@ class Sampler:
     *,
     every: int = 0,
     row_offset: int = 0,
+    refresh: Callable[[int], Any] | None = None,
   ) -> Iterator[StreamChunk]:
     """`__call__`, yielding after each chunk of decoding the rows that finished in it (issue 14: judging
     starts while decoding goes on). The last chunk carries the rows cut at `max_new_tokens` and the
@@ -232,6 +233,12 @@ class Sampler:
     trip (its finished rows are read back): the plain call without compaction has none. Multi-host:
     every host runs the same chunks and receives every row. `row_offset`: as in `__call__`; a chunk's
     `rows` are the call's own (0 … B·G − 1).
+
+    `refresh` (the asynchronous loop's in-flight weight updates, `train.async_loop`): called before each
+    decode segment with the completion position the segment decodes first (the prefill chose position 0);
+    when it returns parameters (not None) those decode from then on. The K/V already in the
+    cache stay as computed, and each token's behaviour log-prob is the one of the parameters that chose it,
+    so the recorded log-probs remain the behaviour policy's (SPEC §2). None: the same parameters throughout.
     """
     state, tokens, lengths, num_prompts = self._start(params, prompts, rng, row_offset)
     params = pure_params(params)
@@ -265,7 +272,10 @@ class Sampler:
       )
 
     def run(index, end, read_chunks):
-      nonlocal state, results, peak
+      nonlocal state, results, peak, params, first
+      if refresh is not None and (new := refresh(first)) is not None:
+        params = pure_params(new)
+      first = end
       if state.cache.num_chunks < read_chunks:  # growing: the chunk this segment writes into, empty
         state = self._grow(state)
         peak = max(peak, state.cache.nbytes)
@@ -276,6 +286,7 @@ class Sampler:
       return view, np.asarray(parallel.gather(view.finish))  # the segment's one host round trip
 
     segments = self._segments(every, self.compact_every)
+    first = 1  # the completion position the next segment decodes first
     # Compactions happen at the ends of `__call__`'s segments only, whatever `every`: the same rows are
     # gathered at the same steps, so the output is `__call__`'s to the bit. Growing: at least at each
     # chunk's end (`_segments` ends one there), before the next chunk is allocated.

@@ -196,6 +196,21 @@ RUN = cs.Section(
           "`Sampler.decode_cache`.",
           cs.one_of(("dense", "growing")),
         ),
+        max_staleness=field(
+          0,
+          "k: the asynchronous loop (`train.async_loop`, docs/architecture.md \"The asynchronous loop\") when "
+          "≥ 1. The sampler works ahead of the update, new weights reach it between decode segments, and "
+          "every trajectory is trained at most k updates after the policy version that began it; batches "
+          "fill from finished groups. 0 = the lock-step loop (`reward.async_lag`), unchanged.",
+          cs.integer(0, why="0 = the lock-step loop"),
+        ),
+        push_every=field(
+          16,
+          "With `max_staleness` ≥ 1: decode steps per segment of the sampler working ahead; between two "
+          "segments it takes the newest weights (in-flight updates) and hands back its finished rows. 0 = "
+          "no in-flight updates: new weights reach the sampler only when it starts a generation batch.",
+          cs.integer(0, why="0 = weights only between generation batches"),
+        ),
       )
     ),
     reward=cs.Section(
@@ -276,6 +291,23 @@ RUN = cs.Section(
           "depend on the judge's timing: not bit-reproducible. Pays off when arrivals are "
           "spread in time (`live_start` ≠ step_done); see benchmarks.tournament_fidelity.",
           cs.boolean(),
+        ),
+        judge_backlog=field(
+          0,
+          "With `rollout.max_staleness` ≥ 1: groups this host keeps in the judge at once; a routed group that "
+          "finishes when it is full waits for a free place, or under `late_judgment = zero_advantage` is "
+          "trained unjudged (zero advantage, counted in `judge/groups_skipped`). 0 = (k + 1) × this host's "
+          "prompts per step.",
+          cs.integer(0, why="0 = (max_staleness + 1) × prompts per host"),
+        ),
+        late_judgment=field(
+          "wait",
+          "With `rollout.max_staleness` ≥ 1, when a routed group's judgment is not back by the last update "
+          "that may train it (k updates after its policy version), or the judge's backlog is full: `wait` "
+          "(the update waits, at most `judge.step_deadline_s` when set, `time/judge_wait`) or "
+          "`zero_advantage` (its judgment is cancelled and it trains with zero advantage, `judge/groups_late`, "
+          "`judge/groups_skipped`). A group is never dropped unnoticed.",
+          cs.one_of(("wait", "zero_advantage")),
         ),
         max_judge_outage_steps=field(
           10,
@@ -375,8 +407,17 @@ RUN = cs.Section(
         ),
         sample=field(
           _MESH.sample,
-          "The sampler's mesh over the same devices; () = the train mesh (docs/tpu.md).",
+          "The sampler's mesh over the same devices; () = the train mesh (docs/tpu.md). With `sample_devices`, "
+          "its shape over those devices (() = (N, 1, 1)).",
           valid="() or (data, fsdp, tensor)",
+        ),
+        sample_devices=field(
+          _MESH.sample_devices,
+          "N > 0: the sampler runs on the last N devices, the trainer on the others (data × fsdp × tensor "
+          "of the rest), so that the asynchronous loop (`rollout.max_staleness` ≥ 1) samples while the update "
+          "runs; the new weights are copied across once per version. One process only. 0 = the sampler "
+          "uses the train mesh's devices.",
+          cs.integer(0, why="0 = the train mesh's devices"),
         ),
         distributed=field(
           _MESH.distributed,
@@ -524,6 +565,17 @@ def _speculative_is_for_live_routing(c, report):
       "reward.live_start",
       f"'speculative' starts live tournaments before routing is known: it needs a routed "
       f"pairwise mode with topology 'live' (mode {c.reward.mode!r}, topology {topology!r}); use 'group_done'",
+    )
+
+
+@RUN.rule
+def _async_loop_judges_finished_groups(c, report):
+  """rollout.max_staleness ≥ 1 judges each group once it has finished: live_start = speculative is lock-step's."""
+  if c.rollout.max_staleness and c.reward.live_start == "speculative":
+    report(
+      "reward.live_start",
+      "the asynchronous loop (rollout.max_staleness ≥ 1) sends each routed group to the judge the moment its "
+      "last member finishes; 'speculative' is the lock-step loop's: use 'group_done' or 'step_done'",
     )
 
 

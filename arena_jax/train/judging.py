@@ -123,6 +123,10 @@ class StepJudgment:
     self._done = self.runner._run(self._gather())
     return self
 
+  def done(self) -> bool:
+    """The closed step's judgments are all back (or were cut): `result()` returns at once."""
+    return self._outcome is not None or (self._done is not None and self._done.done())
+
   def result(self, timeout: float | None = None) -> JudgeOutcome:
     """The step's `JudgeOutcome`, waiting at most `timeout` seconds (None = until every judgment is in);
     what is still running then is cancelled and counted late."""

@@ -36,6 +36,18 @@ class Generator:
     self.config, self.mode, self.task, self.iterator, self.block = config, mode, task, iterator, block
     self.sampler, self.tokenizer, self.add_bos = sampler, tokenizer, add_bos
     self.b, self.g = config.rollout.prompts_per_step, config.rollout.group_size
+    # Prompts to serve before the iterator's next ones: those whose work the asynchronous loop discarded at a
+    # stop or held in flight at its checkpoint (`async_loop`), restored from the checkpoint's meta.
+    self.requeue: list = []
+
+  def draw(self) -> list:
+    """This host's prompts of the next generation batch: requeued ones first, then the iterator's (which
+    always yields a whole batch; what a batch does not use stays queued)."""
+    n = self.block.stop - self.block.start
+    while len(self.requeue) < n:
+      self.requeue.extend(next(self.iterator))
+    out, self.requeue = self.requeue[:n], self.requeue[n:]
+    return out
 
   def generate(self, step: int, params, judgment: judging.StepJudgment | None = None) -> Pending:
     """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7).
@@ -59,7 +71,7 @@ class Generator:
           f"reward.max_gen_batches={rs.max_gen_batches} generation batches at step {step}: raise "
           "reward.max_gen_batches, or the policy is (nearly) always all-correct / all-wrong here"
         )
-      examples = next(self.iterator)
+      examples = self.draw()
       rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.config.seed), step), gen.batches)
       if judgment is not None:  # no dynamic sampling (a judged mode): one generation batch
         part = self._sample_streaming(params, examples, rng, gen, judgment)

@@ -56,9 +56,11 @@ def train_shardings(
   rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
   *,
   packed: bool = False,
+  stale: bool = False,
 ) -> TrainShardings:
   """Where every input and output of the RL update lives on `mesh` (see the module docstring); `packed`:
-  for a rollout with packed rows (`rollout.pack_tokens` > 0)."""
+  for a rollout with packed rows (`rollout.pack_tokens` > 0); `stale`: with the per-token staleness mask of
+  the asynchronous loop (`Rollout.stale`)."""
   psh = parallel.param_shardings(model_config, mesh, rules)
   replicated = NamedSharding(mesh, PartitionSpec())
   opt = opt_state_shardings(optimizer, parallel.abstract_params(model_config), psh, mesh)
@@ -71,7 +73,15 @@ def train_shardings(
   # Packed rows' blocks split over the batch axes like rows do: block m·S + s of a micro-batch lands on shard s.
   blocks = packing.PackedRows(tokens=3, positions=3, segment_ids=3, row=2, start=2) if packed else None
   dims = step_lib.Rollout(
-    prompt_tokens=2, prompt_lengths=1, tokens=2, mask=2, old_logprobs=2, advantages=1, truncated=1, packed=blocks
+    prompt_tokens=2,
+    prompt_lengths=1,
+    tokens=2,
+    mask=2,
+    old_logprobs=2,
+    advantages=1,
+    truncated=1,
+    packed=blocks,
+    stale=2 if stale else None,
   )
   return TrainShardings(
     state=state,

@@ -50,6 +50,9 @@ class Rollout(NamedTuple):
   `packed`: None (the padded layout), or the rows' `train.packing.PackedRows` ([K, Rb, L] packed rows in
   K = micro_batches × batch shards blocks): the forward passes then run on those, and `prompt_tokens` and
   `tokens` are not read.
+
+  `stale`: None, or [R, N] bool: the tokens an older policy than the updated one sampled (the asynchronous
+  loop); only reported (`ratio_dev/stale`, `ratio_dev/fresh`).
   """
 
   prompt_tokens: jax.Array
@@ -60,6 +63,7 @@ class Rollout(NamedTuple):
   advantages: jax.Array
   truncated: jax.Array
   packed: Any = None
+  stale: Any = None
 
 
 class StepRewards(NamedTuple):
@@ -158,6 +162,7 @@ def make_update_fn(
       ref_logprobs=ref_lp,
       kl_coef=loss_config.kl_coef,
       entropy=entropy,
+      stale=mb.stale,
     )
     return out.loss_sum, out
 

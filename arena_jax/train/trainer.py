@@ -51,6 +51,7 @@ from arena_jax import rl
 from arena_jax import tasks
 from arena_jax.sampling import RandomSampling, Sampler
 from arena_jax.errors import UserError, WorkdirError
+from arena_jax.train import async_loop
 from arena_jax.train import checkpoint as checkpoint_lib
 from arena_jax.train import judging
 from arena_jax.train import packing
@@ -151,7 +152,11 @@ class Trainer:
     self.optimizer = step_lib.make_optimizer(config.optim)
     self.schedule = step_lib.make_schedule(config.optim)
     packed = r.pack_tokens > 0  # packed update rows (`train.packing`): one block per micro-batch and batch shard
-    self.shardings = train_sharding.train_shardings(self.policy.config, self.optimizer, self.mesh, rules, packed=packed)
+    # The asynchronous loop marks the tokens an older policy sampled (`Rollout.stale`): reported, not trained on.
+    self.stale = r.max_staleness > 0
+    self.shardings = train_sharding.train_shardings(
+      self.policy.config, self.optimizer, self.mesh, rules, packed=packed, stale=self.stale
+    )
     self.batch_shards = parallel.batch_shards(self.mesh, rules)
     use_ref = config.loss.kl_coef > 0
     # A frozen copy, placed like the params: the live params are donated to the update.
@@ -167,7 +172,7 @@ class Trainer:
     # What the update is a function of; an equal run in this process reuses its program (`program_cache`).
     sections = tuple(config[k].to_json_best_effort(sort_keys=True) for k in ("optim", "loss", "reward"))
     update_key = ("update", update_model, sections, type(self.mode), self.mesh, repr(rules), self.sampler.method)
-    update_key += (packed,)  # a packed update takes other inputs (`rollout.pack_tokens`)
+    update_key += (packed,) + ((True,) if self.stale else ())  # other inputs: packed rows, the staleness mask
     self.update_fn = program_cache.shared(
       update_key,
       lambda: train_sharding.train_step_fn(
@@ -235,6 +240,10 @@ class Trainer:
         continue
       self.state = state
       self.verified_steps.add(step)
+      # The asynchronous loop's work in flight at the checkpoint (`async_loop`): served before the iterator's.
+      requeue = meta.get("requeue") or []
+      if requeue:
+        self.generator.requeue = [async_loop.example_from_json(d) for d in requeue[jax.process_index()]]
       if bad:
         self._set_aside(bad, step)
       print(f"resumed from step {step} ({self.checkpointer.directory})", flush=True)
@@ -257,14 +266,16 @@ class Trainer:
     parallel.barrier("checkpoint_set_aside")
     self.checkpointer.reload()
 
-  def save(self, step: int, iterator_state) -> None:
+  def save(self, step: int, iterator_state, extra: dict | None = None) -> None:
     """Checkpoint after `step` optimizer steps; `iterator_state` = the iterator right after that step's
-    prompts were drawn (with async_lag = 1 the next step's may already have been drawn)."""
+    prompts were drawn (with async_lag = 1 the next step's may already have been drawn); `extra`: more
+    meta (the asynchronous loop's `requeue`)."""
     meta = {
       "step": step,
       "iterator": iterator_state.to_dict(),
       "seed": self.config.seed,
       "config": self.config.to_json_best_effort(),
+      **(extra or {}),
     }
     bad = checkpoint_lib.non_finite_leaves(self.state)
     if bad:  # the update made the state non-finite although its loss was finite: never save that
@@ -341,7 +352,15 @@ class Trainer:
   def update(self, pending: Pending, rewards: step_lib.StepRewards) -> dict:
     """`optim.minibatches` jitted updates, each routing and computing the advantages of its rows in the
     jit (SPEC §1–§3) before the CISPO loss and the AdamW step."""
+    return self.update_values(pending, *self.dispatch_update(pending, rewards))
+
+  def dispatch_update(self, pending: Pending, rewards: step_lib.StepRewards, stale=None) -> tuple[list, list]:
+    """Starts the step's updates (jitted, dispatched without waiting: the asynchronous loop samples
+    meanwhile); returns their metrics as device values and the packed rows' fill. `stale`: the staleness mask
+    [rows, N] of the asynchronous loop (`Rollout.stale`)."""
     rollout = pending.batch.rollout()
+    if stale is not None:
+      rollout = rollout._replace(stale=np.asarray(stale, bool))
     parts = self.config.optim.minibatches
     pack_tokens = self.config.rollout.pack_tokens
     values, fill = [], []
@@ -358,7 +377,14 @@ class Trainer:
       self.state, v = self.update_fn(
         self.state, jax.device_put(mb, self.shardings.rollout), self.ref_params, rewards, np.int32(k)
       )
-      values.append(parallel.read_replicated(v))
+      values.append(v)
+    return values, fill
+
+  def update_values(self, pending: Pending, values: list, fill: list) -> dict:
+    """The dispatched updates' metrics (`dispatch_update`), read back (waiting for them); checks the loss
+    and, at the first update at the peak learning rate, that the weights moved."""
+    values = [parallel.read_replicated(v) for v in values]
+    parts = self.config.optim.minibatches
     rows = {k: values[0].pop(k) for k in list(values[0]) if k.startswith("rows/")}  # the same in every minibatch
     for v in values[1:]:
       for k in rows:
@@ -387,6 +413,14 @@ class Trainer:
     t1 = time.perf_counter()
     m.update(self.update(pending, rewards))
     t2 = time.perf_counter()
+    gen = pending.generation
+    return self.step_metrics(pending, rewards, m, update_s=t2 - t1, step_s=t2 - t0 + gen.sample_s + gen.verify_s)
+
+  def step_metrics(
+    self, pending: Pending, rewards: step_lib.StepRewards, m: dict, *, update_s: float, step_s: float
+  ) -> tuple[dict, list[dict]]:
+    """The step's metrics (`m`: the rewards' and the update's, completed here) and its sample of completions;
+    writes its transcript row."""
     row_rewards, row_advantages = m.pop("rows/rewards"), m.pop("rows/advantages")
     samples = self.samples(pending, np.asarray(rewards.judged), row_rewards, row_advantages)
     m.update(self.process_metrics(pending.local))
@@ -413,10 +447,10 @@ class Trainer:
         "gen/unclosed_thinking": gen.unclosed_thinking,
         "time/sample": gen.sample_s,
         "time/verify": gen.verify_s,
-        "time/update": t2 - t1,
+        "time/update": update_s,
         # The learning rate of the step's last update, from the optimizer's own schedule.
         "lr": float(self.schedule((pending.step + 1) * self.config.optim.minibatches - 1)),
-        "time/step": t2 - t0 + gen.sample_s + gen.verify_s,  # this step's own work
+        "time/step": step_s,  # this step's own work
       }
     )
     m.setdefault("time/judge_wait", 0.0)
@@ -584,15 +618,8 @@ def _run(config, workdir: str, mode, judge_urls) -> dict:
   )
   last_end = time.perf_counter()
 
-  def record(pending: Pending, stop: _StopFlag) -> bool:
-    """rewards → update → metrics, progress, checkpoint; True when the run must stop after this step."""
-    nonlocal last_end
-    stop.poll()  # a signal on any host stops every host after this step (the loop stays in lockstep)
-    m, samples = trainer.apply(pending)
-    now = time.perf_counter()
-    m["time/wall"] = now - last_end  # wall-clock between optimizer steps (overlap included)
-    last_end = now
-    step = pending.step + 1
+  def log_step(step: int, m: dict, samples: list) -> None:
+    """A step's metrics, samples and progress."""
     writer.write(step, m)
     writer.write_samples(step, samples)
     trainer.history.append({"step": step, **m})
@@ -602,11 +629,37 @@ def _run(config, workdir: str, mode, judge_urls) -> dict:
       if mode.uses_judge:
         post.update(routed=f"{m['groups/routed']:.2f}", calls=m["judge/calls"])
       progress.set_postfix(post)
+
+  def record(pending: Pending, stop: _StopFlag) -> bool:
+    """rewards → update → metrics, progress, checkpoint; True when the run must stop after this step."""
+    nonlocal last_end
+    stop.poll()  # a signal on any host stops every host after this step (the loop stays in lockstep)
+    m, samples = trainer.apply(pending)
+    now = time.perf_counter()
+    m["time/wall"] = now - last_end  # wall-clock between optimizer steps (overlap included)
+    last_end = now
+    step = pending.step + 1
+    log_step(step, m, samples)
     if step % c.checkpoint.every == 0 or step == c.num_steps or stop.now:
       trainer.save(step, pending.iterator_after)
     return stop.now
 
-  # ── the loop: step t is applied while step t + 1's judgment may still run (async_lag = 1) ──
+  def lockstep(stop: _StopFlag) -> None:
+    """Step t is applied while step t + 1's judgment may still run (async_lag = 1)."""
+    pending = None  # generated, judged in the background, not yet applied
+    for step in range(start, c.num_steps):
+      current = trainer.generate(step)
+      trainer.judge(current)
+      if pending is not None and record(pending, stop):
+        break  # `current` is dropped: a resume regenerates it from the saved iterator state
+      pending = current
+      drain = c.reward.async_lag == 0 or (step + 1) % c.checkpoint.every == 0 or step + 1 == c.num_steps or stop.poll()
+      if drain:
+        pending, stopped = None, record(current, stop)
+        if stopped:
+          break
+
+  # ── the loop: lock-step (above), or asynchronous with rollout.max_staleness ≥ 1 ──
   try:
     with _StopFlag() as stop:
       if mode.uses_judge:  # each host sends its own groups to its share of the servers
@@ -620,20 +673,10 @@ def _run(config, workdir: str, mode, judge_urls) -> dict:
           transcripts=trainer.transcripts,
           live_pipelined=c.reward.live_pipelined,
         )
-      pending = None  # generated, judged in the background, not yet applied
-      for step in range(start, c.num_steps):
-        current = trainer.generate(step)
-        trainer.judge(current)
-        if pending is not None and record(pending, stop):
-          break  # `current` is dropped: a resume regenerates it from the saved iterator state
-        pending = current
-        drain = (
-          c.reward.async_lag == 0 or (step + 1) % c.checkpoint.every == 0 or step + 1 == c.num_steps or stop.poll()
-        )
-        if drain:
-          pending, stopped = None, record(current, stop)
-          if stopped:
-            break
+      if c.rollout.max_staleness:  # the sampler works ahead, at most k updates stale (`async_loop`)
+        async_loop.AsyncLoop(trainer, log_step, stop).run(start)
+      else:
+        lockstep(stop)
   finally:
     if trainer.judge_runner is not None:
       trainer.judge_runner.close()

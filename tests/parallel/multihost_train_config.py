@@ -18,7 +18,7 @@ def patch_verifier():
   tasks.ArithmeticTask.verify = coin_verify
 
 
-def config(data_dir: str, *, steps: int, resume: bool = False, distributed: bool = True):
+def config(data_dir: str, *, steps: int, resume: bool = False, distributed: bool = True, max_staleness: int = 0):
   # Reasoning Arena-Live: routed groups, live tournaments against the embedded judge (one server per
   # host; deterministic verdicts), Bradley–Terry rewards, judging one step behind generation.
   c = mode_config("arena_live", "smoke")
@@ -27,4 +27,6 @@ def config(data_dir: str, *, steps: int, resume: bool = False, distributed: bool
   c.rollout.prompts_per_step = 4  # 2 per host
   c.checkpoint.every = 2
   c.mesh.distributed = distributed
+  c.rollout.max_staleness = max_staleness  # ≥ 1: the asynchronous loop (`train.async_loop`)
+  c.rollout.push_every = 4
   return c
