@@ -137,6 +137,7 @@ class _Batch:
     """Every call's chunks (`Generator._calls`), each call with its own record of the versions it used."""
     loop, g = self.loop, self.loop.g
     for c in loop.generator._calls(len(self.prompt_tokens)):
+      params = loop.sampler_params()
       log = [(0, loop.sampler_version)]  # (first completion position, version): the prefill's is position 0
 
       def refresh(first, log=log):
@@ -147,14 +148,13 @@ class _Batch:
         return params
 
       stream = loop.sampler.stream(
-        loop.sampler_params(),
+        params,
         (self.prompt_tokens[c], self.prompt_lengths[c]),
         rng,
         every=loop.config.rollout.push_every,
         row_offset=c.start * g,
         refresh=refresh,
       )
-      log[0] = (0, loop.sampler_version)
       for chunk in stream:
         yield chunk, c.start * g, log
 
@@ -176,14 +176,15 @@ class _Batch:
       starts = np.asarray([p for p, _ in log])
       vers = np.asarray([v for _, v in log], np.int32)
       position_version = vers[np.searchsorted(starts, np.arange(self.tokens.shape[1]), side="right") - 1]
-      texts = loop.tokenizer.decode_batch(chunk.tokens[mine], chunk.lengths[mine])
-      rewards = loop.task.verify_batch([self.examples[r // g] for r in local], texts)
+      tokens, lengths = chunk.tokens[mine], chunk.lengths[mine]
+      texts = loop.tokenizer.decode_batch(tokens, lengths)
+      rewards = np.asarray(loop.task.verify_batch([self.examples[r // g] for r in local], texts), np.float32)
+      self.tokens[local], self.logprobs[local] = tokens, chunk.logprobs[mine]
+      self.lengths[local], self.truncated[local] = lengths, chunk.truncated[mine]
+      self.steps[local], self.versions[local] = chunk.completion_step[mine], position_version
+      self.verifier.reshape(-1)[local], self.arrived.reshape(-1)[local] = rewards, True
       for j, r in enumerate(local):
-        b, i = divmod(int(r), g)
-        self.tokens[r], self.logprobs[r] = chunk.tokens[mine][j], chunk.logprobs[mine][j]
-        self.lengths[r], self.truncated[r] = chunk.lengths[mine][j], chunk.truncated[mine][j]
-        self.steps[r], self.versions[r] = chunk.completion_step[mine][j], position_version
-        self.texts[r], self.verifier[b, i], self.arrived[b, i] = texts[j], rewards[j], True
+        self.texts[r] = texts[j]
       for b in np.flatnonzero(self.arrived.all(-1) & ~self.emitted):
         self.emitted[b] = True
         loop.arrive(self._group(int(b)))
@@ -240,7 +241,9 @@ class AsyncLoop:
     self.discarded: list[Batch] = []
     self.counters = dict(stale=0, skipped=0)
     self.judge_wait = 0.0
-    self.inflight = None  # (pending, values, fill, stale trajectories, dispatched at)
+    # (pending, rewards, their metrics, the update's device metrics, packed fill, trajectories' staleness, versions
+    # per trajectory, dispatched at)
+    self.inflight = None
     self.last_end = time.perf_counter()
 
   # ── the sampler's weights ──
