@@ -10,7 +10,7 @@ versions is corrected token by token).
 
 Versions count updates: version v = the parameters after v optimizer steps, so step s updates version s.
 A trajectory's staleness at step s is s − (the version of its first token); the invariant is
-**staleness ≤ k for every trained trajectory**. Three rules keep it:
+**staleness ≤ k for every trained trajectory**. Three rules keep it, and a fourth fixes the order of the work:
 
 1. The sampler starts a generation batch only when every group of it can be trained within k updates of
    the version it starts under (`_may_start`: the groups already waiting fill the next steps first).
@@ -18,6 +18,10 @@ A trajectory's staleness at step s is s − (the version of its first token); th
    sampling draws more than it keeps) is dropped, counted in `gen/groups_stale`.
 3. A routed group whose judgment is not back by its last admissible step is waited for, or under
    `reward.late_judgment = zero_advantage` cancelled and trained with zero advantage (`judge/groups_late`).
+4. An update just dispatched is taken back only after the sampler's turn: one decode segment (starting the
+   next batch first when rule 1 allows it), or none when the sampler has nothing to do. On a TPU the update
+   outlasts many segments anyway; on a fast CPU it could finish before the sampler moved, and whether a run
+   works ahead at all would depend on the machine's speed.
 
 Batches fill from finished groups: a step is assembled from the first `prompts_per_step` groups (per host:
 its block's share) that are ready — verified, and, when the mode routes them to the judge, judged. Under
@@ -244,6 +248,7 @@ class AsyncLoop:
     # (pending, rewards, their metrics, the update's device metrics, packed fill, trajectories' staleness, versions
     # per trajectory, dispatched at)
     self.inflight = None
+    self.sampler_turn = False  # set at each dispatch: rule 4 of the module docstring
     self.last_end = time.perf_counter()
 
   # ── the sampler's weights ──
@@ -380,6 +385,7 @@ class AsyncLoop:
       np.float64,
     )
     self.inflight = (pending, rewards, m, values, fill, staleness, versions, t0)
+    self.sampler_turn = True  # rule 4: the sampler decodes a segment before this update is taken back
 
   def _generation(self, groups: list[Arrival]) -> Generation:
     """The step's `Generation`: the groups it trains and those discarded since the last step (every host's)."""
@@ -469,8 +475,12 @@ class AsyncLoop:
       self._feed_judge()
       step = self.version + (self.inflight is not None)  # the step the waiting groups fill next
       # Every decision below is agreed over hosts (one sum), so every host takes the same branch.
-      update_done = self.inflight is not None and all(
-        x.is_ready() for x in jax.tree.leaves(self.inflight[3]) if isinstance(x, jax.Array)
+      # Rule 4: an update just dispatched is taken only after the sampler's turn (one decode segment, or nothing
+      # for it to do), so the work ahead never hinges on how fast this machine finished the update.
+      update_done = (
+        self.inflight is not None
+        and not self.sampler_turn
+        and all(x.is_ready() for x in jax.tree.leaves(self.inflight[3]) if isinstance(x, jax.Array))
       )
       can_dispatch = False
       groups = None
@@ -491,6 +501,7 @@ class AsyncLoop:
         self._dispatch(step, groups)
         continue
       if self.current is not None:
+        self.sampler_turn = False
         if not self.current.advance():
           self.current = None
         continue
@@ -499,6 +510,7 @@ class AsyncLoop:
         self.interval.batches += 1
         self.current = _Batch(self, self.gen_index - 1, self.generator.draw())
         continue
+      self.sampler_turn = False  # the sampler has nothing to do: its turn passes
       if self.inflight is not None:  # only the update can make progress: wait for it
         jax.block_until_ready(self.inflight[3])
         continue
