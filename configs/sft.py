@@ -4,7 +4,9 @@
     python -m launch.sft --config=configs/sft.py:smoke      # seconds; what the tests run
     python -m launch.sft --config=configs/sft.py --config.num_steps=600 --workdir=/tmp/sft
 
-Variants (`arg`): "demo" (default) and "smoke" (everything shrunk for a laptop / CI). The demo variant is
+Variants (`arg`): "demo" (default), "smoke" (everything shrunk for a laptop / CI) and "blind" (issue 32's
+testbed candidate: the demo with many more demonstrations whose flaw a verifier cannot see, skipped and
+redundant steps, and fewer slips; measured with `launch.testbed`, docs/results/testbed.md). The demo variant is
 every declared default of `arena_jax.train.sft.SFT` (each field's default, valid values and meaning are
 declared there and listed in docs/configuration.md); `validate_config` checks every field once, up front.
 """
@@ -14,11 +16,18 @@ from arena_jax.train import sft
 
 def get_config(arg=None):
   arg = arg or "demo"
-  if arg not in ("demo", "smoke"):
-    raise ValueError(f"configs/sft.py: unknown variant {arg!r}; use 'demo' or 'smoke'")
+  if arg not in ("demo", "smoke", "blind"):
+    raise ValueError(f"configs/sft.py: unknown variant {arg!r}; use 'demo', 'smoke' or 'blind'")
   c = sft.default_config()
   # One policy directory per variant, so that the smoke run never replaces the demo's cached policy.
   c.output_dir = f"runs/sft_{arg}"
+
+  if arg == "blind":
+    # The verifier's blind spot made common (issue 32, condition (a)): a skipped operation or a redundant step leaves
+    # every step valid and the answer right, so only a judge of the process can prefer the clean trace.
+    c.tasks.sft.fractions.update(
+      dict(clean=0.36, slip=0.02, compensating=0.02, skipped=0.3, bare_answer=0.0, redundant=0.3)
+    )
 
   if arg == "smoke":
     # A one-layer model on 1–2-operation problems: a dozen steps in seconds on a CPU.

@@ -7,7 +7,10 @@ the seeds' differences with replacement and reports the mean difference with a p
 
 With the study's 5 seeds the percentile bootstrap is an approximation that tends to be narrow (it cannot
 see more spread than the few differences show); the interval is what the data support, not a test at an
-exact level. Pure numpy, seeded: the same inputs give the same interval.
+exact level. Below `MIN_PAIRS` pairs it is not even that: over two pairs the resampled means take three
+values, and with two near-equal differences the "interval" is one point that seems to exclude 0. So fewer
+than `min_pairs` differences get no interval at all (the mean only; issue 32). Pure numpy, seeded: the same
+inputs give the same interval.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
+
+
+# The fewest paired differences that get a bootstrap interval (`paired_bootstrap`, `study.bootstrap.min_pairs`).
+MIN_PAIRS = 5
 
 
 def mean_std(values: Sequence[float | None]) -> tuple[float, float, int]:
@@ -26,20 +33,27 @@ def mean_std(values: Sequence[float | None]) -> tuple[float, float, int]:
 
 
 def paired_bootstrap(
-  differences: Sequence[float], *, num_resamples: int = 10_000, level: float = 0.95, seed: int = 0
+  differences: Sequence[float],
+  *,
+  num_resamples: int = 10_000,
+  level: float = 0.95,
+  seed: int = 0,
+  min_pairs: int = MIN_PAIRS,
 ) -> tuple[float, float, float]:
   """(mean, low, high): the mean of paired differences and its percentile bootstrap interval at `level`.
 
   Each resample draws len(differences) of them with replacement (numpy's PCG64 keyed by `seed`); the
-  interval is the (1 − level)/2 and (1 + level)/2 quantiles of the resampled means. Fewer than two
-  differences have no interval: (mean, nan, nan).
+  interval is the (1 − level)/2 and (1 + level)/2 quantiles of the resampled means. Fewer than `min_pairs`
+  (≥ 2) differences have no interval: (mean, nan, nan) (module docstring).
   """
   if not 0 < level < 1:
     raise ValueError(f"paired_bootstrap: level must be in (0, 1), got {level}")
+  if min_pairs < 2:
+    raise ValueError(f"paired_bootstrap: min_pairs must be at least 2, got {min_pairs}")
   d = np.asarray(differences, np.float64).ravel()
   if not len(d):
     raise ValueError("paired_bootstrap: no differences")
-  if len(d) < 2:
+  if len(d) < min_pairs:
     return float(d.mean()), float("nan"), float("nan")
   rng = np.random.default_rng(seed)
   means = d[rng.integers(0, len(d), size=(num_resamples, len(d)))].mean(axis=1)

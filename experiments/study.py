@@ -4,12 +4,13 @@ Every run starts from the same SFT policy, sees the same prompts in the same ord
 trains for the same number of optimizer steps, and differs only in its reward mode and its seed
 (sampling and judge), so two runs of one seed are a pair. The modes are reward-mode registry names
 (`arena_jax.rl.REWARD_MODES`), each run `mode_config(name)` of `configs.common`. The
-judge-quality ablation adds runs of `study.ablation_mode` whose embedded judge reverses a
+judge-quality ablation adds runs of each of `study.ablation_modes` whose embedded judge reverses a
 share 1 − a of its verdicts on pairs that differ in process (`judge.server.flip_rate`), one per verdict
-accuracy a of `study.judge_accuracies`; a = 1 is the plain mode's own run. The runs go one after another,
-so their wall-clock times are comparable. Finished runs are skipped when the study is restarted (their
-final checkpoint and evaluation exist); a finished run of another setup (length, SFT base, judge, evaluation)
-in the same root is refused rather than mixed in.
+accuracy a of `study.judge_accuracies`; a = 1 is the plain mode's own run, a = 0 a reversed judge (every
+decisive verdict between traces of different penalty the wrong way round: the effect in the other
+direction). The runs go one after another, so their wall-clock times are comparable. Finished runs are
+skipped when the study is restarted (their final checkpoint and evaluation exist); a finished run of another
+setup (length, SFT base, judge, evaluation) in the same root is refused rather than mixed in.
 
 Presets (`--study.preset`): `full` (`make reproduce`, the defaults below), `quick` (`make
 reproduce-quick`: 2 seeds, a few steps, a small evaluation, written under runs/study_quick; a smoke run of
@@ -92,9 +93,10 @@ def study_config() -> ml_collections.ConfigDict:
   # the judge has something to do); the results' routing table shows whether they did.
   c.num_steps = 120
   c.judge_accuracies = (1.0, 0.8, 0.65)  # the ablation: verdict accuracy on pairs that differ in process
-  c.ablation_mode = "arena_live"
+  c.ablation_modes = ("arena_live",)  # the judged modes the ablation runs at each accuracy
   c.final_fraction = 0.1  # the end-of-training routing figures average the last 10% of steps (≥ 5)
-  c.bootstrap = ml_collections.ConfigDict(dict(num_resamples=10_000, level=0.95, seed=0))
+  # min_pairs: fewer paired seeds than this get the mean difference only, no interval and no star (issue 32).
+  c.bootstrap = ml_collections.ConfigDict(dict(num_resamples=10_000, level=0.95, seed=0, min_pairs=stats.MIN_PAIRS))
   c.root = "runs/study"  # one workdir per (mode or ablation judge, seed)
   c.out_dir = "docs/results"
   c.sft_dir = "runs/sft_demo"  # the shared SFT base (trained first from `sft_config` if missing)
@@ -135,10 +137,11 @@ def ablation_name(mode: str, accuracy: float) -> str:
 
 def variants(study) -> dict[str, tuple[str, float | None]]:
   """{run group: (reward mode, judge verdict accuracy or None for the mode's own judge)}: the modes, then the
-  ablation's judges (accuracy 1 is the ablation mode's own run, trained once)."""
+  ablation's judges, mode by mode (accuracy 1 is the mode's own run, trained once)."""
   out = {m: (m, None) for m in study.modes}
-  for acc in study.judge_accuracies:
-    out.setdefault(ablation_name(study.ablation_mode, acc), (study.ablation_mode, None if acc >= 1 else acc))
+  for mode in study.ablation_modes:
+    for acc in study.judge_accuracies:
+      out.setdefault(ablation_name(mode, acc), (mode, None if acc >= 1 else acc))
   return out
 
 
@@ -146,19 +149,22 @@ def check_study(study) -> None:
   """Refuses a study that cannot run, naming the field."""
   if study.preset not in PRESETS:
     raise ConfigError(f"study.preset: {study.preset!r} is not a preset; choose from {tuple(PRESETS)}")
-  unknown = [m for m in (*study.modes, study.ablation_mode) if m not in rl.REWARD_MODES]
+  if isinstance(study.ablation_modes, str):
+    raise ConfigError(f"study.ablation_modes: {study.ablation_modes!r} is one name; give a tuple of reward modes")
+  unknown = [m for m in (*study.modes, *study.ablation_modes) if m not in rl.REWARD_MODES]
   if unknown:
     raise ConfigError(
-      f"study.modes / study.ablation_mode: {unknown} are not reward modes; choose from {tuple(rl.REWARD_MODES)}"
+      f"study.modes / study.ablation_modes: {unknown} are not reward modes; choose from {tuple(rl.REWARD_MODES)}"
     )
   if not study.seeds:
     raise ConfigError("study.seeds: no seed; give at least one (two for intervals)")
   bad = [a for a in study.judge_accuracies if not 0 <= a <= 1]
   if bad:
     raise ConfigError(f"study.judge_accuracies: {bad} are not verdict accuracies in [0, 1]")
-  if study.judge_accuracies and not rl.REWARD_MODES[study.ablation_mode].uses_judge:
+  blind = [m for m in study.ablation_modes if not rl.REWARD_MODES[m].uses_judge]
+  if study.judge_accuracies and blind:
     raise ConfigError(
-      f"study.ablation_mode: {study.ablation_mode!r} uses no judge; the ablation varies the judge's "
+      f"study.ablation_modes: {blind} use no judge; the ablation varies the judge's "
       "accuracy (e.g. arena_live), or set study.judge_accuracies=()"
     )
   if not 0 < study.final_fraction <= 1:
@@ -291,6 +297,11 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
     "judge_calls_per_step": float(get("judge/calls", rows).mean()),
     "routed_fraction": float(get("groups/routed", rows).mean()),
     "utilisation": float(get("adv/nonzero_fraction", rows).mean()),
+    # The effective judged signal (issue 32): rows whose advantage is the judge's and non-zero, their share of
+    # Σ|Â|, and the distinct traces per routed group (a mean over routed groups, not over steps).
+    "judge_signal_rows": float(get("judge/signal_rows", rows).mean()),
+    "judge_grad_share": float(get("judge/grad_share", rows).mean()),
+    "distinct_per_routed_group": _routed_mean(rows, "judge/distinct_per_group"),
     "adv_l1": float(get("adv/l1", rows).mean()),
     "judge_failures": float(get("judge/failures", rows).sum()),
     # The mechanism's condition at the end of training (routed groups mostly all-correct): over the last
@@ -309,6 +320,14 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
   }
 
 
+def _routed_mean(rows, key: str) -> float | None:
+  """The mean of a per-routed-group metric over every routed group of the run (steps weighted by how many groups
+  they routed); None when the run routed none or predates the metric."""
+  w = np.asarray([r.get("groups/routed", 0.0) for r in rows if key in r], np.float64)
+  v = np.asarray([r[key] for r in rows if key in r], np.float64)
+  return float((w * v).sum() / w.sum()) if w.sum() > 0 else None
+
+
 def _fmt_mean_std(values) -> str:
   mean, std, n = stats.mean_std(values)
   return "–" if not n else f"{mean:.3f} ± {std:.3f}"  # "–": a run evaluated before the metric existed
@@ -318,7 +337,7 @@ def _fmt_diff(mean: float, lo: float, hi: float) -> str:
   if math.isnan(mean):
     return "–"
   if math.isnan(lo):
-    return f"{mean:+.3f}"
+    return f"{mean:+.3f} (too few pairs)"  # `stats.paired_bootstrap`: below min_pairs there is no interval
   star = "*" if lo > 0 or hi < 0 else ""
   return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]{star}"
 
@@ -331,6 +350,8 @@ _HEADLINE = (
   ("arithmetic", "faithful_accuracy", "faithful acc@{n}"),
   ("arithmetic", "greedy_faithful_accuracy", "greedy faithful acc"),
   ("arithmetic", "compensating_rate", "compensating@{n}"),
+  # The flaw a verifier cannot see (every step valid, a step skipped or redundant; issue 32): the judge's own.
+  ("arithmetic", "blind_flaw_rate", "blind flaw@{n}"),
   ("arithmetic_shift", "greedy_accuracy", "OOD greedy acc"),
   ("arithmetic_shift", "mean_pass_ratio", "OOD pass ratio@{n}"),
   ("arithmetic_shift", "faithful_accuracy", "OOD faithful acc@{n}"),
@@ -344,7 +365,7 @@ _PROCESS = (
   ("arithmetic", "all_wrong_error_spread", "first-error spread, all-wrong groups@{n}"),
 )
 # Columns of the ablation table (a subset of the headline).
-_ABLATION = ("greedy acc", "faithful acc@{n}", "compensating@{n}", "OOD greedy acc")
+_ABLATION = ("greedy acc", "faithful acc@{n}", "compensating@{n}", "blind flaw@{n}", "OOD greedy acc")
 
 
 def _table(head, rows) -> str:
@@ -467,12 +488,12 @@ def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
     a_comp.set_xlabel("optimizer step")
     a_comp.legend(fontsize=7)
     a_comp.grid(alpha=0.3)
-  for acc, group, runs in ablation:
+  for acc, group, runs, _ in ablation:
     if runs:
       steps, faith = mean_curve(runs, "faithful_accuracy")
       if np.isfinite(faith).any():
-        a_abl.plot(steps, smooth(np.nan_to_num(faith), 5), label=f"verdict accuracy {acc:g}")
-  a_abl.set_title(f"ablation: {study.ablation_mode}, faithful accuracy", fontsize=10)
+        a_abl.plot(steps, smooth(np.nan_to_num(faith), 5), label=f"{group}: verdict accuracy {acc:g}")
+  a_abl.set_title(f"ablation: {', '.join(study.ablation_modes)}, faithful accuracy", fontsize=10)
   a_abl.set_xlabel("optimizer step")
   a_abl.grid(alpha=0.3)
   if ablation:
@@ -488,7 +509,7 @@ def _plots(study, groups: dict, ablation: list, gains: dict) -> None:
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xlabel("judge verdict accuracy on pairs that differ in process")
     ax.set_ylabel(f"gain over {REFERENCE} (paired, {study.bootstrap.level:.0%} interval)", fontsize=8)
-    ax.set_title(f"{study.ablation_mode}: judge quality", fontsize=10)
+    ax.set_title(f"{', '.join(study.ablation_modes)}: judge quality", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -573,12 +594,13 @@ def write_results(study, runs: dict) -> str:
     diff_rows.append(cells)
 
   ablation = []
-  for acc in study.judge_accuracies:
-    group = ablation_name(study.ablation_mode, acc)
-    ablation.append((acc, group, groups.get(group) or []))
+  for mode in study.ablation_modes:
+    for acc in study.judge_accuracies:
+      group = ablation_name(mode, acc)
+      ablation.append((acc, group, groups.get(group) or [], mode))
   abl_cols = [(b, k, label) for b, k, label in headline if label in [c.format(n=n) for c in _ABLATION]]
   abl_rows, abl_diffs = [], {}
-  for acc, group, runs_g in ablation:
+  for acc, group, runs_g, _ in ablation:
     if not runs_g:
       continue
     cells = [f"{acc:g}", f"{1 - acc:g}", group]
@@ -615,12 +637,31 @@ def write_results(study, runs: dict) -> str:
       ]
     )
 
-  gains = {}  # {metric label: [(verdict accuracy, mean, low, high)]} for ablation.png
-  for acc, group, _ in ablation:
+  # The effective judged signal (issue 32) of every run group with a judge: does the judge reach the update at all?
+  signal_rows = []
+  for g, runs_g in groups.items():
+    r = [x for _, x in runs_g]
+    if not r or not any(x.get("judge_calls_per_step") for x in r):
+      continue
+    mean = lambda k, r=r: _fmt_mean_std([x.get(k) for x in r])
+    signal_rows.append(
+      [
+        g,
+        mean("routed_fraction"),
+        mean("distinct_per_routed_group"),
+        mean("judge_signal_rows"),
+        mean("judge_grad_share"),
+        mean("utilisation"),
+      ]
+    )
+
+  gains = {}  # {"mode: metric label": [(verdict accuracy, mean, low, high)]} for ablation.png
+  for acc, group, _, mode in ablation:
     for b, k, label in abl_cols:
       d = abl_diffs.get(group, {}).get(f"{b}/{k}")
       if d and not math.isnan(d["mean"]):
-        gains.setdefault(label, []).append((acc, d["mean"], d["low"], d["high"]))
+        name = label if len(study.ablation_modes) == 1 else f"{mode}: {label}"
+        gains.setdefault(name, []).append((acc, d["mean"], d["low"], d["high"]))
   _plots(study, groups, ablation, gains)
 
   summaries = [s for g in groups.values() for s, _ in g]
@@ -638,7 +679,9 @@ def write_results(study, runs: dict) -> str:
     f"differences from `{REFERENCE}` and its {level} percentile bootstrap interval "
     f"({study.bootstrap.num_resamples} resamples of the seeds, `experiments.stats.paired_bootstrap`); "
     f"`*` marks an interval that excludes 0. With few seeds such intervals are approximate and tend to be "
-    f"narrow. For `compensating` a negative difference is the predicted direction."
+    f"narrow; below {study.bootstrap.min_pairs} pairs they mean nothing (over two pairs the bootstrap has three "
+    f"values), so a difference over fewer seeds is printed without an interval or a star, marked "
+    f"\"(too few pairs)\". For `compensating` a negative difference is the predicted direction."
   )
   heads = lambda first: list(first) + [label for _, _, label in headline]
   md = "\n".join(
@@ -689,11 +732,13 @@ def write_results(study, runs: dict) -> str:
       "",
       _table(["mode"] + [label for _, _, label in process], proc_rows),
       "",
-      f"## Judge-quality ablation: `{study.ablation_mode}` at verdict accuracies {tuple(study.judge_accuracies)}",
+      f"## Judge-quality ablation: {', '.join(f'`{m}`' for m in study.ablation_modes)} at verdict accuracies "
+      f"{tuple(study.judge_accuracies)}",
       "",
-      f"Made by {cmd} (`study.judge_accuracies`, `study.ablation_mode`). The embedded judge reverses a share "
+      f"Made by {cmd} (`study.judge_accuracies`, `study.ablation_modes`). The embedded judge reverses a share "
       "1 − a of its decisive verdicts on pairs whose process penalties differ (`judge.server.flip_rate`; "
-      f"a = 1 is the plain `{study.ablation_mode}` run); same seeds, so each accuracy pairs with `{REFERENCE}`. "
+      "a = 1 is the mode's plain run, a = 0 reverses every such verdict); same seeds, so each accuracy pairs "
+      f"with `{REFERENCE}`. "
       "Mean ± std, then the gain over " + f"`{REFERENCE}` with its {level} interval.",
       "",
       _table(
@@ -706,6 +751,29 @@ def write_results(study, runs: dict) -> str:
       else "(no ablation runs)",
       "",
       *(["![ablation](ablation.png)", ""] if gains else []),
+      "## The effective judged signal (mean ± std over seeds)",
+      "",
+      f"Made by {cmd}. Per step, averaged over the run: the share of groups routed to the judge, the distinct traces "
+      f"per routed group of G={rc.rollout.group_size} (`judge/distinct_per_group`, weighted by the groups routed: a "
+      "group of copies of one trace gives the judge nothing to rank), the share of the step's rows whose advantage is "
+      "the judge's and non-zero (`judge/signal_rows`), their share of the step's Σ|Â| (`judge/grad_share`: how much "
+      "of the update the judge steers), and the sample utilisation of every row. A judge with near-zero signal rows "
+      "and gradient share cannot move the policy, however good its verdicts.",
+      "",
+      _table(
+        [
+          "run group",
+          "groups routed",
+          "distinct traces / routed group",
+          "judged rows with Â ≠ 0",
+          "judged share of Σ|Â|",
+          "sample utilisation",
+        ],
+        signal_rows,
+      )
+      if signal_rows
+      else "(no run with a judge)",
+      "",
       f"## Efficiency (means over runs; relative to `{BASELINE}`, RLVR with dynamic sampling; Table 2, Fig. 5)",
       "",
       f"Made by {cmd}.",

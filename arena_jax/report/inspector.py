@@ -49,7 +49,13 @@ CURVES = (
   ("groups/routed", "routed fraction"),
   ("judge/calls", "judge calls"),
   ("judge/failures", "judge failures"),
+  # The effective judged signal (issue 32): how much of each update the judge actually steers.
+  ("judge/signal_rows", "judged rows with Â ≠ 0"),
+  ("judge/grad_share", "judged share of Σ|Â|"),
+  ("judge/distinct_per_group", "distinct traces / routed group"),
 )
+# Below this mean share of Σ|Â| over the run's judged steps, the run page says the judge is doing next to nothing.
+IDLE_JUDGE_SHARE = 0.05
 
 
 class InspectError(UserError):
@@ -131,6 +137,9 @@ def run_context(workdir: str, steps_with_pages: Iterable[int] = ()) -> dict:
       "routed": r.get("groups/routed"),
       "calls": r.get("judge/calls"),
       "failures": r.get("judge/failures"),
+      "signal": r.get("judge/signal_rows"),
+      "share": r.get("judge/grad_share"),
+      "distinct": r.get("judge/distinct_per_group"),
       "reasons": {k.split("/", 2)[2]: r[k] for k in reasons if r.get(k)},
       "page": step_file(r["step"]) if r["step"] in pages else None,
     }
@@ -138,11 +147,27 @@ def run_context(workdir: str, steps_with_pages: Iterable[int] = ()) -> dict:
   ]
   return {
     "workdir": os.path.abspath(workdir),
+    "idle_judge": _idle_judge(rows),
     "charts": charts,
     "steps": table,
     "num_steps": len(rows),
     "pages": len(pages),
   }
+
+
+def _idle_judge(rows) -> str | None:
+  """A warning when the run called a judge yet its verdicts steer almost none of the updates (issue 32)."""
+  judged = [r for r in rows if r.get("judge/calls") and isinstance(r.get("judge/grad_share"), (int, float))]
+  if not judged:
+    return None
+  share = float(np.mean([r["judge/grad_share"] for r in judged]))
+  if share >= IDLE_JUDGE_SHARE:
+    return None
+  signal = float(np.mean([r.get("judge/signal_rows", 0.0) for r in judged]))
+  return (
+    f"The judge steers {share:.1%} of the updates' Σ|Â| on the {len(judged)} steps it was called "
+    f"({signal:.1%} of rows get a non-zero advantage from it): its verdicts barely reach the policy."
+  )
 
 
 def _float(v) -> float | None:

@@ -100,6 +100,12 @@ class RewardMode:
 
   # ── inside the jitted update ──
 
+  def from_judge(self, verifier, judged):
+    """Which groups' advantages come from the judge (bool [B]): none here (issue 32's effective judged signal,
+    `judge/signal_rows` and `judge/grad_share`)."""
+    del judged
+    return jnp.zeros(verifier.shape[:-1], bool)
+
   def combine(self, verifier, judge, judged):
     """r̃ [B, G] from verifier rewards [B, G], judge rewards [B, G] and the judged mask [B]."""
     del judge, judged
@@ -130,6 +136,10 @@ class Routed(RewardMode):
     del judged  # the router decides by the verifier rewards' variance, in the jit
     return route_rewards(verifier, judge)[0]
 
+  def from_judge(self, verifier, judged):
+    del judged  # a routed group without a judgment has a constant judge reward, hence Â = 0
+    return ~route_rewards(verifier, verifier)[1]
+
 
 class JudgeAll(RewardMode):
   """No routing: every group is judged and the judge's rewards replace the verifier's."""
@@ -141,6 +151,10 @@ class JudgeAll(RewardMode):
 
   def combine(self, verifier, judge, judged):
     return jnp.where(judged[..., None], judge, verifier)
+
+  def from_judge(self, verifier, judged):
+    del verifier
+    return judged
 
 
 def _check_mode(name: str, cls: type[RewardMode]) -> RewardMode:

@@ -26,6 +26,7 @@ import numpy as np
 from jax.sharding import Mesh
 from tqdm import auto as tqdm
 
+from arena_jax import tasks
 from arena_jax.models import ModelConfig, Transformer, sampling_config
 from arena_jax.models.sharding import LOGICAL_AXIS_RULES, num_batch_shards
 from arena_jax.sampling.methods import Greedy, RandomSampling
@@ -262,6 +263,10 @@ def evaluate(
     result["frac_all_correct"] = float(np.mean(correct == n))
     result["frac_all_wrong"] = float(np.mean(correct == 0))
     result["frac_diverse"] = float(np.mean((correct > 0) & (correct < n)))
+    # The judge's room in the groups the router sends it (issue 32): distinct traces per non-diverse group.
+    non_diverse = (correct == 0) | (correct == n)
+    if non_diverse.any():
+      result["distinct_per_non_diverse_group"] = float(tasks.distinct_traces(texts, n)[non_diverse].mean())
     if process and getattr(task, "has_process_checker", False):
       result.update(task.process_metrics(repeated, texts, rewards.reshape(-1), group_size=n))
     details.update(rewards=rewards, completions=texts)

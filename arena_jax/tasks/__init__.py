@@ -35,6 +35,8 @@ from arena_jax.tasks.process import (
   StepCheck,
   check_arithmetic,
   check_countdown,
+  distinct_traces,
+  normalise_trace,
   process_counts,
   process_metrics,
   process_rates,

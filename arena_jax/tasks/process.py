@@ -452,8 +452,19 @@ PROCESS_METRICS = (
   "flawed_correct_rate",
   "bare_answer_rate",
   "skipped_rate",
+  "redundant_rate",
+  "blind_flaw_rate",
   "first_error_step_wrong",
 )
+
+
+def is_blind_flaw(report: ProcessReport) -> bool:
+  """A flaw the verifier cannot see (issue 32): every step holds, yet an operation is skipped or a step is
+  redundant. It leaves the answer as it is, so only a judge of the process can tell such a trace from a clean
+  one (a bare answer is left out: it shows nothing to judge)."""
+  return (
+    report.num_invalid == 0 and not is_bare_answer(report) and (report.num_skipped > 0 or report.num_irrelevant > 0)
+  )
 
 
 def is_bare_answer(report: ProcessReport) -> bool:
@@ -468,7 +479,19 @@ def process_counts(reports: Sequence[ProcessReport], correct: Sequence[float]) -
   accuracy metrics, so faithful accuracy ≤ accuracy always.
   """
   out = dict.fromkeys(
-    ("n", "faithful", "compensating", "flawed_correct", "bare", "skipped", "wrong_with_error", "first_error_sum"), 0.0
+    (
+      "n",
+      "faithful",
+      "compensating",
+      "flawed_correct",
+      "bare",
+      "skipped",
+      "redundant",
+      "blind",
+      "wrong_with_error",
+      "first_error_sum",
+    ),
+    0.0,
   )
   for report, reward in zip(reports, correct, strict=True):
     right = float(reward) > 0.5
@@ -478,6 +501,8 @@ def process_counts(reports: Sequence[ProcessReport], correct: Sequence[float]) -
     out["flawed_correct"] += right and bool(report.flaws)
     out["bare"] += is_bare_answer(report)
     out["skipped"] += report.num_skipped > 0
+    out["redundant"] += report.num_irrelevant > 0
+    out["blind"] += is_blind_flaw(report)
     if not right and report.num_invalid > 0:
       out["wrong_with_error"] += 1
       out["first_error_sum"] += report.first_error_step
@@ -492,6 +517,9 @@ def process_rates(counts: dict[str, float]) -> dict[str, float]:
   flawed_correct_rate     right answer with any flaw (invalid, irrelevant or skipped step, bare answer)
   bare_answer_rate        the trace is only its answer
   skipped_rate            some operation done without being shown
+  redundant_rate          some step that computes nothing the answer needs (irrelevant)
+  blind_flaw_rate         every step valid, yet a skipped operation or a redundant step (`is_blind_flaw`):
+                          the flaw a verifier cannot see
   first_error_step_wrong  mean 0-based index of the first invalid step among wrong answers that have one
                           (left out when none has: an undefined mean is not a number to plot)
   """
@@ -502,6 +530,8 @@ def process_rates(counts: dict[str, float]) -> dict[str, float]:
     "flawed_correct_rate": counts["flawed_correct"] / n,
     "bare_answer_rate": counts["bare"] / n,
     "skipped_rate": counts["skipped"] / n,
+    "redundant_rate": counts.get("redundant", 0.0) / n,
+    "blind_flaw_rate": counts.get("blind", 0.0) / n,
   }
   if counts["wrong_with_error"]:
     out["first_error_step_wrong"] = counts["first_error_sum"] / counts["wrong_with_error"]
@@ -529,6 +559,21 @@ def group_process_metrics(reports: Sequence[ProcessReport], correct: Sequence[fl
   if all_wrong.any():
     out["all_wrong_error_spread"] = float(first[all_wrong].std(-1).mean())
   return out
+
+
+def normalise_trace(text: str) -> str:
+  """What makes two traces the same trajectory for the judge: equal text up to whitespace (runs of
+  spaces, tabs and newlines count as one space; leading and trailing whitespace is dropped). The judge's
+  deduplication (`train.judging.Nodes`) and `distinct_traces` share it."""
+  return " ".join(text.split())
+
+
+def distinct_traces(texts: Sequence[str], group_size: int) -> np.ndarray:
+  """[n] the distinct traces (`normalise_trace`) of each group of `group_size` consecutive texts: the judge's
+  room (issue 32; a group of G copies of one trace has nothing to rank, and deduplication makes it one node)."""
+  return np.asarray(
+    [len({normalise_trace(t) for t in texts[b : b + group_size]}) for b in range(0, len(texts), group_size)], np.int64
+  )
 
 
 def process_metrics(

@@ -35,6 +35,7 @@ import numpy as np
 
 from arena_jax import arena
 from arena_jax import judges
+from arena_jax import tasks
 from arena_jax.rl import RewardMode, Verdicts
 from arena_jax.train import transcripts as transcripts_lib
 
@@ -394,15 +395,9 @@ class JudgeRunner:
 _NO_MATCHES = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float64))
 
 
-def normalise_trace(text: str) -> str:
-  """What makes two traces the same trajectory for the judge: equal text up to whitespace (runs of
-  spaces, tabs and newlines count as one space; leading and trailing whitespace is dropped)."""
-  return " ".join(text.split())
-
-
 @dataclasses.dataclass(frozen=True)
 class Nodes:
-  """A group's members grouped into tournament nodes by `normalise_trace` (issue 20: duplicates for free).
+  """A group's members grouped into tournament nodes by `tasks.normalise_trace` (issue 20: duplicates for free).
 
   representatives: the first member of each node, in member order (node k plays as member
   representatives[k]); node_of: int[G], each member's node; copies: int[G], each member's representative.
@@ -414,7 +409,7 @@ class Nodes:
   @classmethod
   def of(cls, traces: Sequence[str]) -> "Nodes":
     first: dict[str, int] = {}
-    node_of = np.asarray([first.setdefault(normalise_trace(t), len(first)) for t in traces], np.int64)
+    node_of = np.asarray([first.setdefault(tasks.normalise_trace(t), len(first)) for t in traces], np.int64)
     reps = tuple(int(np.flatnonzero(node_of == k)[0]) for k in range(len(first)))
     return cls(reps, node_of)
 

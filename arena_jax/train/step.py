@@ -77,6 +77,22 @@ class StepRewards(NamedTuple):
   scale: jax.Array | None = None
 
 
+NONZERO = 1e-6  # |Â| above this counts as a signal (`adv/nonzero_fraction`, `judge/signal_rows`)
+
+
+def judged_signal(mode, verifier, judged, advantages) -> dict:
+  """The effective judged signal of a step (issue 32), from the verifier rewards [B, G], the judged mask [B] and
+  the advantages [B, G]: `judge/signal_rows`, the share of rows whose advantage comes from the judge
+  (`mode.from_judge`) and is non-zero, and `judge/grad_share`, their share of Σ|Â| (the step's gradient weight
+  before the token counts and the clip; 0 when every advantage is 0)."""
+  rows = jnp.broadcast_to(mode.from_judge(verifier, judged)[..., None], advantages.shape)
+  size = jnp.abs(advantages)
+  return {
+    "judge/signal_rows": (rows & (size > NONZERO)).mean(),
+    "judge/grad_share": jnp.where(rows, size, 0.0).sum() / jnp.maximum(size.sum(), 1e-12),
+  }
+
+
 def make_schedule(optim) -> optax.Schedule:
   """Linear warm-up from 0 to `optim.lr` over `optim.warmup_steps` updates, then constant (SPEC §9).
   Update n (0-based) uses schedule(n): the first update of a warm-up has learning rate 0."""
@@ -178,8 +194,9 @@ def make_update_fn(
     mine = jax.lax.dynamic_slice_in_dim(adv, minibatch * rows, rows)
     values = {
       "reward/trained": r.mean(),
-      "adv/nonzero_fraction": (jnp.abs(adv) > 1e-6).mean(),
+      "adv/nonzero_fraction": (jnp.abs(adv) > NONZERO).mean(),
       "adv/l1": jnp.abs(adv).mean(),
+      **judged_signal(mode, rewards.verifier, rewards.judged, adv.reshape(r.shape)),
       # [B, G], for the trainer's sample of completions (not averaged as the scalars are)
       "rows/rewards": r,
       "rows/advantages": adv.reshape(r.shape),

@@ -438,6 +438,8 @@ class Trainer:
         "groups/all_wrong": float((v.max(-1) <= 0).mean()),
         "groups/diverse": float(batch.diverse.mean()),
         "groups/routed": float(self.mode.select(batch.diverse).mean()) if self.mode.uses_judge else 0.0,
+        # The judge's room (issue 32): distinct completions per routed group (0 when no group was routed).
+        "judge/distinct_per_group": self._distinct_routed(pending.local),
         "gen/batches": gen.batches,
         "gen/trajectories": gen.trajectories,
         "gen/tokens": gen.tokens,
@@ -457,6 +459,13 @@ class Trainer:
     m.setdefault("time/judge_after_gen", 0.0)
     m.setdefault("time/bt_fit", 0.0)
     return m, samples
+
+  def _distinct_routed(self, local: Batch) -> float:
+    """The mean distinct traces per routed group over every host's groups (a collective: every host calls it)."""
+    routed = self.mode.select(local.diverse) if self.mode.uses_judge else np.zeros(local.num_groups, bool)
+    distinct = tasks.distinct_traces(local.texts, self.g)[routed] if routed.any() else np.zeros(0)
+    total, count = parallel.host_sum(np.asarray([distinct.sum(), len(distinct)], np.float64))
+    return float(total / count) if count else 0.0
 
   def samples(self, pending: Pending, judged, rewards, advantages) -> list[dict]:
     """`log.samples_per_step` of this host's completions, spread over its groups: what the policy wrote,

@@ -77,6 +77,11 @@ def test_evaluate_on_a_tiny_model(tiny):
   assert r["frac_all_correct"] == pytest.approx(np.mean(rewards.min(axis=1) == 1))
   assert r["frac_all_wrong"] == pytest.approx(np.mean(rewards.max(axis=1) == 0))
   assert r["frac_all_correct"] + r["frac_all_wrong"] + r["frac_diverse"] == pytest.approx(1.0)
+  # The judge's room in the groups the router would send it (issue 32): distinct traces per non-diverse group.
+  same = (rewards.min(axis=1) == rewards.max(axis=1)).nonzero()[0]
+  texts = r["completions"]
+  want = np.mean([len({" ".join(t.split()) for t in texts[b * n : (b + 1) * n]}) for b in same]) if len(same) else None
+  assert r.get("distinct_per_non_diverse_group") == (pytest.approx(want) if want is not None else None)
   assert 0 < r["mean_pass_ratio"] < 1  # a random policy under the parity verifier
   assert 1 <= r["mean_response_length"] <= max_new and 0 <= r["truncated_fraction"] <= 1
   assert r["greedy_accuracy"] == pytest.approx(r["greedy_rewards"].mean())
@@ -101,7 +106,9 @@ def test_evaluate_params_and_flat_metrics(tiny):
     evaluate(model, tokenizer, ParityTask(), examples[:3], num_samples=2, max_new_tokens=8, batch_size=4, greedy=False),
     prefix="eval/",
   )
-  assert set(flat) == {
+  # Distinct traces per non-diverse group exist only when some group is non-diverse.
+  assert ("eval/distinct_per_non_diverse_group" in flat) == (flat["eval/frac_diverse"] < 1)
+  assert set(flat) - {"eval/distinct_per_non_diverse_group"} == {
     "eval/num_examples",
     "eval/mean_pass_ratio",
     "eval/pass@1",

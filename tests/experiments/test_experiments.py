@@ -72,7 +72,7 @@ def test_study_modes_ablation_and_presets():
   for field_name, value, match in (
     ("modes", ("rlvr", "no_such_mode"), "no_such_mode"),
     ("judge_accuracies", (1.0, 1.5), "study.judge_accuracies"),
-    ("ablation_mode", "rlvr", "study.ablation_mode"),
+    ("ablation_modes", ("rlvr",), "study.ablation_modes"),
     ("preset", "huge", "study.preset"),
   ):
     bad = ml_collections.ConfigDict(c.to_dict())
@@ -101,6 +101,9 @@ def _fake_metrics(workdir, num_steps, mode):
             "groups/routed": 0.5,
             "adv/nonzero_fraction": 0.8,
             "adv/l1": 0.1,
+            "judge/signal_rows": 0.3 if mode != "rlvr" else 0.0,
+            "judge/grad_share": 0.25 if mode != "rlvr" else 0.0,
+            "judge/distinct_per_group": 5.0 if mode != "rlvr" else 0.0,
             "groups/all_correct": ac,
             "groups/all_wrong": aw,
             "groups/diverse": 1 - ac - aw,
@@ -112,7 +115,14 @@ def _fake_metrics(workdir, num_steps, mode):
 
 
 # Per-mode gains of the fake evaluation over rlvr: paired differences are exactly these on every seed.
-_GAIN = {"rlvr": 0.0, study.BASELINE: 0.05, "arena_live": 0.1, "arena_live@acc0.7": -0.02}
+_GAIN = {
+  "rlvr": 0.0,
+  study.BASELINE: 0.05,
+  "arena_live": 0.1,
+  "arena_live@acc0.7": -0.02,
+  "arena": 0.08,
+  "arena@acc0.7": -0.03,
+}
 
 
 def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
@@ -138,12 +148,15 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   c = study.study_config()
   c.modes, c.seeds, c.num_steps = ("rlvr", study.BASELINE, "arena_live"), (0, 1, 2), 3
   c.judge_accuracies, c.bootstrap.num_resamples = (1.0, 0.7), 200
+  c.ablation_modes = ("arena_live", "arena")
+  c.bootstrap.min_pairs = 3  # the intervals of three seeds (the default, 5, prints none: checked below)
   c.root, c.out_dir = str(tmp_path / "runs"), str(tmp_path / "results")
   runs = study.run_study(c)
-  assert len(runs) == len(trained) == 12  # 3 modes + 1 ablation judge (accuracy 1 is arena_live's own run)
+  # 3 modes, arena_live's judge at 0.7 (at 1 it is the mode's own run), arena at 1 and 0.7: 6 groups of 3 seeds
+  assert len(runs) == len(trained) == 18
   assert sorted(f for m, _, f in trained if m == "arena_live") == pytest.approx([0, 0, 0, 0.3, 0.3, 0.3])
   assert sft_configs[0][0].output_dir == "runs/sft_demo" and sft_configs[0][1] == c.sft_dir
-  assert study.run_study(c) == runs and len(trained) == 12  # a restart skips finished runs
+  assert study.run_study(c) == runs and len(trained) == 18  # a restart skips finished runs
   longer = ml_collections.ConfigDict({**c.to_dict(), "num_steps": 4})
   with pytest.raises(errors.WorkdirError, match=r"rlvr.seed0 holds a finished run of another setup"):
     study.run_study(longer)  # ... but never reuses those of another setup
@@ -153,12 +166,12 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert (tmp_path / "results" / "curves.png").stat().st_size > 0
   assert (tmp_path / "results" / "ablation.png").stat().st_size > 0 and "![ablation](ablation.png)" in md
   out = json.loads((tmp_path / "results" / "study.json").read_text())
-  assert set(out["runs"]) == {*c.modes, "arena_live@acc0.7"} and len(out["runs"]["rlvr"]) == 3
+  assert set(out["runs"]) == {*c.modes, "arena_live@acc0.7", "arena", "arena@acc0.7"} and len(out["runs"]["rlvr"]) == 3
   assert out["runs"]["arena_live"][0]["curves"]["faithful_accuracy"] == pytest.approx([0.05, 0.1, 0.15])
   assert out["runs"]["arena_live"][0]["curves"]["all_correct_share"] == pytest.approx([0.2 / 0.7, 0.4 / 0.7, 0.6 / 0.7])
   run = mode_config("rlvr")
   assert f"{run.rollout.prompts_per_step} prompts × G={run.rollout.group_size}" in md
-  assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1, 2)" in md and "The 12 runs took" in md
+  assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1, 2)" in md and "The 18 runs took" in md
   # Mean ± std over seeds 0.50, 0.51, 0.52 (+ the mode's gain); faithful accuracy 0.1 below.
   assert f"| {study.BASELINE} | 0.560 ± 0.010 | 0.250 ± 0.000 | 0.460 ± 0.010 | – | 0.010 ± 0.000 |" in md
   # The paired differences are the gains exactly (every resample agrees); an interval without 0 is starred.
@@ -168,6 +181,16 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert "| arena_live | +0.100 [+0.100, +0.100]* | +0.000 [+0.000, +0.000] |" in md
   assert out["ablation"]["arena_live@acc0.7"]["arithmetic/greedy_accuracy"]["mean"] == pytest.approx(-0.02)
   assert "| 0.7 | 0.3 | arena_live@acc0.7 | 0.490 ± 0.010 |" in md
+  assert "| 0.7 | 0.3 | arena@acc0.7 | 0.480 ± 0.010 |" in md and "| 1 | 0 | arena | 0.590 ± 0.010 |" in md
+  # The effective judged signal of every group with a judge (rlvr has none); distinct traces weighted by routing.
+  assert "| arena_live | 0.500 ± 0.000 | 5.000 ± 0.000 | 0.300 ± 0.000 | 0.250 ± 0.000 | 0.800 ± 0.000 |" in md
+  assert "| rlvr | 0.500" not in md.split("## The effective judged signal")[1].split("##")[0]
+  # Below min_pairs (the default 5) a difference has no interval and no star, and says why.
+  few = ml_collections.ConfigDict({**c.to_dict(), "bootstrap": {**c.bootstrap.to_dict(), "min_pairs": 5}})
+  md_few = study.write_results(few, runs)
+  assert "| arena_live | +0.100 (too few pairs) | +0.000 (too few pairs) |" in md_few
+  assert "]*" not in md_few and "below 5 pairs they mean nothing" in md_few
+  md = study.write_results(c, runs)  # the page of the test's own config again
   assert "| 1 | 0 | arena_live | 0.610 ± 0.010 |" in md
   # The condition, over the last 5 steps (10% of 3 at least 5: all 3): 0.7 of the groups non-diverse, 1.2 / 2.1
   # of them all-correct.
@@ -201,7 +224,7 @@ def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
   # Both steps: 0.6 all-correct, 0.8 all-wrong in all: no majority. One seed: no interval.
   assert "| arena | 0.700 ± 0.000 | 0.429 ± 0.000 | 0.500 ± 0.000 | **no** |" in md
   assert "**not** the majority of non-diverse groups by the end for ['rlvr', 'arena']" in md
-  assert "| arena | +0.000 | – |" in md and "(no ablation runs)" in md and "ablation.png" not in md
+  assert "| arena | +0.000 (too few pairs) | – |" in md and "(no ablation runs)" in md and "ablation.png" not in md
 
 
 @pytest.mark.slow

@@ -32,9 +32,23 @@ def test_the_interval_has_the_normal_width_narrows_with_pairs_and_is_seeded():
 
 
 def test_degenerate_inputs():
-  assert stats.paired_bootstrap([0.2, 0.2, 0.2]) == pytest.approx((0.2, 0.2, 0.2))  # no spread, no width
+  assert stats.paired_bootstrap([0.2] * 5) == pytest.approx((0.2, 0.2, 0.2))  # no spread, no width
   mean, lo, hi = stats.paired_bootstrap([0.4])
   assert mean == 0.4 and np.isnan(lo) and np.isnan(hi)  # one pair has no interval
+  with pytest.raises(ValueError, match="min_pairs"):
+    stats.paired_bootstrap([1.0, 2.0], min_pairs=1)
+
+
+def test_too_few_pairs_get_the_mean_and_no_interval():
+  """Issue 32: over two pairs a percentile bootstrap has three values, and two near-equal differences give a
+  one-point "interval" that seems to exclude 0. Below min_pairs (5 by default) there is none."""
+  d = [-0.005, -0.0049]
+  mean, lo, hi = stats.paired_bootstrap(d, min_pairs=2)
+  assert lo < 0 and hi < 0 and hi - lo < 1e-3  # what was printed before: "−0.005 [−0.005, −0.005]*"
+  mean, lo, hi = stats.paired_bootstrap(d)
+  assert mean == pytest.approx(np.mean(d)) and np.isnan(lo) and np.isnan(hi)
+  assert stats.MIN_PAIRS == 5 and all(np.isnan(stats.paired_bootstrap([0.1, 0.2, 0.3, 0.4])[1:]))
+  assert not np.isnan(stats.paired_bootstrap([0.1, 0.2, 0.3, 0.4, 0.5])[1])
   with pytest.raises(ValueError, match="no differences"):
     stats.paired_bootstrap([])
   with pytest.raises(ValueError, match="level"):

@@ -63,6 +63,18 @@ def test_skipped_steps_and_bare_answers_are_counted():
   assert r.invalid_steps == (0,) and r.steps[0].impact == "fatal"
 
 
+def test_a_blind_flaw_keeps_every_step_valid_and_skips_or_repeats():
+  """Issue 32's flaw a verifier cannot see: a skipped operation or a redundant step, with every step holding."""
+  from arena_jax.tasks import process
+
+  blind = lambda *steps: process.is_blind_flaw(check(lines(*steps)))
+  assert blind("(7 + 5) * 3 = 36.", "36 - 4 = 32.", "Answer: 32")  # skipped
+  assert blind("7 + 5 = 12.", "12 * 1 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32")  # redundant
+  assert not blind("7 + 5 = 12.", "12 * 3 = 36.", "36 - 4 = 32.", "Answer: 32")  # clean
+  assert not blind("(7 + 5) * 3 = 37.", "37 - 4 = 33.", "Answer: 33")  # skipped, but a slip: the verifier sees it
+  assert not process.is_blind_flaw(check("Answer: 32"))  # a bare answer shows nothing to judge
+
+
 def test_commutative_operands_may_be_swapped():
   r = check(lines("5 + 7 = 12.", "3 * 12 = 36.", "36 - 4 = 32.", "Answer: 32"))
   assert r.is_clean
@@ -215,6 +227,8 @@ def test_process_metrics_of_a_hand_labelled_set():
       "flawed_correct_rate": 3 / 8,  # compensating, bare, skipped
       "bare_answer_rate": 1 / 8,
       "skipped_rate": 2 / 8,  # the bare answer skips every operation too
+      "redundant_rate": 0.0,
+      "blind_flaw_rate": 1 / 8,  # the skipped operation (a bare answer shows nothing to judge)
       "first_error_step_wrong": (2 + 0) / 2,
     }
   )

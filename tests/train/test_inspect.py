@@ -165,6 +165,24 @@ def test_upsets_failures_and_escaping(tmp_path):
   assert "judge failures by reason" in run
 
 
+def test_the_run_page_says_when_the_judge_steers_next_to_nothing(tmp_path):
+  """Issue 32: a run that calls its judge while the judged rows carry almost none of Σ|Â| gets a warning."""
+
+  def page(shares):
+    workdir = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    workdir.mkdir()
+    with open(workdir / "metrics.jsonl", "w") as f:
+      for s, share in enumerate(shares, 1):
+        row = {"step": s, "accuracy": 0.5, "judge/calls": 6, "judge/signal_rows": share / 2, "judge/grad_share": share}
+        f.write(json.dumps({**row, "judge/distinct_per_group": 1.5}) + "\n")
+    return Elements(inspector.render_run(str(workdir), []))
+
+  idle = page([0.01, 0.03, 0.02])
+  assert idle.count.get("p.warning") == 1 and "The judge steers 2.0% of the updates" in "".join(idle.text)
+  busy = page([0.2, 0.3])
+  assert "p.warning" not in busy.count and "judged share of Σ|Â|" in "".join(busy.text)
+
+
 def test_a_copy_shows_its_nodes_strength_and_says_whose_copy_it_is(tmp_path):
   """Member 2's trace is member 0's (`reward.dedupe_traces`: one tournament node, member 0 played for both):
   it shows node 0's θ, standard error and win rate, not an unplayed member's θ 0 and "win rate –". No tasks.json

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from arena_jax import arena, judges, rl
+from arena_jax import arena, judges, rl, tasks
 from arena_jax.arena import Verdict
 from arena_jax.train import judging
 
@@ -57,7 +57,7 @@ def test_nodes_group_members_by_normalised_trace():
   nodes = judging.Nodes.of(TRACES)
   assert nodes.representatives == (0, 1, 3, 6, 7) and nodes.count == 5
   assert list(nodes.node_of) == [0, 1, 0, 2, 1, 0, 3, 4] and list(nodes.copies) == [0, 1, 0, 3, 1, 0, 6, 7]
-  assert judging.normalise_trace(" a \n b\t") == "a b" and judging.Nodes.identity(3).count == 3
+  assert tasks.normalise_trace(" a \n b\t") == "a b" and judging.Nodes.identity(3).count == 3
 
 
 @pytest.mark.parametrize("topology", ["round_robin", "live", "seeded_single_elimination", "info_budget"])
@@ -69,7 +69,7 @@ def test_duplicates_share_one_node(topology):
   full, distinct = arena.expected_calls(topology, 8, **anchor), arena.expected_calls(topology, 5, **anchor)
   assert len(r.judge.pairs) == out.usage.calls == distinct  # one call per pair of distinct traces
   assert out.calls_saved == full - distinct > 0
-  assert all(judging.normalise_trace(a) != judging.normalise_trace(b) for a, b in r.judge.pairs)
+  assert all(tasks.normalise_trace(a) != tasks.normalise_trace(b) for a, b in r.judge.pairs)
   (v,) = out.verdicts
   assert set(v.matches[0]) | set(v.matches[1]) <= {0, 1, 3, 6, 7}  # representatives play for their copies
   for agg in ("win_rate", "bt", "rank_quantile"):

@@ -52,6 +52,14 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
       assert key in r, key
     fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
     np.testing.assert_allclose(fractions, 1.0, atol=1e-6)
+    # The effective judged signal (issue 32): within the rows with any signal, none for the verifier's modes.
+    assert 0 <= r["judge/signal_rows"] <= r["adv/nonzero_fraction"] + 1e-6 and 0 <= r["judge/grad_share"] <= 1 + 1e-6
+    if not rl.get_mode(mode).uses_judge:
+      assert r["judge/signal_rows"] == r["judge/grad_share"] == r["judge/distinct_per_group"] == 0
+    elif rl.get_mode(mode).judge_groups == "non_diverse":
+      assert r["judge/signal_rows"] <= 1 - r["groups/diverse"] + 1e-6
+      assert (r["judge/distinct_per_group"] == 0) == (r["groups/routed"] == 0)
+      assert r["judge/distinct_per_group"] <= c.rollout.group_size
     judged_expected = {"rlaif": 4, "arenarl": 4, "arenarl_baseline": 4}.get(mode, round(4 * (1 - r["groups/diverse"])))
     if not rl.get_mode(mode).uses_judge:
       assert "judge/calls" not in r
