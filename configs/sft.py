@@ -6,7 +6,8 @@
 
 Variants (`arg`): "demo" (default), "smoke" (everything shrunk for a laptop / CI) and "blind" (issue 32's
 testbed candidate: the demo with many more demonstrations whose flaw a verifier cannot see, skipped and
-redundant steps, and fewer slips; measured with `launch.testbed`, docs/results/testbed.md). The demo variant is
+redundant steps, and fewer slips; measured with `launch.testbed`: it misses the blind-flaw condition,
+docs/results/testbed.md). The demo variant is
 every declared default of `arena_jax.train.sft.SFT` (each field's default, valid values and meaning are
 declared there and listed in docs/configuration.md); `validate_config` checks every field once, up front.
 """
@@ -23,8 +24,9 @@ def get_config(arg=None):
   c.output_dir = f"runs/sft_{arg}"
 
   if arg == "blind":
-    # The verifier's blind spot made common (issue 32, condition (a)): a skipped operation or a redundant step leaves
-    # every step valid and the answer right, so only a judge of the process can prefer the clean trace.
+    # An attempt at the verifier's blind spot (issue 32, condition (a)): a skipped operation or a redundant step leaves
+    # every step valid and the answer right, so only a judge of the process can prefer the clean trace. Measured
+    # (docs/results/testbed.md): the policy's skips and repeats come with slips, so the blind-flaw rate stays 0.07.
     c.tasks.sft.fractions.update(
       dict(clean=0.36, slip=0.02, compensating=0.02, skipped=0.3, bare_answer=0.0, redundant=0.3)
     )
