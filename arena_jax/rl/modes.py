@@ -41,7 +41,7 @@ from typing import ClassVar, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from arena_jax.rl.advantages import EPS_STD, group_advantages, route_rewards
+from arena_jax.rl.advantages import EPS_STD, group_advantages, is_diverse, route_rewards
 from arena_jax.registry import Registry
 from arena_jax.rl.aggregation import AGGREGATORS, Verdicts
 
@@ -138,7 +138,7 @@ class Routed(RewardMode):
 
   def from_judge(self, verifier, judged):
     del judged  # a routed group without a judgment has a constant judge reward, hence Â = 0
-    return ~route_rewards(verifier, verifier)[1]
+    return ~is_diverse(verifier)  # the router's own test (`route_rewards`)
 
 
 class JudgeAll(RewardMode):
