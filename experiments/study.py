@@ -299,8 +299,8 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
     "utilisation": float(get("adv/nonzero_fraction", rows).mean()),
     # The effective judged signal (issue 32): rows whose advantage is the judge's and non-zero, their share of
     # Σ|Â|, and the distinct traces per routed group (a mean over routed groups, not over steps).
-    "judge_signal_rows": float(get("judge/signal_rows", rows).mean()),
-    "judge_grad_share": float(get("judge/grad_share", rows).mean()),
+    "judge_signal_rows": _logged_mean(rows, "judge/signal_rows"),
+    "judge_grad_share": _logged_mean(rows, "judge/grad_share"),
     "distinct_per_routed_group": _routed_mean(rows, "judge/distinct_per_group"),
     "adv_l1": float(get("adv/l1", rows).mean()),
     "judge_failures": float(get("judge/failures", rows).sum()),
@@ -318,6 +318,12 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
       "all_correct_share": [None if math.isnan(x) else float(x) for x in _all_correct_share(rows)],
     },
   }
+
+
+def _logged_mean(rows, key: str) -> float | None:
+  """The mean of a metric over the steps that logged it; None for a run that predates it (shown as "–", not 0)."""
+  v = [r[key] for r in rows if key in r]
+  return float(np.mean(v)) if v else None
 
 
 def _routed_mean(rows, key: str) -> float | None:

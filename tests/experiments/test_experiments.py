@@ -185,6 +185,8 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   # The effective judged signal of every group with a judge (rlvr has none); distinct traces weighted by routing.
   assert "| arena_live | 0.500 ± 0.000 | 5.000 ± 0.000 | 0.300 ± 0.000 | 0.250 ± 0.000 | 0.800 ± 0.000 |" in md
   assert "| rlvr | 0.500" not in md.split("## The effective judged signal")[1].split("##")[0]
+  # A run that predates the metrics reads "–", not a judge that did nothing.
+  assert study._logged_mean([{"step": 1}], "judge/grad_share") is None and study._fmt_mean_std([None]) == "–"
   # Below min_pairs (the default 5) a difference has no interval and no star, and says why.
   few = ml_collections.ConfigDict({**c.to_dict(), "bootstrap": {**c.bootstrap.to_dict(), "min_pairs": 5}})
   md_few = study.write_results(few, runs)
