@@ -5,9 +5,9 @@
     python -m launch.sft --config=configs/sft.py --config.num_steps=600 --workdir=/tmp/sft
 
 Variants (`arg`): "demo" (default), "smoke" (everything shrunk for a laptop / CI) and "blind" (issue 32's
-testbed candidate: the demo with many more demonstrations whose flaw a verifier cannot see, skipped and
-redundant steps, and fewer slips; measured with `launch.testbed`: it misses the blind-flaw condition,
-docs/results/testbed.md). The demo variant is
+testbed, the study's SFT base: the demo's tasks with demonstrations that mostly carry a flaw a verifier cannot
+see, skipped or redundant steps, none with a deliberate error, and twice the steps; measured with `launch.testbed`
+in docs/results/testbed.md). The demo variant is
 every declared default of `arena_jax.train.sft.SFT` (each field's default, valid values and meaning are
 declared there and listed in docs/configuration.md); `validate_config` checks every field once, up front.
 """
@@ -24,12 +24,15 @@ def get_config(arg=None):
   c.output_dir = f"runs/sft_{arg}"
 
   if arg == "blind":
-    # An attempt at the verifier's blind spot (issue 32, condition (a)): a skipped operation or a redundant step leaves
-    # every step valid and the answer right, so only a judge of the process can prefer the clean trace. Measured
-    # (docs/results/testbed.md): the policy's skips and repeats come with slips, so the blind-flaw rate stays 0.07.
+    # The study's testbed (issue 32): the verifier's blind spot. A skipped operation or a redundant step leaves every
+    # step valid and the answer right, so only a judge of the process can prefer the clean trace. Most
+    # demonstrations carry one, none carries a deliberate error, and twice the demo's steps sharpen the policy's
+    # arithmetic at T = 1 (its skips and repeats came with slips: the blind-flaw rate was 0.07 at the demo's 3000
+    # steps with 30% / 30% and 2% slips; docs/results/testbed.md has every candidate measured).
     c.tasks.sft.fractions.update(
-      dict(clean=0.36, slip=0.02, compensating=0.02, skipped=0.3, bare_answer=0.0, redundant=0.3)
+      dict(clean=0.2, slip=0.0, compensating=0.0, skipped=0.4, bare_answer=0.0, redundant=0.4)
     )
+    c.num_steps = 6000
 
   if arg == "smoke":
     # A one-layer model on 1–2-operation problems: a dozen steps in seconds on a CPU.

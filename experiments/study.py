@@ -62,7 +62,8 @@ PRESETS = {
     modes=("rlvr", "arena_live"),
     seeds=(0,),
     num_steps=2,
-    judge_accuracies=(1.0, 0.65),
+    judge_accuracies=(1.0, 0.0),
+    ablation_modes=("arena_live",),
     run_arg="smoke",
     sft_config="configs/sft.py:smoke",
     sft_dir="runs/sft_smoke",
@@ -74,7 +75,7 @@ PRESETS = {
   "quick": dict(
     seeds=(0, 1),
     num_steps=8,
-    judge_accuracies=(1.0, 0.65),
+    judge_accuracies=(1.0, 0.0),
     root="runs/study_quick",
     out_dir="runs/study_quick/results",
     command="make reproduce-quick",
@@ -92,15 +93,19 @@ def study_config() -> ml_collections.ConfigDict:
   # Long enough that all-correct groups should dominate the routed groups late in training (the regime where
   # the judge has something to do); the results' routing table shows whether they did.
   c.num_steps = 120
-  c.judge_accuracies = (1.0, 0.8, 0.65)  # the ablation: verdict accuracy on pairs that differ in process
-  c.ablation_modes = ("arena_live",)  # the judged modes the ablation runs at each accuracy
+  # The ablation (issue 32): verdict accuracy on pairs that differ in process, the honest judge (1, the modes' own
+  # runs) and a reversed one (0: every such verdict the wrong way round), the judge's effect in both directions.
+  c.judge_accuracies = (1.0, 0.0)
+  c.ablation_modes = ("arena", "arena_live")  # the judged modes the ablation runs at each accuracy
   c.final_fraction = 0.1  # the end-of-training routing figures average the last 10% of steps (≥ 5)
   # min_pairs: fewer paired seeds than this get the mean difference only, no interval and no star (issue 32).
   c.bootstrap = ml_collections.ConfigDict(dict(num_resamples=10_000, level=0.95, seed=0, min_pairs=stats.MIN_PAIRS))
   c.root = "runs/study"  # one workdir per (mode or ablation judge, seed)
   c.out_dir = "docs/results"
-  c.sft_dir = "runs/sft_demo"  # the shared SFT base (trained first from `sft_config` if missing)
-  c.sft_config = "configs/sft.py"  # `path[:arg]`; a relative path is read from the repository root
+  # The shared SFT base (trained first from `sft_config` if missing): issue 32's testbed, the demo's tasks with
+  # demonstrations whose flaws the verifier cannot see (`configs/sft.py:blind`, docs/results/testbed.md).
+  c.sft_dir = "runs/sft_blind"
+  c.sft_config = "configs/sft.py:blind"  # `path[:arg]`; a relative path is read from the repository root
   c.run_arg = ""  # each run is `mode_config(mode, run_arg)`: "" the testbed, "smoke" tiny shapes
   c.max_staleness = 0  # every run's `rollout.max_staleness`: ≥ 1 trains with the asynchronous loop (0: lock-step)
   # countdown (far out of distribution, 0 for every policy so far) can be added to `benchmarks`.
@@ -288,6 +293,7 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
   tail = rows[-max(min(_MIN_FINAL_STEPS, len(rows)), math.ceil(final_fraction * len(rows))) :]
   ac, aw = get("groups/all_correct", tail).sum(), get("groups/all_wrong", tail).sum()
   faithful = [r.get("process/faithful_accuracy") for r in rows]
+  head = rows[: len(tail)]
   return {
     "rows": rows,
     "gens_per_step": float(get("gen/trajectories", rows).mean()),
@@ -311,6 +317,10 @@ def _run_metrics(workdir: str, final_fraction: float) -> dict:
     "final_non_diverse": float((ac + aw) / len(tail)),
     "final_all_correct_share": float(ac / (ac + aw)) if ac + aw > 0 else None,
     "final_routed_fraction": float(get("groups/routed", tail).mean()),
+    # Issue 32, condition (a): the flaw the verifier cannot see in the training samples, over as many steps at the
+    # start as at the end; RLVR alone should leave it in place (None: a run that predates the metric).
+    "blind_flaw_first": _logged_mean(head, "process/blind_flaw_rate"),
+    "blind_flaw_final": _logged_mean(tail, "process/blind_flaw_rate"),
     "curves": {
       "step": [int(r["step"]) for r in rows],
       "accuracy": [r.get("accuracy") for r in rows],
@@ -661,6 +671,19 @@ def write_results(study, runs: dict) -> str:
       ]
     )
 
+  # Issue 32, condition (a) over the run: the blind flaw in the training samples at the start and at the end.
+  blind_rows = []
+  for g, runs_g in groups.items():
+    r = [x for _, x in runs_g]
+    if r:
+      blind_rows.append(
+        [
+          g,
+          _fmt_mean_std([x.get("blind_flaw_first") for x in r]),
+          _fmt_mean_std([x.get("blind_flaw_final") for x in r]),
+        ]
+      )
+
   gains = {}  # {"mode: metric label": [(verdict accuracy, mean, low, high)]} for ablation.png
   for acc, group, _, mode in ablation:
     for b, k, label in abl_cols:
@@ -757,6 +780,15 @@ def write_results(study, runs: dict) -> str:
       else "(no ablation runs)",
       "",
       *(["![ablation](ablation.png)", ""] if gains else []),
+      "## The flaw the verifier cannot see, during training (mean ± std over seeds)",
+      "",
+      f"Made by {cmd}. `process/blind_flaw_rate` of the training samples (every step valid, yet an operation "
+      f"skipped or a step redundant: the verifier rewards such a trace as it rewards a clean one), averaged over the "
+      f"first and over {tail_note}. The testbed needs RLVR to leave it in place; a judge that sees it should "
+      "lower it, a reversed judge raise it.",
+      "",
+      _table(["run group", "blind flaw, first steps", "blind flaw, last steps"], blind_rows),
+      "",
       "## The effective judged signal (mean ± std over seeds)",
       "",
       f"Made by {cmd}. Per step, averaged over the run: the share of groups routed to the judge, the distinct traces "

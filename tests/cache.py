@@ -74,3 +74,36 @@ def optimized_env() -> dict[str, str]:
   env = dict(os.environ, **jax_env())
   env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split() if f != FAST_COMPILE_FLAG)
   return env
+
+
+def testbed_figures(config_spec: str, name: str, data_dir: pathlib.Path, num_examples: int, timeout: int) -> dict:
+  """`launch.testbed`'s figures for the SFT policy of `config_spec` (`path[:arg]`), trained once per source key into
+  this cache's `name` folder (any edit to the code or configs retrains it) and evaluated every time on the same
+  held-out problems. It runs in a child compiled at XLA's full optimisation: training and evaluating are minutes of
+  compute, which the suite's -O0 compiles (tests/conftest.py) would slow."""
+  import json  # (here, not at the top: the rest of this module is imported by every test)
+  import subprocess
+  import sys
+
+  import experiments
+  from arena_jax.train import sft
+
+  config = experiments.load_config(config_spec)
+  config.tasks.data_dir = str(data_dir)
+  config.progress = False
+  policy_dir = root() / name / source_key(json.dumps(sft.config_fingerprint(config), sort_keys=True, default=str))
+  cmd = [
+    sys.executable,
+    "-m",
+    "launch.testbed",
+    f"--config={config_spec}",
+    f"--workdir={policy_dir}",
+    f"--num_examples={num_examples}",
+    f"--config.tasks.data_dir={config.tasks.data_dir}",
+    "--config.progress=False",
+  ]
+  proc = subprocess.run(cmd, cwd=REPO, env=optimized_env(), capture_output=True, text=True, timeout=timeout)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  figures = json.loads(proc.stdout.strip().splitlines()[-1])
+  print(f"testbed {config_spec}: SFT policy in {policy_dir} ({'reused' if figures['sft_cached'] else 'trained'})")
+  return figures

@@ -40,7 +40,7 @@ def test_launch_mains_find_their_default_configs_from_another_directory(tmp_path
   env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
   assert proc.returncode == 0, proc.stderr
-  assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["runs/sft_demo", "arena_live", "configs/sft.py"]
+  assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["runs/sft_demo", "arena_live", "configs/sft.py:blind"]
   proc = subprocess.run(
     [sys.executable, "-m", "launch.demo", "--helpfull"], cwd=tmp_path, env=env, capture_output=True, text=True
   )
@@ -58,11 +58,13 @@ def test_study_modes_ablation_and_presets():
     assert run.judge.server.flip_rate == 0.0
   assert study.run_config("arena_live", 0, c, 0.8).judge.server.flip_rate == pytest.approx(0.2)
   # The ablation's accuracy 1 is the plain mode's own run; the others are their own run groups.
+  # Issue 32: the honest judge (the modes' own runs) and a reversed one, for both tournament modes.
   assert study.variants(c) == {
     **{m: (m, None) for m in c.modes},
-    "arena_live@acc0.8": ("arena_live", 0.8),
-    "arena_live@acc0.65": ("arena_live", 0.65),
+    "arena@acc0": ("arena", 0.0),
+    "arena_live@acc0": ("arena_live", 0.0),
   }
+  assert study.run_config("arena", 0, c, 0.0).judge.server.flip_rate == 1.0
   quick = study.apply_preset(
     ml_collections.ConfigDict({**c.to_dict(), "preset": "quick", "num_steps": 3}), keep={"preset", "num_steps"}
   )
@@ -108,6 +110,7 @@ def _fake_metrics(workdir, num_steps, mode):
             "groups/all_wrong": aw,
             "groups/diverse": 1 - ac - aw,
             "process/faithful_accuracy": 0.05 * step,
+            "process/blind_flaw_rate": 0.01 * step,
           }
         )
         + "\n"
@@ -155,7 +158,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   # 3 modes, arena_live's judge at 0.7 (at 1 it is the mode's own run), arena at 1 and 0.7: 6 groups of 3 seeds
   assert len(runs) == len(trained) == 18
   assert sorted(f for m, _, f in trained if m == "arena_live") == pytest.approx([0, 0, 0, 0.3, 0.3, 0.3])
-  assert sft_configs[0][0].output_dir == "runs/sft_demo" and sft_configs[0][1] == c.sft_dir
+  assert sft_configs[0][0].output_dir == "runs/sft_blind" and sft_configs[0][1] == c.sft_dir
   assert study.run_study(c) == runs and len(trained) == 18  # a restart skips finished runs
   longer = ml_collections.ConfigDict({**c.to_dict(), "num_steps": 4})
   with pytest.raises(errors.WorkdirError, match=r"rlvr.seed0 holds a finished run of another setup"):
@@ -171,7 +174,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert out["runs"]["arena_live"][0]["curves"]["all_correct_share"] == pytest.approx([0.2 / 0.7, 0.4 / 0.7, 0.6 / 0.7])
   run = mode_config("rlvr")
   assert f"{run.rollout.prompts_per_step} prompts × G={run.rollout.group_size}" in md
-  assert "the SFT policy of `configs/sft.py`" in md and "seeds (0, 1, 2)" in md and "The 18 runs took" in md
+  assert "the SFT policy of `configs/sft.py:blind`" in md and "seeds (0, 1, 2)" in md and "The 18 runs took" in md
   # Mean ± std over seeds 0.50, 0.51, 0.52 (+ the mode's gain); faithful accuracy 0.1 below.
   assert f"| {study.BASELINE} | 0.560 ± 0.010 | 0.250 ± 0.000 | 0.460 ± 0.010 | – | 0.010 ± 0.000 |" in md
   # The paired differences are the gains exactly (every resample agrees); an interval without 0 is starred.
@@ -185,6 +188,8 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   # The effective judged signal of every group with a judge (rlvr has none); distinct traces weighted by routing.
   assert "| arena_live | 0.500 ± 0.000 | 5.000 ± 0.000 | 0.300 ± 0.000 | 0.250 ± 0.000 | 0.800 ± 0.000 |" in md
   assert "| rlvr | 0.500" not in md.split("## The effective judged signal")[1].split("##")[0]
+  # The blind flaw during training, of every run group (rlvr included): 3 steps, so the first and last 3 agree.
+  assert "| rlvr | 0.020 ± 0.000 | 0.020 ± 0.000 |" in md.split("## The flaw the verifier cannot see")[1]
   # A run that predates the metrics reads "–", not a judge that did nothing.
   assert study._logged_mean([{"step": 1}], "judge/grad_share") is None and study._fmt_mean_std([None]) == "–"
   # Below min_pairs (the default 5) a difference has no interval and no star, and says why.
@@ -213,6 +218,16 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   assert len(read_metrics(os.path.join(c.root, "rlvr", "seed0"))) == 3
 
 
+def test_the_blind_flaw_is_read_at_the_start_and_at_the_end_of_training(tmp_path):
+  """Issue 32, condition (a) over a run: as many steps at the start as the end-of-training figures average."""
+  _fake_metrics(str(tmp_path), 60, "rlvr")  # blind flaw 0.01 · step
+  m = study._run_metrics(str(tmp_path), 0.1)  # the last 10% of 60 steps: 6, and the first 6
+  assert m["final_steps"] == 6
+  assert m["blind_flaw_first"] == pytest.approx(0.035) and m["blind_flaw_final"] == pytest.approx(0.575)
+  (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1}) + "\n")  # a run from before the metric
+  assert study._run_metrics(str(tmp_path), 0.1)["blind_flaw_final"] is None
+
+
 def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
   monkeypatch.setattr(study, "train_sft", lambda config, out: {})
   monkeypatch.setattr(study, "train", lambda config, workdir: _fake_metrics(workdir, 2, config.reward.mode))
@@ -236,8 +251,8 @@ def test_study_end_to_end_on_the_smoke_preset(tmp_path, monkeypatch):
   monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
   c = study.apply_preset(ml_collections.ConfigDict({**study.study_config().to_dict(), "preset": "smoke"}))
   runs = study.run_study(c)
-  assert sorted(runs) == ["arena_live/seed0", "arena_live@acc0.65/seed0", "rlvr/seed0"]
-  assert runs["arena_live@acc0.65/seed0"]["setup"]["judge_accuracy"] == 0.65
+  assert sorted(runs) == ["arena_live/seed0", "arena_live@acc0/seed0", "rlvr/seed0"]
+  assert runs["arena_live@acc0/seed0"]["setup"]["judge_accuracy"] == 0.0
   md = study.write_results(c, runs)
   out = json.loads((tmp_path / c.out_dir / "study.json").read_text())
   for group, results in out["runs"].items():
@@ -247,7 +262,7 @@ def test_study_end_to_end_on_the_smoke_preset(tmp_path, monkeypatch):
     curves = run["curves"]  # the trainer's process and routing metrics reach the curves
     assert curves["step"] == [1, 2] and None not in curves["faithful_accuracy"], group
     assert run["final_steps"] == 2 and 0.0 <= run["final_non_diverse"] <= 1.0
-  assert "| 0.65 | 0.35 | arena_live@acc0.65 |" in md and "| rlvr | " in md
+  assert "| 0 | 1 | arena_live@acc0 |" in md and "| rlvr | " in md
   assert (tmp_path / c.out_dir / "curves.png").exists() and (tmp_path / c.out_dir / "ablation.png").exists()
 
 

@@ -8,14 +8,8 @@ solved (between 10% and 60%), and the non-diverse groups must differ in process 
 member, all-wrong groups whose members go wrong at different steps).
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-import experiments
-from arena_jax.train import sft
 from tests import cache
 
 # Training the policy (a cold cache) takes 10–15 minutes on two shared cores: more than the suite-wide 900 s.
@@ -31,31 +25,9 @@ ALL_CORRECT_FLAWED_FLOOR = 0.30
 
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory):
-  config = experiments.load_config("configs/sft.py")
-  root = tmp_path_factory.mktemp("testbed")
-  config.tasks.data_dir = str(root / "data")
-  config.progress = False
-  policy_dir = (
-    cache.root()
-    / "sft_demo"
-    / cache.source_key(json.dumps(sft.config_fingerprint(config), sort_keys=True, default=str))
+  return cache.testbed_figures(
+    "configs/sft.py", "sft_demo", tmp_path_factory.mktemp("testbed") / "data", NUM_EXAMPLES, timeout=2300
   )
-  # `launch.testbed` with the same config, in a child compiled at XLA's full optimisation: training and
-  # evaluating are minutes of compute, which the suite's -O0 compiles (tests/conftest.py) would slow.
-  cmd = [
-    sys.executable,
-    "-m",
-    "launch.testbed",
-    f"--workdir={policy_dir}",
-    f"--num_examples={NUM_EXAMPLES}",
-    f"--config.tasks.data_dir={config.tasks.data_dir}",
-    "--config.progress=False",
-  ]
-  proc = subprocess.run(cmd, cwd=cache.REPO, env=cache.optimized_env(), capture_output=True, text=True, timeout=2300)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  figures = json.loads(proc.stdout.strip().splitlines()[-1])
-  print(f"testbed: SFT policy in {policy_dir} ({'reused' if figures['sft_cached'] else 'trained'})")
-  return figures
 
 
 def test_the_shifted_split_is_partly_solved_by_the_sft_policy(figures):
