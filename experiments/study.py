@@ -50,9 +50,11 @@ from experiments import stats
 BASELINE = "rlvr_dapo"
 # The accuracy differences' reference: plain RLVR, which gives non-diverse groups no signal at all.
 REFERENCE = "rlvr"
-# Issue 17's modes: RLVR, with dynamic sampling, a judge on every group, and Reasoning Arena (offline
-# tournaments and live ones). `--study.modes` takes any registry names.
-STUDY_MODES = ("rlvr", "rlvr_dapo", "rlaif", "arena", "arena_live")
+# Issue 32's modes: RLVR and Reasoning Arena (offline tournaments and live ones), each judged mode also with a
+# reversed judge (the ablation): 25 runs, under `make reproduce`'s two hours on two cores. Issue 17's baselines,
+# RLVR with dynamic sampling and a judge on every group, take `--study.modes` (any registry names), e.g. ALL_MODES.
+STUDY_MODES = ("rlvr", "arena", "arena_live")
+ALL_MODES = ("rlvr", "rlvr_dapo", "rlaif", "arena", "arena_live")
 
 # `--study.preset=quick` (`make reproduce-quick`): the same machinery in minutes once the SFT policy exists.
 PRESETS = {
