@@ -75,9 +75,9 @@ bubblewrap:
 	  echo "no bwrap, and make is not root with apt-get: the code sandbox falls back to unshare or rlimits"; \
 	fi
 
-# The reproduction study: rlvr, rlvr_dapo, rlaif, arena, arena_live and arena_live with judges of
-# verdict accuracy 0.8 and 0.65, × 5 seeds × 120 steps, from the same SFT base → docs/results/. 80 min on an
-# idle 2-core machine (the run recorded there); longer when cores are shared.
+# The reproduction study (issue 32): rlvr, arena and arena_live, and arena and arena_live with a reversed judge
+# (verdict accuracy 0), × 5 seeds × 120 steps, from the SFT base of configs/sft.py:blind → docs/results/
+# (docs/results/README.md says how long the run recorded there took). Longer when cores are shared.
 # reproduce-quick: the same machinery in minutes (2 seeds, 8 steps, small evaluation) → runs/study_quick/results/.
 .PHONY: reproduce-quick
 reproduce: venv

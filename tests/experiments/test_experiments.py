@@ -49,7 +49,7 @@ def test_launch_mains_find_their_default_configs_from_another_directory(tmp_path
 
 def test_study_modes_ablation_and_presets():
   c = study.study_config()
-  assert c.modes == study.STUDY_MODES and set(c.modes) <= set(rl.REWARD_MODES)
+  assert c.modes == study.STUDY_MODES and set(c.modes) <= set(study.ALL_MODES) <= set(rl.REWARD_MODES)
   assert len(c.seeds) >= 5 and study.BASELINE in rl.REWARD_MODES and study.REFERENCE in c.modes
   for name in c.modes:
     run = study.run_config(name, 2, c)
