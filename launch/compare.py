@@ -1,6 +1,6 @@
 """`make reproduce`: trains the reward modes and the judge-quality ablation from one SFT base, writes docs/results/.
 
-    python -m launch.compare                           # the full study: rlvr, arena, arena_live + 2 reversed judges × 5 seeds
+    python -m launch.compare                           # the full study: 3 modes + 2 reversed judges × 5 seeds
     python -m launch.compare --study.preset=quick      # `make reproduce-quick`: minutes, into runs/study_quick
     python -m launch.compare --study.seeds='(0,)' --study.num_steps=10 --study.root=/tmp/s --study.out_dir=/tmp/r
 
