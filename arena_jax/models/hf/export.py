@@ -40,6 +40,7 @@ from flax import nnx
 
 from arena_jax import fileio
 from arena_jax.errors import MissingFileError, UserError
+from arena_jax.gguf_file import is_gguf, open_gguf
 from arena_jax.models.config import ModelConfig, rope_frequencies
 from arena_jax.models.hf import convert
 from arena_jax.models.hf.checks import check_hf_config
@@ -555,7 +556,8 @@ def export_tokenizer(
 
   A SentencePiece tokenizer becomes tokenizer.json (`sentencepiece_tokenizer_json`), tokenizer_config.json
   (bos/eos/unk/pad as the model's pieces), special_tokens_map.json and a copy of tokenizer.model. A HF tokenizer
-  (a run started from a HF checkpoint) is copied: every file of `TOKENIZER_FILES` beside its tokenizer.json.
+  (a run started from a HF checkpoint) is copied: every file of `TOKENIZER_FILES` beside its tokenizer.json; one
+  built from a GGUF's metadata is written out (`tokenizer.save_hf_tokenizer`).
   """
   from arena_jax import tokenizer as tokenizer_lib  # pylint: disable=g-import-not-at-top
 
@@ -564,8 +566,9 @@ def export_tokenizer(
 
     _, source, recorded = policy_io.load_run_policy(source)
     add_bos = recorded if add_bos is None else add_bos
-  if add_bos is None:
-    add_bos = source.bos_id is not None
+  if add_bos is None:  # the tokenizer's own convention where it states one (a GGUF, a tokenizer_config.json)
+    stated = getattr(source, "add_bos_default", None)
+    add_bos = source.bos_id is not None if stated is None else bool(stated)
   out_dir = pathlib.Path(out_dir).expanduser().absolute()
   out_dir.mkdir(parents=True, exist_ok=True)
   if isinstance(source, tokenizer_lib.SentencePieceTokenizer):
@@ -574,6 +577,10 @@ def export_tokenizer(
     for name, data in files.items():
       fileio.atomic_write(out_dir / name, data)
     return list(files)
+  if isinstance(source, tokenizer_lib.HFTokenizer) and is_gguf(source.path):  # built from a GGUF's metadata
+    if chat_template:
+      raise ValueError(f"the tokenizer of {source.path} keeps its own chat template: pass none")
+    return tokenizer_lib.save_hf_tokenizer(source, out_dir, add_bos=add_bos, model_max_length=model_max_length)
   if isinstance(source, tokenizer_lib.HFTokenizer):
     directory = pathlib.Path(source.path).parent
     names = [n for n in TOKENIZER_FILES if (directory / n).is_file()]
@@ -701,6 +708,32 @@ def export_checkpoint(
   return dataclasses.replace(exported, files=exported.files + tuple(names), step=step)
 
 
+def export_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: str = "float32") -> Exported:
+  """A GGUF file as a HF checkpoint directory that transformers loads: its weights dequantised (`models.hf.gguf`)
+  and stored in `dtype`, config.json of its family (Llama, Qwen2, Qwen3), generation_config.json with its special
+  token ids, and its tokenizer and chat template as tokenizer.json and tokenizer_config.json.
+
+  Raises:
+    gguf_file.GGUFError / MissingFileError: the file cannot be read (`models.hf.gguf.read_gguf`).
+  """
+  from arena_jax.models.hf import gguf  # pylint: disable=g-import-not-at-top  (the family modules register in it)
+  from arena_jax.train import policy_io  # pylint: disable=g-import-not-at-top  (train imports models: on use)
+
+  policy = policy_io.load_policy(path, weight_dtype="float32")
+  architecture = gguf.architecture_of(open_gguf(path)).architecture
+  token_ids = special_token_ids(policy.tokenizer)
+  exported = export_params(
+    jax.device_get(nnx.to_pure_dict(nnx.state(policy.model, nnx.Param))),
+    policy.config,
+    out_dir,
+    architecture=architecture,
+    dtype=dtype,
+    special_token_ids=token_ids,
+  )
+  names = export_tokenizer(policy.tokenizer, exported.out_dir, model_max_length=policy.config.max_position_embeddings)
+  return dataclasses.replace(exported, files=exported.files + tuple(names))
+
+
 __all__ = [
   "EXPORT_DTYPES",
   "MAX_SHARD_BYTES",
@@ -711,6 +744,7 @@ __all__ = [
   "checkpoint_steps",
   "default_architecture",
   "export_checkpoint",
+  "export_gguf",
   "export_params",
   "export_tokenizer",
   "hf_tensors",

@@ -13,6 +13,7 @@ from arena_jax.models.config import ModelConfig
 from arena_jax.models.hf import common
 from arena_jax.models.hf.convert import HEADS, HEADS_IN, HEADS_OUT, KEEP, TRANSPOSED, Rule
 from arena_jax.models.hf.family import Family, register
+from arena_jax.models.hf.gguf import GGUFArchitecture, register_gguf
 
 ARCHITECTURE = "LlamaForCausalLM"
 LAYER = "model.layers.{layer}."  # an HF decoder layer's tensors
@@ -62,3 +63,5 @@ def key_map(config: ModelConfig) -> list[Rule]:
 
 
 FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf, key_map=key_map))
+# llama.cpp's `llama` (also Mistral's GGUFs): its converter permuted the q/k rows.
+GGUF = register_gguf(GGUFArchitecture('llama', ARCHITECTURE, permute_qk=True))

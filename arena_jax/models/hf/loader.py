@@ -3,6 +3,9 @@
 config.json ─ check_hf_config ─ text_decoder_config ─ family.config_from_hf ─→ ModelConfig
 safetensors ─ read_weights ─ text_decoder_weights ─ check_finite ─ dequantize_fp8
             ─ convert(family.key_map(config)) ─ placed tensor by tensor, optionally onto a mesh ─→ Transformer
+
+A `.gguf` file enters the same path (`gguf.read_gguf`): its metadata as config.json, its tensors renamed to the
+family's HF names and dequantised at placement.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from arena_jax.models.config import ModelConfig
-from arena_jax.models.hf import convert
+from arena_jax.gguf_file import is_gguf
+from arena_jax.models.hf import convert, gguf
 from arena_jax.models.hf.checks import InvalidCheckpointError, UnsupportedCheckpointError, check_finite, check_hf_config
 from arena_jax.models.hf.family import ARCHITECTURES, Family, Wrapper, architecture_of
 from arena_jax.models.hf.fp8 import dequantize_fp8
@@ -95,7 +99,8 @@ def load_hf(
 
   Args:
     path: a directory with config.json and model.safetensors (or a sharded
-      model.safetensors.index.json).
+      model.safetensors.index.json), or a `.gguf` file (`models.hf.gguf`: F32, F16, BF16, the legacy, K- and
+      i-quants, dequantised tensor by tensor).
     param_dtype: parameter dtype (default: the checkpoint's `torch_dtype`); a wider one upcasts each tensor
       on the host before it is placed (the RL trainer's float32 masters, `models.with_precision`).
     dtype: compute dtype (default: the checkpoint's `torch_dtype`).
@@ -106,15 +111,20 @@ def load_hf(
     UnsupportedCheckpointError: for any architecture other than `SUPPORTED_ARCHITECTURES`.
   """
   path = pathlib.Path(path)
-  try:
-    hf = json.loads((path / "config.json").read_text())
-  except (ValueError, RecursionError) as e:
-    raise InvalidCheckpointError(f"{path / 'config.json'}: not valid JSON ({e!r:.120})") from None
-  check_hf_config(hf, str(path / "config.json"))
+  if is_gguf(path):  # one file: its metadata as config.json, its tensors renamed to the family's HF names
+    hf, stored = gguf.read_gguf(path)
+    check_hf_config(hf, str(path))
+  else:
+    try:
+      hf = json.loads((path / "config.json").read_text())
+    except (ValueError, RecursionError) as e:
+      raise InvalidCheckpointError(f"{path / 'config.json'}: not valid JSON ({e!r:.120})") from None
+    check_hf_config(hf, str(path / "config.json"))
+    stored = read_weights(path)
   config = config_from_hf(hf, param_dtype=param_dtype, dtype=dtype)
   decoder_hf, decoder = text_decoder_config(hf)
   architecture = architecture_of(hf)
-  weights = text_decoder_weights(read_weights(path), architecture)
+  weights = text_decoder_weights(stored, architecture)
   check_finite(weights, str(path))  # as stored: FP8 payloads and scales before dequantisation
   weights = dequantize_fp8(weights, decoder_hf.get("quantization_config"))
   if isinstance(ARCHITECTURES[architecture], Wrapper):  # it ties the output to the embedding when it stores no lm_head

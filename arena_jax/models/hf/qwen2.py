@@ -12,6 +12,7 @@ from arena_jax.models.config import ModelConfig
 from arena_jax.models.hf import common, llama, qwen3
 from arena_jax.models.hf.convert import HEADS, Rule
 from arena_jax.models.hf.family import Family, register
+from arena_jax.models.hf.gguf import GGUFArchitecture, register_gguf
 
 ARCHITECTURE = "Qwen2ForCausalLM"
 MAX_WINDOW_LAYERS = 28  # transformers' `Qwen2Config.max_window_layers` default
@@ -35,3 +36,5 @@ def key_map(config: ModelConfig) -> list[Rule]:
 
 
 FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf, key_map=key_map))
+# llama.cpp's `qwen2`: q/k rows as transformers stores them.
+GGUF = register_gguf(GGUFArchitecture('qwen2', ARCHITECTURE, permute_qk=False))

@@ -12,6 +12,7 @@ from arena_jax.models.config import ModelConfig
 from arena_jax.models.hf import common, llama
 from arena_jax.models.hf.convert import Rule
 from arena_jax.models.hf.family import Family, register
+from arena_jax.models.hf.gguf import GGUFArchitecture, register_gguf
 
 ARCHITECTURE = "Qwen3ForCausalLM"
 
@@ -61,3 +62,5 @@ def key_map(config: ModelConfig) -> list[Rule]:
 
 
 FAMILY = register(Family(ARCHITECTURE, config_from_hf=config_from_hf, config_to_hf=config_to_hf, key_map=key_map))
+# llama.cpp's `qwen3`: q/k rows as transformers stores them; QK-norm as attn_q_norm / attn_k_norm.
+GGUF = register_gguf(GGUFArchitecture('qwen3', ARCHITECTURE, permute_qk=False))
