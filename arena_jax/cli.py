@@ -12,6 +12,7 @@ unreachable judge) print `error: <message>` and exit with status 2, without a tr
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Callable
@@ -20,6 +21,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from arena_jax.errors import MissingFileError
 from arena_jax.errors import UserError
 
 EXIT_USER_ERROR = 2
@@ -75,6 +77,19 @@ def config_dict_flag(name: str, default, help_string: str = "ConfigDict instance
   return config_flags.DEFINE_config_dict(name, default, help_string, lock_config=True)
 
 
+def overridden_fields(name: str) -> set[str]:
+  """The fields of the config flag `--<name>` that the command line overrides (`--<name>.<field>=…`), as dotted
+  paths ("tasks.prompt_format"); after flag parsing. Ask this, not `flags.FLAGS["<name>.<field>"].present`: an
+  override flag exists only once it is given, so asking for one that was not is a KeyError."""
+  return set(config_flags.get_override_values(flags.FLAGS[name]))
+
+
+def field_given(name: str, path: str) -> bool:
+  """Whether the command line sets the field `path` ("tasks.prompt_format") of the config flag `--<name>`: by its
+  own override, or by one of a section above it (`--<name>.tasks=…`)."""
+  return any(path == f or path.startswith(f + ".") for f in overridden_fields(name))
+
+
 class JsonlJobFlags:
   """The flags of a main that works through a JSONL file row by row, resumably: `--input`, `--output` (appended
   to), `--retry_failed` and `--progress` (`launch.judge_pairs`, `launch.jury`)."""
@@ -86,7 +101,10 @@ class JsonlJobFlags:
     self.progress = flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
 
   def job_args(self) -> dict:
-    """The parsed flags as the file jobs take them: `input_path`, `output_path`, `retry_failed`, `progress`."""
+    """The parsed flags as the file jobs take them: `input_path`, `output_path`, `retry_failed`, `progress`;
+    a `--input` that is not a file is a MissingFileError naming it (ask before starting a judge server)."""
+    if not os.path.isfile(os.path.expanduser(self.input.value)):
+      raise MissingFileError(f"--input={self.input.value}: no such file")
     return dict(
       input_path=self.input.value,
       output_path=self.output.value,

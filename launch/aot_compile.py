@@ -17,6 +17,7 @@ recompiles nothing (`--cache_dir=` to always compile).
 This file is intentionally short: the work is `arena_jax.aot.aot_compile`.
 """
 
+import importlib.util
 import os
 import sys
 
@@ -28,6 +29,10 @@ from ml_collections import config_flags  # noqa: E402
 
 from arena_jax import aot  # noqa: E402
 from arena_jax import cli  # noqa: E402
+from arena_jax.errors import ConfigError  # noqa: E402
+from arena_jax.errors import UserError  # noqa: E402
+
+PROGRAMS = ("train", "prefill", "decode")
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", "configs/real_ministral3_8b.py", "Real-size run config.", lock_config=True
@@ -35,7 +40,7 @@ _CONFIG = config_flags.DEFINE_config_file(
 _TOPOLOGY = flags.DEFINE_string(
   "topology", None, "TPU topology, e.g. v5p:2x2x2, v5e:4x4, v4:2x2x2 (default: config.aot.topology)."
 )
-_PROGRAMS = flags.DEFINE_list("programs", ["train", "prefill", "decode"], "Programs to compile.")
+_PROGRAMS = flags.DEFINE_list("programs", list(PROGRAMS), "Programs to compile.")
 _RUNS = flags.DEFINE_list(
   "runs",
   [],
@@ -46,11 +51,29 @@ _JOBS = flags.DEFINE_integer("jobs", 2, "Processes compiling at once with --runs
 _CACHE_DIR = flags.DEFINE_string("cache_dir", ".aot_cache", "Reports of programs already compiled ('' = none).")
 
 
+def _check_flags(topology: str | None) -> None:
+  """The flags' mistakes and a missing libtpu, in one line, before anything is compiled or started."""
+  unknown = sorted(set(_PROGRAMS.value) - set(PROGRAMS))
+  if unknown:
+    raise ConfigError(f"--programs: unknown {unknown}; choose from {', '.join(PROGRAMS)}")
+  if topology is not None:
+    try:
+      aot.parse_topology(topology)
+    except ValueError as e:
+      raise ConfigError(f"--topology: {e}") from e
+  if importlib.util.find_spec("libtpu") is None:
+    raise UserError(
+      f"libtpu is not installed in {sys.prefix}: `make aot` installs it (the `tpu` extra) into .venv-tpu; "
+      "run .venv-tpu/bin/python -m launch.aot_compile"
+    )
+
+
 def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   log = lambda s: print(s, flush=True)
+  _check_flags(None if _RUNS.value else (_TOPOLOGY.value or _CONFIG.value.aot.topology))
   if _RUNS.value:
     extra = [f"--programs={','.join(_PROGRAMS.value)}", f"--cache_dir={_CACHE_DIR.value}"]
     sys.exit(0 if aot.compile_many(_RUNS.value, _JOBS.value, extra, log=log) else 1)

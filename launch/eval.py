@@ -7,6 +7,7 @@
     python -m launch.eval --workdir=... --config.num_samples=16 --config.benchmarks='("arithmetic",)'
     python -m launch.eval --workdir=runs/real --suite=configs/eval/paper.py:/data/eval   # the paper's Table 1
     python -m launch.eval --hf_path=/ckpt/Qwen3-8B --suite=configs/eval/paper.py:/data/eval  # before any RL
+    python -m launch.eval --hf_path=/models/SmolLM2-135M-Instruct.Q4_1.gguf --suite=configs/eval/samples.py  # a GGUF
 
 Results go to <workdir>/eval/: eval.jsonl (one row per step), eval.md (a table), samples.jsonl (a few
 completions per benchmark and step: `--config.samples_per_benchmark`), TensorBoard (scalars and the
@@ -15,8 +16,8 @@ and the completions.
 The problems are the run's own: its task settings are read from <workdir>/tasks.json (a flag that
 contradicts the trained task's settings is an error naming both values); `--suite` adds named benchmarks on
 other files (`arena_jax.eval.benchmarks`), and eval.md shows each checkpoint in the paper's Table 1 layout.
-`--hf_path` evaluates a Hugging Face checkpoint itself (step 0 of <out_dir>, default runs/eval_<name>), with
-prompts through its chat template unless `--config.tasks.prompt_format` says otherwise.
+`--hf_path` evaluates a Hugging Face checkpoint directory or a `.gguf` file itself (step 0 of <out_dir>, default
+runs/eval_<name>), with prompts through its chat template unless `--config.tasks.prompt_format` says otherwise.
 """
 
 import os
@@ -29,6 +30,8 @@ import configs
 
 from arena_jax import cli
 from arena_jax.errors import ConfigError
+from arena_jax.errors import MissingFileError
+from arena_jax.errors import UserError
 from arena_jax.eval import watch as watch_lib
 
 _CONFIG = cli.config_dict_flag("config", watch_lib.default_config())
@@ -50,13 +53,19 @@ _TIMEOUT = flags.DEFINE_float("timeout_s", None, "With --watch: stop after this 
 
 
 def _config():
+  """`--config` with its overrides and `--suite`'s fields, its benchmarks checked now (a suite file that is not
+  there, an unknown task), before any checkpoint is read."""
   config = _CONFIG.value
-  if _SUITE.value:
-    # `--config.<field>` flags given on the command line win over the suite's values.
-    given = {
-      n[len("config.") :].split(".")[0] for n in flags.FLAGS if n.startswith("config.") and flags.FLAGS[n].present
-    }
-    config = watch_lib.with_suite(config, configs.get_config(_SUITE.value), keep=given)
+  try:
+    if _SUITE.value:
+      # `--config.<field>` flags given on the command line win over the suite's values.
+      given = {f.split(".")[0] for f in cli.overridden_fields("config")}
+      config = watch_lib.with_suite(config, configs.get_config(_SUITE.value), keep=given)
+    watch_lib.benchmark_meta(config)
+  except ValueError as e:  # the ValueErrors of `with_suite` and `benchmarks.resolve` name a field of the config
+    if isinstance(e, UserError):
+      raise
+    raise ConfigError(str(e)) from e
   return config
 
 
@@ -66,11 +75,18 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
   if bool(_WORKDIR.value) == bool(_HF.value):
     raise ConfigError("give one of --workdir (an RL run) and --hf_path (a Hugging Face checkpoint)")
+  # A path that is not there, named at once, before any file is read. A watch may wait for a run that is starting;
+  # a single pass over a missing --workdir would only create <workdir>/eval and report nothing.
+  if _HF.value and not os.path.exists(os.path.expanduser(_HF.value)):
+    raise MissingFileError(f"--hf_path={_HF.value}: no such file or directory")
+  if _WORKDIR.value and not _WATCH.value and not os.path.isdir(os.path.expanduser(_WORKDIR.value)):
+    raise MissingFileError(f"--workdir={_WORKDIR.value}: no such directory (an RL run's; --watch waits for one)")
   config = _config()
   if _HF.value:
-    if not flags.FLAGS["config.tasks.prompt_format"].present:  # an instruct checkpoint reads its chat template
+    if not cli.field_given("config", "tasks.prompt_format"):  # an instruct checkpoint reads its chat template
       config.tasks.prompt_format = "chat"
-    out_dir = _OUT.value or os.path.join("runs", "eval_" + os.path.basename(os.path.normpath(_HF.value)))
+    name = os.path.basename(os.path.normpath(_HF.value))
+    out_dir = _OUT.value or os.path.join("runs", "eval_" + (name[: -len(".gguf")] if name.endswith(".gguf") else name))
     row = watch_lib.evaluate_hf(_HF.value, config, out_dir=out_dir)
     print(watch_lib.table1_markdown(row))
     print(f"results: {out_dir}/{watch_lib.RESULTS_FILE}, table: {out_dir}/{watch_lib.TABLE_FILE}")

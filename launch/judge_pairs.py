@@ -31,8 +31,9 @@ _JUDGE = cli.config_dict_flag("judge", judges.default_config())
 def main(argv):
   del argv
   config = judges.cli_config(_JUDGE.value, _URL.value)
+  job = _JOB.job_args()  # a missing --input, named before a judge server is started
   with judges.judge_endpoints(config) as urls:
-    summary = asyncio.run(judges.judge_pairs_file(config, urls=urls, **_JOB.job_args()))
+    summary = asyncio.run(judges.judge_pairs_file(config, urls=urls, **job))
   print(json.dumps(summary))
 
 

@@ -41,8 +41,9 @@ def main(argv):
   if _CONSOLIDATOR.value is not None:
     config.jury.consolidator = _CONSOLIDATOR.value
   judges.validate_config(config)
+  job = _JOB.job_args()  # a missing --input, named before a judge server is started
   with judges.judge_endpoints(config) as urls:
-    summary = asyncio.run(judges.jury_file(config, urls=urls, **_JOB.job_args()))
+    summary = asyncio.run(judges.jury_file(config, urls=urls, **job))
   if "metrics" in summary:
     print(judges.format_jury_metrics(summary["metrics"]))
   print(json.dumps(summary))
