@@ -4,7 +4,7 @@ A second run of the same shapes and settings (a notebook's next `train()`, the t
 evaluation after training) traces, lowers and compiles nothing again: `jax.jit` caches per function
 object, so two equal samplers or two equal update builders would otherwise each trace their own copy.
 
-    fn = program_cache.shared(("update", model_config, optim_json, ...), lambda: jax.jit(...))
+    fn = program_cache.shared(("update", update_spec, model_config, ...), lambda: jax.jit(...))
 
     class Sampler:                      # a frozen dataclass: every field static and compared
       @program_cache.shared_property
@@ -24,8 +24,11 @@ _PROGRAMS: collections.OrderedDict = collections.OrderedDict()
 
 
 def shared(key: tuple, build: Callable[[], Any]) -> Any:
-  """`build()` once per `key` in this process. `key` must name every input the program depends on (a config
-  section as JSON, the model config, the mesh): two callers with equal keys get the same object."""
+  """`build()` once per `key` in this process. `key` must name every input the program depends on (a frozen
+  spec of the config it reads, the model config, the mesh): two callers with equal keys get the same object.
+  `build` must read those frozen values, not a mutable config: jax traces at the first call and at each new
+  input shape, so a value read then that can differ from the key's compiles one program under another's key
+  (issue 43; `train.step.UpdateSpec`)."""
   if key in _PROGRAMS:
     _PROGRAMS.move_to_end(key)
     return _PROGRAMS[key]

@@ -101,15 +101,7 @@ class Judgments:
     del timeout  # every part is back (or was cut) before the step is assembled
     out = judging.JudgeOutcome([])
     for index, judgment in self.parts:
-      o = judgment.result()
-      out.indices += [index] * len(o.indices)
-      out.verdicts += o.verdicts
-      out.usage += o.usage
-      out.failures += o.failures
-      out.failure_reasons.update(o.failure_reasons)
-      out.first_failure = out.first_failure or o.first_failure
-      for k in ("calls_saved", "late_matches", "late_groups", "wasted_calls", "abandoned_groups"):
-        setattr(out, k, getattr(out, k) + getattr(o, k))
+      out.extend(judgment.result(), index)  # every field of the outcome (`JudgeOutcome.extend`)
     return out
 
 

@@ -68,6 +68,27 @@ class JudgeOutcome:
   wasted_calls: int = 0  # judgments issued for speculative tournaments of groups that turned out diverse
   abandoned_groups: int = 0
 
+  def extend(self, other: JudgeOutcome, index: int) -> None:
+    """Adds `other`, the outcome of one group judged on its own, as group `index` of this outcome (the
+    asynchronous loop judges each group apart and joins them per step: `async_loop.Judgments`).
+
+    Every field is merged by its kind, read from the dataclass's fields, so a field added to this class is
+    carried or fails here, never silently dropped (issue 43): `indices` become `index`, lists concatenate, a
+    Counter adds up, a flag is any, a string keeps the first non-empty one, anything else (counts, `Usage`) adds.
+    """
+    for f in dataclasses.fields(self):
+      mine, theirs = getattr(self, f.name), getattr(other, f.name)
+      if f.name == "indices":
+        mine.extend([index] * len(theirs))
+      elif isinstance(mine, collections.Counter):
+        mine.update(theirs)
+      elif isinstance(mine, list):
+        mine.extend(theirs)
+      elif isinstance(mine, (bool, str)):
+        setattr(self, f.name, mine or theirs)
+      else:
+        setattr(self, f.name, mine + theirs)
+
   def count(self, result) -> None:
     """Adds one judgment (a pairwise `JudgeResult` or a pointwise `ScoreResult`): its cost and failure."""
     self.usage += result.usage

@@ -215,7 +215,7 @@ class Generator:
     part = self._local(examples, self._joined(outputs), gen)
     part.texts, part.verifier = texts, verifier
     part.diverse = np.asarray(rl.is_diverse(verifier))
-    gen.correct += float(parallel.host_sum(np.asarray(verifier.sum(), np.float64)))
+    _count_verified(part, gen)
     gen.sample_s += time.perf_counter() - t0 - verify_s
     gen.verify_s += verify_s
     return part
@@ -227,8 +227,15 @@ class Generator:
     answers = [e for e in part.examples for _ in range(self.g)]
     part.verifier = np.asarray(self.task.verify_batch(answers, part.texts), np.float32).reshape(-1, self.g)
     part.diverse = np.asarray(rl.is_diverse(part.verifier))
-    gen.correct += float(parallel.host_sum(np.asarray(part.verifier.sum(), np.float64)))
-    # A completion cut while thinking has no answer (reward 0, `tasks.extract_answer`): counted.
-    unclosed = sum(tasks.split_thinking(t).unclosed for t in part.texts)
-    gen.unclosed_thinking += int(parallel.host_sum(np.asarray(unclosed, np.int64)))
+    _count_verified(part, gen)
     return part
+
+
+def _count_verified(part: Batch, gen: Generation) -> None:
+  """Adds this host's verified completions to the generation's counts, summed over hosts: their verifier
+  rewards and those that ended inside a thinking block. Every sampling path (`verify`, `_sample_streaming`)
+  counts through here, so that no count is kept on one path and forgotten on another (issue 43)."""
+  gen.correct += float(parallel.host_sum(np.asarray(part.verifier.sum(), np.float64)))
+  # A completion cut while thinking has no answer (reward 0, `tasks.extract_answer`): counted.
+  unclosed = sum(tasks.split_thinking(t).unclosed for t in part.texts)
+  gen.unclosed_thinking += int(parallel.host_sum(np.asarray(unclosed, np.int64)))

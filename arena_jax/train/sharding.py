@@ -12,6 +12,7 @@ arrays out on that mesh (docs/tpu.md "How it scales"):
 
 `train_step_fn` jits `step.make_update_fn`'s update with these shardings: the same CISPO loss, exact
 micro-batch accumulation and AdamW update as on one device (tests/parallel/test_equivalence.py).
+`shared_train_step_fn` is the trainer's: one program per `step.UpdateSpec` (and model, mesh, layout) per process.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from arena_jax import parallel
+from arena_jax import program_cache
 from arena_jax.models import sharding as sharding_lib
 from arena_jax.models.attention import traced_on_mesh
 from arena_jax.models.config import ModelConfig
@@ -154,6 +156,47 @@ def train_step_fn(
   # Traced inside `kernel_mesh`: attention kernels (splash, cudnn) run per shard (`models.attention`).
   update = traced_on_mesh(update, mesh, rules)
   return jax.jit(update, donate_argnums=0, in_shardings=in_shardings, out_shardings=(sh.state, sh.replicated))
+
+
+def shared_train_step_fn(
+  spec: step_lib.UpdateSpec,
+  model_config: ModelConfig,
+  mesh: Mesh,
+  rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES,
+  *,
+  shardings: TrainShardings | None = None,
+  packed: bool = False,
+  stale: bool = False,
+):
+  """`train_step_fn` of `spec`, shared by every caller in the process with the same inputs (`program_cache`:
+  a notebook's next run, a resume, the test suite's many runs compile it once).
+
+  The key is the frozen spec with the program's other inputs (the model config, the mesh and its rules, packed
+  rows, the staleness mask), and the program is built from that spec alone: what it traces, whenever it
+  traces, is what it is keyed under, whatever happens to the config the spec was taken from (issue 43).
+  `shardings`: `train_shardings(...)` of the same inputs, when the caller has them already.
+  """
+  key = ("update", spec, model_config, mesh, repr(rules), packed, stale)
+
+  def build():
+    optimizer = spec.optimizer()
+    sh = shardings or train_shardings(model_config, optimizer, mesh, rules, packed=packed, stale=stale)
+    return train_step_fn(
+      model_config,
+      optimizer,
+      spec.loss,
+      mesh,
+      temperature=spec.temperature,
+      micro_batches=spec.micro_batches,
+      use_reference=spec.use_reference,
+      rules=rules,
+      mode=spec.mode(),
+      std_ddof=spec.std_ddof,
+      shardings=sh,
+      packed=packed,
+    )
+
+  return program_cache.shared(key, build)
 
 
 def init_train_state(params, optimizer, shardings: TrainShardings):

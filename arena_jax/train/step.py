@@ -23,6 +23,7 @@ gradients accumulate in float32. `update_effect`'s metrics say whether the updat
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax
@@ -31,7 +32,7 @@ import numpy as np
 import optax
 
 from arena_jax.models import packed_token_logprobs, quantize_for_training, token_logprobs
-from arena_jax.rl import cispo_loss, metric_values
+from arena_jax.rl import cispo_loss, get_mode, metric_values
 from arena_jax.sampling import model_from_params
 
 
@@ -77,6 +78,89 @@ class StepRewards(NamedTuple):
   scale: jax.Array | None = None
 
 
+def _taken(cls, section):
+  """`section` (a config section, or already a `cls`) as the frozen `cls`: each of its fields read once, now."""
+  if isinstance(section, cls):
+    return section
+  return cls(**{f.name: getattr(section, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True)
+class LossSpec:
+  """The CISPO loss's settings (`config.loss`, SPEC §2), taken once (`LossSpec.of`): what the traced update
+  reads, never the live ConfigDict, so a config changed after the update was built cannot change its program."""
+
+  eps_low: float
+  eps_high: float
+  aggregation: str
+  mask_truncated: bool
+  kl_coef: float
+
+  @classmethod
+  def of(cls, loss) -> LossSpec:
+    return _taken(cls, loss)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimSpec:
+  """The optimizer's settings (`config.optim`, read by `make_schedule` and `make_optimizer`), taken once."""
+
+  lr: float
+  warmup_steps: int
+  b1: float
+  b2: float
+  eps: float
+  weight_decay: float
+  max_grad_norm: float
+
+  @classmethod
+  def of(cls, optim) -> OptimSpec:
+    return _taken(cls, optim)
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateSpec:
+  """Everything of a run's config that the RL update's program is a function of, frozen and hashable (issue 43):
+  both the key the program is shared under (`sharding.shared_train_step_fn`) and the only config its tracing
+  reads. A field changed after the spec was taken makes another spec, another key and another program; it
+  cannot change the program already keyed under this one. The model config, the mesh and the inputs' layout
+  (packed rows, the staleness mask) are the program's other inputs, keyed beside the spec.
+  """
+
+  loss: LossSpec
+  optim: OptimSpec
+  micro_batches: int  # optim.micro_batches
+  reward_mode: str  # reward.mode: the router and the advantages computed in the update (SPEC §1, §3, §5)
+  reward_aggregation: str  # reward.aggregation: the mode's judge aggregation ("" = its own)
+  std_ddof: int  # reward.std_ddof
+  temperature: float  # of the behaviour log-probs the loss scores (the sampler's `logprob_temperature`)
+
+  @classmethod
+  def from_config(cls, config, *, temperature: float) -> UpdateSpec:
+    r = config.reward
+    return cls(
+      LossSpec.of(config.loss),
+      OptimSpec.of(config.optim),
+      config.optim.micro_batches,
+      r.mode,
+      r.aggregation,
+      r.std_ddof,
+      float(temperature),
+    )
+
+  @property
+  def use_reference(self) -> bool:
+    """The KL penalty reads the reference policy's log-probs (`loss.kl_coef` > 0)."""
+    return self.loss.kl_coef > 0
+
+  def optimizer(self) -> optax.GradientTransformation:
+    return make_optimizer(self.optim)
+
+  def mode(self):
+    """The update's `rl.RewardMode` (what the trainer's own is: `rl.get_mode` of the same fields)."""
+    return get_mode(self.reward_mode, aggregation=self.reward_aggregation)
+
+
 NONZERO = 1e-6  # |Â| above this counts as a signal (`adv/nonzero_fraction`, `judge/signal_rows`)
 
 
@@ -95,7 +179,8 @@ def judged_signal(mode, verifier, judged, advantages) -> dict:
 
 def make_schedule(optim) -> optax.Schedule:
   """Linear warm-up from 0 to `optim.lr` over `optim.warmup_steps` updates, then constant (SPEC §9).
-  Update n (0-based) uses schedule(n): the first update of a warm-up has learning rate 0."""
+  Update n (0-based) uses schedule(n): the first update of a warm-up has learning rate 0. `optim`: `config.optim`
+  or an `OptimSpec`."""
   if optim.warmup_steps:
     return optax.linear_schedule(0.0, optim.lr, optim.warmup_steps)
   return optax.constant_schedule(optim.lr)
@@ -133,6 +218,9 @@ def make_update_fn(
   """Returns jitted `update(state, rollout, ref_params, rewards=None, minibatch=0) -> (state, metrics)`
   (state donated).
 
+  `loss_config` (`config.loss` or a `LossSpec`) is read once, here (`LossSpec.of`): tracing, which happens at
+  the first call and again at each new input shape, reads that copy, not a config that may have changed since.
+
   With `mode` (an `rl.RewardMode`) and `rewards` (`StepRewards` of the whole step), the advantages of
   the rollout's rows are `mode.advantages(...)` rows [minibatch·R, (minibatch + 1)·R) (module docstring),
   and the metrics add `reward/trained`, `adv/nonzero_fraction` and `adv/l1` over the whole step.
@@ -142,6 +230,7 @@ def make_update_fn(
   R / micro_batches, …] split) keeps every micro-batch spread over the batch shards, and
   `grad_sharding` lays the gradient accumulator out like the parameters.
   """
+  loss_config = LossSpec.of(loss_config)
 
   def logprobs(model, mb: Rollout, entropy: bool):
     """log π of the micro-batch's completion tokens [R / M, N] (and their entropy), padded or packed."""

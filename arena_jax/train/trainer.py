@@ -46,7 +46,6 @@ from arena_jax import arena
 from arena_jax import judges
 from arena_jax import models
 from arena_jax import parallel
-from arena_jax import program_cache
 from arena_jax import rl
 from arena_jax import tasks
 from arena_jax.sampling import RandomSampling, Sampler
@@ -149,7 +148,9 @@ class Trainer:
       compact_every=r.compact_every,
       decode_cache=r.decode_cache,
     )
-    self.optimizer = step_lib.make_optimizer(config.optim)
+    # What the update reads of the config, taken once: its program's key and all that its tracing reads (issue 43).
+    self.update_spec = step_lib.UpdateSpec.from_config(config, temperature=self.sampler.logprob_temperature)
+    self.optimizer = self.update_spec.optimizer()
     self.schedule = step_lib.make_schedule(config.optim)
     packed = r.pack_tokens > 0  # packed update rows (`train.packing`): one block per micro-batch and batch shard
     # The asynchronous loop marks the tokens an older policy sampled (`Rollout.stale`): reported, not trained on.
@@ -158,7 +159,7 @@ class Trainer:
       self.policy.config, self.optimizer, self.mesh, rules, packed=packed, stale=self.stale
     )
     self.batch_shards = parallel.batch_shards(self.mesh, rules)
-    use_ref = config.loss.kl_coef > 0
+    use_ref = self.update_spec.use_reference
     # A frozen copy, placed like the params: the live params are donated to the update.
     self.ref_params = (
       jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params) if use_ref else None
@@ -169,26 +170,9 @@ class Trainer:
     update_model = self.policy.config.replace(
       remat=config.model.remat, quantization=config.model.quantization, attention=config.model.attention
     )
-    # What the update is a function of; an equal run in this process reuses its program (`program_cache`).
-    sections = tuple(config[k].to_json_best_effort(sort_keys=True) for k in ("optim", "loss", "reward"))
-    update_key = ("update", update_model, sections, type(self.mode), self.mesh, repr(rules), self.sampler.method)
-    update_key += (packed,) + ((True,) if self.stale else ())  # other inputs: packed rows, the staleness mask
-    self.update_fn = program_cache.shared(
-      update_key,
-      lambda: train_sharding.train_step_fn(
-        update_model,
-        self.optimizer,
-        config.loss,
-        self.mesh,
-        temperature=self.sampler.logprob_temperature,
-        micro_batches=config.optim.micro_batches,
-        use_reference=use_ref,
-        rules=rules,
-        mode=self.mode,
-        std_ddof=config.reward.std_ddof,
-        shardings=self.shardings,
-        packed=packed,
-      ),
+    # An equal run in this process (same spec, model, mesh and layout) reuses the program (`program_cache`).
+    self.update_fn = train_sharding.shared_train_step_fn(
+      self.update_spec, update_model, self.mesh, rules, shardings=self.shardings, packed=packed, stale=self.stale
     )
     self.checkpointer = Checkpointer(
       os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep, cleanup_tmp=True

@@ -14,7 +14,7 @@ import pytest
 
 from arena_jax import judges, models, tasks
 from arena_jax.tokenizer import SentencePieceTokenizer
-from arena_jax.train import base_config, policy_io, train
+from arena_jax.train import policy_io, train
 from arena_jax.train.config import validate_config
 from tests.reliability.helpers import free_port, killable_judge, smoke_config
 
@@ -120,8 +120,6 @@ def test_a_bad_field_is_one_clear_error_before_any_compile(path, value, match, d
 
 
 def test_a_mesh_that_does_not_match_the_devices(data_dir, tmp_path):
-  if "mesh" not in base_config():
-    pytest.skip("base_config() has no `mesh` section yet (arena_jax/parallel.py is adding it)")
   c = smoke_config("arena_live", data_dir)
   c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 3, 1, 1  # 3 devices; the tests run with 8
   message = fails_up_front(c, tmp_path / "run", match=r"mesh")

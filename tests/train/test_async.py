@@ -2,15 +2,19 @@
 the bit, k ≥ 1 keeps every trajectory within k updates of its policy under a slow, jittery judge, the importance
 weights correct the stale tokens, a stop mid-stream loses and repeats nothing, and the judge's backlog is bounded."""
 
+import collections
+import dataclasses
 import json
 import os
 import signal
+import types
 
 import numpy as np
 import pytest
 
 from arena_jax.train import Checkpointer, read_metrics, train
 from arena_jax.train import async_loop
+from arena_jax.train import judging
 from arena_jax.train.config import validate_config
 from tests.train.conftest import smoke_config
 
@@ -29,18 +33,20 @@ def _untimed(rows):
 
 
 def _same_step(got: dict, want: dict) -> list:
-  """The golden's keys where a step's metrics differ beyond float32 rounding; every count and integer is exact.
+  """What differs between a step's metrics `got` and the golden's `want` (empty: nothing): the golden's keys that `got`
+  lacks, else (key, got, want) for each of the golden's metrics that differs beyond float32 rounding; every count and
+  integer is compared exactly, and the keys only `got` has are not compared.
 
   A float metric is a sum over the step's T generated tokens (and the weights, for the update's norms) computed
   in float32: XLA on another CPU (vector width, fusion order) rounds it differently, by about eps·√T of the
   terms' scale. The terms' scale is the value itself, except for the loss, a mean of signed terms of size |Â|
   (adv/l1) that cancel. 4·eps·√T bounds what was seen between two x86 machines (2e-7 relative at T ≈ 250)
   with room, and is still far below what one changed sample or update moves."""
-  if set(want) - set(got):  # metrics added since (issue 32's judged signal) are not the golden's to check
+  if set(want) - set(got):  # metrics the golden has and this run no longer writes
     return sorted(set(want) - set(got))
   tol = 4 * np.finfo(np.float32).eps * np.sqrt(max(want.get("gen/tokens", 1), 1))
   bad = []
-  for k, b in want.items():
+  for k, b in want.items():  # metrics added since (issue 32's judged signal) are not the golden's to check
     a = got[k]
     if isinstance(b, float) and isinstance(a, float):
       scale = max(abs(b), want.get("adv/l1", 0.0) if k == "loss" else 0.0)
@@ -213,3 +219,56 @@ def test_the_sampler_on_devices_of_its_own(data_dir, coin_verifier, tmp_path):
   c.mesh.sample_devices = len(devices)
   with pytest.raises(ValueError, match=r"config.mesh.sample_devices=8 must leave the trainer"):
     parallel.make_meshes(c.mesh)
+
+
+def _other(value, seed: int):
+  """A value of `value`'s kind other than it, distinct per seed: what a judged group's outcome may hold there."""
+  if isinstance(value, collections.Counter):
+    return collections.Counter({f"reason {seed}": seed})
+  if isinstance(value, list):
+    return [f"item {seed}"]
+  if isinstance(value, (bool, str)):
+    return not value if isinstance(value, bool) else f"text {seed}"
+  if isinstance(value, (int, float)):
+    return type(value)(seed)
+  if dataclasses.is_dataclass(value):
+    return dataclasses.replace(
+      value, **{f.name: _other(getattr(value, f.name), seed) for f in dataclasses.fields(value)}
+    )
+  raise AssertionError(f"teach this test the kind of {value!r}")
+
+
+@pytest.mark.parametrize("added", [False, True])
+def test_a_steps_judgments_carry_every_field_of_the_groups_outcomes(added, monkeypatch):
+  """`Judgments.result` joins the groups' `JudgeOutcome`s (each judged on its own) into the step's, field by field
+  as the dataclass lists them (issue 43): every field of both groups arrives, by its kind, and so does a field added
+  to the class (`added`: a new count and a new list), which a list of the fields written by hand would drop."""
+  cls = judging.JudgeOutcome
+  if added:
+
+    @dataclasses.dataclass
+    class Outcome(judging.JudgeOutcome):
+      new_count: int = 0
+      new_list: list = dataclasses.field(default_factory=list)
+
+    monkeypatch.setattr(judging, "JudgeOutcome", Outcome)
+    cls = Outcome
+  empty = cls([])
+
+  def outcome(seed):
+    return cls(**{f.name: _other(getattr(empty, f.name), seed) for f in dataclasses.fields(cls)})
+
+  parts = [(7, 2), (3, 5)]  # (the group's index in the step, its outcome's seed)
+  judgments = [(i, types.SimpleNamespace(result=lambda s=s: outcome(s), finished_at=float(s))) for i, s in parts]
+  got = async_loop.Judgments(judgments).result()
+  assert type(got) is cls
+  first, second = outcome(2), outcome(5)
+  for f in dataclasses.fields(cls):
+    a, b = getattr(first, f.name), getattr(second, f.name)
+    if f.name == "indices":  # each group's own index becomes its index in the step
+      want = [7, 3]
+    elif isinstance(a, (bool, str)):  # a flag: any; a message: the first
+      want = a or b
+    else:  # counts, lists, Counters, `Usage`: both groups'
+      want = a + b
+    assert getattr(got, f.name) == want != getattr(empty, f.name), f.name

@@ -104,3 +104,49 @@ def test_runs_that_differ_only_in_length_share_the_update_program_and_others_do_
   assert update_fn("c", optim__lr=3e-4) is not first
   assert update_fn("d", loss__eps_high=0.5) is not first
   assert update_fn("e", reward__mode="rlvr") is not first
+
+
+def test_a_config_changed_after_the_update_was_built_does_not_change_the_program_keyed_before(
+  data_dir, tmp_path, monkeypatch
+):
+  """The update's program is keyed by what it reads of the config and traces from that, never from the live config
+  (issue 43). jax traces at the first call: a loss field changed after one run's update was built, before it ran,
+  builds the next run's program (another key) and leaves the first one computing what its key says, as a program
+  built afresh from the unchanged config does."""
+  from arena_jax import program_cache  # pylint: disable=g-import-not-at-top
+  from arena_jax.train import step as step_lib  # pylint: disable=g-import-not-at-top
+  from arena_jax.train.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  from tests.parallel.conftest import rollout  # pylint: disable=g-import-not-at-top
+
+  def config():
+    c = smoke_config("rlvr", data_dir)
+    validate_config(c)
+    return c
+
+  rows = rollout(rows=16, seed=5)  # 4 groups × 4 completions, as the smoke config's step
+  rows = rows._replace(old_logprobs=rows.old_logprobs - 2.0)  # ratios π/π_old ≈ 4: under eps_high = 4's clip
+  verifier = np.tile(np.asarray([1.0, 0.0, 0.0, 1.0], np.float32), (4, 1))
+  rewards = step_lib.StepRewards(verifier, np.zeros_like(verifier), np.zeros(4, bool))
+
+  def update(t):
+    """The trainer's update of `rows` from its initial state: (clip_fraction, loss)."""
+    _, m = t.update_fn(
+      t.state,
+      jax.device_put(rows, t.shardings.rollout),
+      t.ref_params,
+      jax.device_put(rewards, t.shardings.replicated),
+      0,
+    )
+    return float(m["clip_fraction"]), float(m["loss"])
+
+  monkeypatch.setattr(program_cache, "_PROGRAMS", program_cache.collections.OrderedDict())  # none traced yet
+  c = config()
+  assert c.loss.eps_high == 4.0
+  first = Trainer(c, str(tmp_path / "first"))
+  c.loss.eps_high = 0.01  # read by the loss when it is traced
+  second = Trainer(c, str(tmp_path / "second"))
+  assert second.update_fn is not first.update_fn
+  got, changed = update(first), update(second)
+  monkeypatch.setattr(program_cache, "_PROGRAMS", program_cache.collections.OrderedDict())
+  want = update(Trainer(config(), str(tmp_path / "afresh")))
+  assert got == want and changed[0] > want[0], (got, want, changed)

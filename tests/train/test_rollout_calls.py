@@ -1,11 +1,14 @@
 """A step's rollout in several sampler calls (`rollout.sample_batch`) and in the growing decode cache
 (`rollout.decode_cache`): the samples of one call, plain or streamed to the judge; bad values named."""
 
+import types
+
 import jax
 import numpy as np
 import pytest
 
 from arena_jax import models, sampling
+from arena_jax.train import async_loop
 from arena_jax.train import config as train_config
 from arena_jax.train.batch import Generation
 from arena_jax.train.rollout import Generator
@@ -46,8 +49,20 @@ class _Tokenizer:
     return [" ".join(map(str, t[:n])) for t, n in zip(tokens, lengths)]
 
 
+class _ThinkingTokenizer(_Tokenizer):
+  """Every completion opens a thinking block (`tasks.thinking`) and closes it only when its length is even: the
+  odd-length ones end inside their thinking, as a completion cut at the token budget while thinking does."""
+
+  def decode_batch(self, tokens, lengths):
+    texts = super().decode_batch(tokens, lengths)
+    return [f"<think>{t}" + ("</think> 7" if n % 2 == 0 else "") for t, n in zip(texts, lengths)]
+
+
 class _Mode:
   def select(self, diverse):  # every finished group goes to the judge
+    return np.ones(len(diverse), bool)
+
+  def keep(self, diverse):  # the asynchronous loop keeps every group
     return np.ones(len(diverse), bool)
 
 
@@ -57,6 +72,12 @@ class _Judgment:
 
   def add(self, job):
     self.jobs.append(job)
+
+  def arrive(self, index, member, trace, problem, reference):  # speculative
+    pass
+
+  def abandon(self, index):
+    pass
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +91,10 @@ def examples():
   return [list(rng.integers(3, 64, n)) for n in (5, 20, 1, 11, 17)]  # buckets 16 and 32 differ by call
 
 
-def _generator(sample_batch: int, decode_cache: str) -> Generator:
+def _generator(sample_batch: int, decode_cache: str, live_start="group_done", tokenizer=None) -> Generator:
   c = train_config.base_config()
   c.rollout.update(dict(prompts_per_step=5, group_size=G, max_new_tokens=N, sample_batch=sample_batch))
-  c.reward.live_start = "group_done"
+  c.reward.live_start = live_start
   sampler = sampling.Sampler(
     config=CONFIG,
     max_new_tokens=N,
@@ -84,7 +105,7 @@ def _generator(sample_batch: int, decode_cache: str) -> Generator:
     logits_processor=sampling.ForcedStops(FORCED, STOP),
     decode_cache=decode_cache,
   )
-  return Generator(c, _Mode(), _Task(), None, slice(0, 5), sampler, _Tokenizer(), add_bos=False)
+  return Generator(c, _Mode(), _Task(), None, slice(0, 5), sampler, tokenizer or _Tokenizer(), add_bos=False)
 
 
 def _assert_same_batch(got, want):
@@ -118,6 +139,52 @@ def test_a_split_rollout_streams_every_group_to_the_judge_once(model, examples):
     list(job.traces) == texts[job.index * G : (job.index + 1) * G] for job in judgment.jobs
   )
   assert 0 < gen.judged_early < 5  # the first calls' groups were all judged while later calls decoded
+
+
+@pytest.mark.parametrize("live_start", ["step_done", "group_done", "speculative"])
+def test_every_sampling_path_counts_the_completions_that_end_inside_their_thinking(model, examples, live_start):
+  """`gen/unclosed_thinking` by value (issue 43) on each path of a step's rollout: sampled then verified
+  (`_sample` + `verify`, step_done), and verified as the chunks finish while the judge is fed (`_sample_streaming`:
+  group_done, speculative)."""
+  generator = _generator(2, "dense", live_start, _ThinkingTokenizer())
+  rng, gen = jax.random.key(4), Generation()
+  if live_start == "step_done":
+    part = generator.verify(generator._sample(model, examples, rng, gen), gen)
+  else:
+    part = generator._sample_streaming(model, examples, rng, gen, _Judgment())
+  odd = int((part.lengths % 2).sum())  # those that never closed their thinking (`_ThinkingTokenizer`)
+  assert 0 < odd < len(part.lengths) and gen.trajectories == len(part.lengths)
+  assert gen.unclosed_thinking == odd
+
+
+def test_the_asynchronous_loop_counts_the_completions_that_end_inside_their_thinking(model, examples):
+  """The asynchronous loop's own sampling path (`async_loop._Batch`: decoded and verified segment by segment,
+  groups handed over as they finish) counts them too, by value, in the step's `Generation`."""
+  generator = _generator(2, "dense", "step_done", _ThinkingTokenizer())
+  c = generator.config
+  c.rollout.max_staleness, c.rollout.push_every = 1, 4
+  trainer = types.SimpleNamespace(
+    config=c,
+    generator=generator,
+    sampler=generator.sampler,
+    mode=_Mode(),
+    task=generator.task,
+    policy=types.SimpleNamespace(tokenizer=generator.tokenizer),
+    block=generator.block,
+    g=G,
+    judge_runner=None,
+  )
+  loop = async_loop.AsyncLoop(trainer, log_step=None, stop=None)
+  loop.sampler_params = lambda: model  # the trainer's weights, unchanged: no update runs here
+  loop.sampler_version = loop.version
+  batch = async_loop._Batch(loop, 0, examples)
+  while batch.advance():
+    pass
+  assert len(loop.ready) == len(examples)
+  lengths = np.concatenate([a.part.lengths for a in loop.ready])
+  odd = int((lengths % 2).sum())  # those that never closed their thinking (`_ThinkingTokenizer`)
+  assert 0 < odd < len(lengths)
+  assert loop._generation(loop.ready).unclosed_thinking == odd
 
 
 def test_bad_rollout_values_name_their_field():
