@@ -235,6 +235,7 @@ def evaluate(
     )
     rewards = np.asarray(task.verify_batch(examples, texts), np.float64)
     result["greedy_accuracy"] = float(rewards.mean())
+    result["greedy_accuracy_lo95"], result["greedy_accuracy_hi95"] = wilson_interval(float(rewards.sum()), len(rewards))
     result["greedy_response_length"] = float(lengths.mean())
     if process and getattr(task, "has_process_checker", False):
       result.update({f"greedy_{k}": v for k, v in task.process_metrics(examples, texts, rewards).items()})
@@ -256,6 +257,11 @@ def evaluate(
     correct = rewards.sum(axis=1).round().astype(np.int64)
     ks = default_ks(n) if ks is None else tuple(int(k) for k in ks)
     result["mean_pass_ratio"] = float(rewards.mean())
+    # Its 95% interval over problems (the problems are the sampled units; each one's n samples are not independent
+    # of it): mean ± 1.96 × the standard error of the per-problem pass ratios.
+    half = 1.96 * float(rewards.mean(axis=1).std(ddof=1)) / np.sqrt(len(examples)) if len(examples) > 1 else 0.0
+    result["mean_pass_ratio_lo95"] = max(0.0, result["mean_pass_ratio"] - half)
+    result["mean_pass_ratio_hi95"] = min(1.0, result["mean_pass_ratio"] + half)
     result["pass_at_k"] = {k: float(pass_at_k(n, correct, k).mean()) for k in ks}
     result["mean_response_length"] = float(lengths.mean())
     result["truncated_fraction"] = float(truncated.mean())
@@ -275,6 +281,17 @@ def evaluate(
   if return_details:
     result.update(details)
   return result
+
+
+def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+  """The Wilson score interval (95% at z = 1.96) of a proportion: honest at small n and at 0 or n successes,
+  where the normal approximation collapses to a point."""
+  if n <= 0:
+    return 0.0, 1.0
+  p = successes / n
+  centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+  half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+  return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
 def flatten_metrics(result: dict, prefix: str = "") -> dict[str, float]:

@@ -130,6 +130,14 @@ TASKS = cs.Section(
       cs.one_of(PROMPT_FORMATS),
     ),
     system_prompt=field("", "With prompt_format = chat: the system message (\"\" = none).", cs.string()),
+    answer_fallback=field(
+      "number_line",
+      "How a numeric task (arithmetic, jsonl) reads a completion that states its answer in none of the answer "
+      "forms (`Answer: …`, `\\boxed{…}`, \"the answer is …\"): `number_line`, a last line that is only a number; "
+      "`last_number`, the last number of the text (\"5 + 6 = 11\" answers 11), for small instruct models that "
+      "ignore the format (lm-eval-harness' flexible extract).",
+      cs.one_of(("number_line", "last_number")),
+    ),
     chat_template_kwargs=field(
       None,
       "With prompt_format = chat: extra variables of the chat template, e.g. "

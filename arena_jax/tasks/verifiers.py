@@ -6,7 +6,9 @@ latest in the text wins):
   * an answer line: `Answer: 11`, `Final answer: 11`, `**Answer:** 11`, `> Answer: $11$`;
   * `\\boxed{11}` (or `\\fbox{…}`), anywhere;
   * a sentence: "The answer is 11.", "So the final answer is $\\boxed{11}$", "my answer is 7/2";
-  * failing all of these, a last line that is only a number ("11", "**11**", "$11$.").
+  * failing all of these, a last line that is only a number ("11", "**11**", "$11$."), or, with
+    `fallback="last_number"` (`tasks.answer_fallback`), the last number of the text ("5 + 6 = 11": 11): how
+    small instruct models that ignore the answer format state a result (lm-eval-harness' flexible extract).
 
 The same reading serves the task rewards (SPEC §1), the process checker (`process.py`) and the embedded
 judge's answer check (SPEC §4, §8), so a reward and a judge never disagree about what a trace answered.
@@ -86,6 +88,17 @@ def _sentence_answers(text: str) -> list[tuple[int, str]]:
   return out
 
 
+# A number as a result is written: "-3", "1,234", "2.5", "7/2"; not a digit inside a word ("x2", "step2").
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:/\d+)?(?![\w])")
+ANSWER_FALLBACKS = ("number_line", "last_number")
+
+
+def _last_number(text: str) -> str | None:
+  """The last number of the text ("5 + 6 = 11\n\nThat is simple." → "11")."""
+  numbers = [m.group(0).rstrip(",") for m in _NUMBER.finditer(text)]
+  return numbers[-1] if numbers else None
+
+
 def _bare_number_line(text: str) -> str | None:
   """The last non-empty line when it is only a number ("32", "**32**", "$32$.")."""
   lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -93,14 +106,15 @@ def _bare_number_line(text: str) -> str | None:
   return last if parse_number(last) is not None else None
 
 
-def extract_answer(completion: str, *, bare_number: bool = True) -> str | None:
+def extract_answer(completion: str, *, bare_number: bool = True, fallback: str = "number_line") -> str | None:
   """The final answer of a completion, or None when it states none (forms: module docstring).
 
   Only the text outside any thinking block is read (`thinking.split_thinking`; None when the
   completion ended inside one). The latest `Answer: …` line, `\\boxed{…}` or "the answer is …" wins; a
   boxed value inside it is unwrapped ("Answer: \\boxed{7}" → "7"), and `$…$`, bold and a trailing period
-  are dropped. Only when none is there is a last line that is just a number read as the answer
-  (`bare_number=False`: never, for reading one line of a trace that may not be its last).
+  are dropped. Only when none is there is the `fallback` read as the answer: "number_line", a last line that
+  is just a number; "last_number", the last number of the text (`bare_number=False`: neither, for reading
+  one line of a trace that may not be its last).
   """
   # A reasoning policy's answer comes after its thinking: drafts inside the block are not answers, and
   # a completion that ended inside the block has none (`thinking.split_thinking`).
@@ -112,7 +126,9 @@ def extract_answer(completion: str, *, bare_number: bool = True) -> str | None:
   candidates += _boxed_spans(completion)
   candidates += _sentence_answers(completion)
   if not candidates:
-    return _bare_number_line(completion) if bare_number else None
+    if not bare_number:
+      return None
+    return _last_number(completion) if fallback == "last_number" else _bare_number_line(completion)
   start, text = max(candidates, key=lambda c: c[0])
   inner = _boxed_spans(text)
   if inner:
@@ -148,6 +164,7 @@ def numbers_equal(a, b) -> bool:
   return x is not None and y is not None and x == y
 
 
-def verify_numeric(completion: str, reference: str) -> float:
-  """1.0 iff the completion's final answer equals the numeric reference answer, else 0.0."""
-  return float(numbers_equal(extract_answer(completion), reference))
+def verify_numeric(completion: str, reference: str, *, fallback: str = "number_line") -> float:
+  """1.0 iff the completion's final answer (`extract_answer` with `fallback`) equals the numeric reference
+  answer, else 0.0."""
+  return float(numbers_equal(extract_answer(completion, fallback=fallback), reference))

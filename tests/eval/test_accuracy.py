@@ -85,6 +85,12 @@ def test_evaluate_on_a_tiny_model(tiny):
   assert 0 < r["mean_pass_ratio"] < 1  # a random policy under the parity verifier
   assert 1 <= r["mean_response_length"] <= max_new and 0 <= r["truncated_fraction"] <= 1
   assert r["greedy_accuracy"] == pytest.approx(r["greedy_rewards"].mean())
+  # 95% intervals: Wilson's for the greedy proportion, over problems for the mean pass ratio.
+  lo, hi = accuracy.wilson_interval(r["greedy_rewards"].sum(), 10)
+  assert (r["greedy_accuracy_lo95"], r["greedy_accuracy_hi95"]) == (lo, hi) and lo <= r["greedy_accuracy"] <= hi
+  half = 1.96 * rewards.mean(axis=1).std(ddof=1) / np.sqrt(10)
+  assert r["mean_pass_ratio_lo95"] == pytest.approx(max(0.0, r["mean_pass_ratio"] - half))
+  assert r["mean_pass_ratio_hi95"] == pytest.approx(min(1.0, r["mean_pass_ratio"] + half))
   # The same key gives the same samples; the last, partial batch (10 = 4 + 4 + 2) is handled.
   again = evaluate(model, tokenizer, ParityTask(), examples, return_details=True, **kw)
   assert again["completions"] == r["completions"]
@@ -101,7 +107,13 @@ def test_evaluate_params_and_flat_metrics(tiny):
   r = evaluate(
     params, tokenizer, ParityTask(), examples[:3], config=model.config, num_samples=0, max_new_tokens=8, batch_size=4
   )
-  assert set(r) == {"num_examples", "greedy_accuracy", "greedy_response_length"}
+  assert set(r) == {
+    "num_examples",
+    "greedy_accuracy",
+    "greedy_accuracy_lo95",
+    "greedy_accuracy_hi95",
+    "greedy_response_length",
+  }
   flat = flatten_metrics(
     evaluate(model, tokenizer, ParityTask(), examples[:3], num_samples=2, max_new_tokens=8, batch_size=4, greedy=False),
     prefix="eval/",
@@ -111,6 +123,8 @@ def test_evaluate_params_and_flat_metrics(tiny):
   assert set(flat) - {"eval/distinct_per_non_diverse_group"} == {
     "eval/num_examples",
     "eval/mean_pass_ratio",
+    "eval/mean_pass_ratio_lo95",
+    "eval/mean_pass_ratio_hi95",
     "eval/pass@1",
     "eval/pass@2",
     "eval/mean_response_length",
@@ -130,3 +144,12 @@ def test_out_of_vocabulary_samples_decode():
   fixed = accuracy._in_vocab(tokens, tokenizer)
   assert fixed[0, 1] == tokenizer.unk_id
   tokenizer.decode_batch(fixed)  # would raise on the raw ids
+
+
+def test_wilson_interval():
+  """Known values (Wilson 1927; e.g. 0 of 10: [0, 0.278], 5 of 10: [0.237, 0.763]), and never a point at 0 or n."""
+  assert accuracy.wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+  assert accuracy.wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+  lo, hi = accuracy.wilson_interval(10, 10)
+  assert hi == 1.0 and lo == pytest.approx(0.7225, abs=1e-4)
+  assert accuracy.wilson_interval(0, 0) == (0.0, 1.0)

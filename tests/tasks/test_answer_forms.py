@@ -93,3 +93,32 @@ def test_a_bare_number_answers_only_as_the_last_line_of_a_trace():
   assert middle.answer == "14" and not any("answer 9" in f.what for f in middle.flaws), middle.flaws
   last = process.check_arithmetic("(3 + 4) * 2", "14", "3 + 4 = 7\n7 * 2 = 14\n14")
   assert last.answer == "14" and last.answer_correct and not last.flaws, last
+
+
+@pytest.mark.parametrize(
+  "completion, last_number",
+  [
+    ("5 + 6 = 11\n\nThis is a classic example of addition.", "11"),  # SmolLM2-135M-Instruct's own form
+    ("So, 5 + 5 = 10.", "10"),
+    ("We get 1,234 apples in step2.", "1,234"),  # a digit inside a word is no number
+    ("The half is -7/2, not 3.5", "3.5"),
+    ("no number at all", None),
+    ("7 + 4 = 11\n\nAnswer: 12", "12"),  # a stated answer still wins
+    ("<think>7 + 4 = 11", None),  # inside an unclosed thinking block: no answer
+  ],
+)
+def test_the_last_number_fallback_reads_what_small_models_write(completion, last_number):
+  assert tasks.extract_answer(completion, fallback="last_number") == last_number
+  if "Answer:" not in completion:  # the default fallback reads none of these (no line is just a number)
+    assert tasks.extract_answer(completion) is None
+
+
+def test_the_arithmetic_reward_follows_tasks_answer_fallback():
+  config = tasks.default_config()
+  task = tasks.get_task("arithmetic", config)
+  example = tasks.Example(uid="u", question="Compute 5 + 6.", answer="11")
+  assert task.verify(example, "5 + 6 = 11\n\nThat is all.") == 0.0
+  config.answer_fallback = "last_number"
+  task = tasks.get_task("arithmetic", config)
+  assert task.verify(example, "5 + 6 = 11\n\nThat is all.") == 1.0
+  assert task.verify(example, "5 + 6 = 12") == 0.0

@@ -53,10 +53,12 @@ class ArithmeticTask(Task):
   has_process_checker = True
 
   def verify(self, example, completion):
-    return verifiers.verify_numeric(completion, example.answer)
+    return verifiers.verify_numeric(
+      completion, example.answer, fallback=self.config.get("answer_fallback", "number_line")
+    )
 
   def score(self, example, completion):
-    answer = verifiers.extract_answer(completion)
+    answer = verifiers.extract_answer(completion, fallback=self.config.get("answer_fallback", "number_line"))
     return {"score": self.verify(example, completion), "reason": f"answered {answer!r}" if answer else "no answer"}
 
   def check_process(self, example, completion):

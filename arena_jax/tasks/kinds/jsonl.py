@@ -78,7 +78,7 @@ class JsonlTask(file_task.FileTask):
     return self.verify_batch([example], [completion])[0]
 
   def score(self, example, completion):
-    answer = verifiers.extract_answer(completion)
+    answer = verifiers.extract_answer(completion, fallback=self.config.get("answer_fallback", "number_line"))
     reward = self.verify(example, completion)
     return {"score": reward, "reason": f"answered {answer!r}" if answer is not None else "no answer"}
 
@@ -88,7 +88,7 @@ class JsonlTask(file_task.FileTask):
     rewards = [0.0] * len(examples)
     slow = []
     for i, (e, c) in enumerate(zip(examples, completions)):
-      pred = verifiers.extract_answer(c)
+      pred = verifiers.extract_answer(c, fallback=self.config.get("answer_fallback", "number_line"))
       if pred is None:
         continue
       gold_num, pred_num = verifiers.parse_number(e.answer), verifiers.parse_number(pred)
