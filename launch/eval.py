@@ -8,6 +8,7 @@
     python -m launch.eval --workdir=runs/real --suite=configs/eval/paper.py:/data/eval   # the paper's Table 1
     python -m launch.eval --hf_path=/ckpt/Qwen3-8B --suite=configs/eval/paper.py:/data/eval  # before any RL
     python -m launch.eval --hf_path=/models/SmolLM2-135M-Instruct.Q4_1.gguf --suite=configs/eval/samples.py  # a GGUF
+    python -m launch.eval --hf_path=pretrained:smollm2-135m-instruct --suite=configs/eval/real_smollm2.py  # real
 
 Results go to <workdir>/eval/: eval.jsonl (one row per step), eval.md (a table), samples.jsonl (a few
 completions per benchmark and step: `--config.samples_per_benchmark`), TensorBoard (scalars and the
@@ -36,7 +37,11 @@ from arena_jax.eval import watch as watch_lib
 
 _CONFIG = cli.config_dict_flag("config", watch_lib.default_config())
 _WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory (or --hf_path).")
-_HF = flags.DEFINE_string("hf_path", None, "Evaluate this Hugging Face checkpoint directory instead of a run.")
+_HF = flags.DEFINE_string(
+  "hf_path",
+  None,
+  "Evaluate this Hugging Face checkpoint directory, .gguf file or pretrained:<name> (models.pretrained), not a run.",
+)
 _SUITE = flags.DEFINE_string(
   "suite", None, "A suite config, configs/eval/<name>.py[:arg]: named benchmarks (`--config.*` flags still apply)."
 )
@@ -77,7 +82,12 @@ def main(argv):
     raise ConfigError("give one of --workdir (an RL run) and --hf_path (a Hugging Face checkpoint)")
   # A path that is not there, named at once, before any file is read. A watch may wait for a run that is starting;
   # a single pass over a missing --workdir would only create <workdir>/eval and report nothing.
-  if _HF.value and not os.path.exists(os.path.expanduser(_HF.value)):
+  hf_path = _HF.value
+  if hf_path and hf_path.startswith("pretrained:"):  # a model shipped in a pinned wheel (`make real-model`)
+    from arena_jax.models import pretrained  # pylint: disable=g-import-not-at-top  (JAX: only for this form)
+
+    hf_path = os.fspath(pretrained.resolve(hf_path))
+  if hf_path and not os.path.exists(os.path.expanduser(hf_path)):
     raise MissingFileError(f"--hf_path={_HF.value}: no such file or directory")
   if _WORKDIR.value and not _WATCH.value and not os.path.isdir(os.path.expanduser(_WORKDIR.value)):
     raise MissingFileError(f"--workdir={_WORKDIR.value}: no such directory (an RL run's; --watch waits for one)")
@@ -85,9 +95,9 @@ def main(argv):
   if _HF.value:
     if not cli.field_given("config", "tasks.prompt_format"):  # an instruct checkpoint reads its chat template
       config.tasks.prompt_format = "chat"
-    name = os.path.basename(os.path.normpath(_HF.value))
+    name = os.path.basename(os.path.normpath(hf_path))
     out_dir = _OUT.value or os.path.join("runs", "eval_" + (name[: -len(".gguf")] if name.endswith(".gguf") else name))
-    row = watch_lib.evaluate_hf(_HF.value, config, out_dir=out_dir)
+    row = watch_lib.evaluate_hf(hf_path, config, out_dir=out_dir)
     print(watch_lib.table1_markdown(row))
     print(f"results: {out_dir}/{watch_lib.RESULTS_FILE}, table: {out_dir}/{watch_lib.TABLE_FILE}")
     return

@@ -4,6 +4,7 @@
     python -m launch.export --workdir=runs/arena_live --step=40 --output=hf/step40 --dtype=bfloat16
     vllm serve hf/step40                                                                   # then serve it
     python -m launch.export --gguf=SmolLM2-135M-Instruct.Q4_1.gguf --output=hf/smollm2      # a GGUF, dequantised
+    python -m launch.export --gguf=pretrained:smollm2-135m-instruct --output=hf/smollm2     # make real-model's
 
 The directory holds config.json, model.safetensors (sharded with an index above 5 GB), generation_config.json
 and the tokenizer (tokenizer.json and tokenizer_config.json: a SentencePiece policy's converted, a HF
@@ -23,7 +24,9 @@ from arena_jax import cli
 from arena_jax.errors import ConfigError, MissingFileError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.")
-_GGUF = flags.DEFINE_string("gguf", None, "A .gguf file to export instead of a run's checkpoint.")
+_GGUF = flags.DEFINE_string(
+  "gguf", None, "A .gguf file (or pretrained:<name>, models.pretrained) to export instead of a run's checkpoint."
+)
 _OUT = flags.DEFINE_string("output", None, "Where the HF checkpoint directory goes.", required=True)
 flags.DEFINE_alias("out_dir", "output")
 _STEP = flags.DEFINE_integer("step", None, "The checkpoint step (default: the latest finalised one).")
@@ -63,11 +66,16 @@ def main(argv):
   if bool(workdir) == bool(_GGUF.value):
     raise ConfigError("give one of --workdir (an RL run) and --gguf (a .gguf file)")
   if _GGUF.value:
-    if not os.path.isfile(_GGUF.value):
+    path = _GGUF.value
+    if path.startswith("pretrained:"):  # a model shipped in a pinned wheel (`make real-model`)
+      from arena_jax.models import pretrained  # pylint: disable=g-import-not-at-top  (JAX: only for this form)
+
+      path = os.fspath(pretrained.resolve(path))
+    if not os.path.isfile(path):
       raise MissingFileError(f"--gguf={_GGUF.value}: no such file")
     from arena_jax.models.hf import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
 
-    out = export.export_gguf(_GGUF.value, _OUT.value, dtype=_DTYPE.value)
+    out = export.export_gguf(path, _OUT.value, dtype=_DTYPE.value)
     _report(f"exported {_GGUF.value} as {out.architecture} ({out.dtype}) to {out.out_dir}:", out)
     return
   _check_flags(workdir, _STEP.value)

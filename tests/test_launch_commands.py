@@ -9,8 +9,9 @@ training, serving or compiling), with these substitutions:
   documented                                   run here
   a path outside the repository                <tmp>/<k>/missing/<path>: not there, so the run stops at its check
     (runs/…, hf/…, /ckpt/…, /data/…, /tmp/…,   and names it (k: one directory per command). A file of the
-    /mnt/…, *.jsonl, *.parquet, OTHER_PATHS)   repository (configs/…, tests/data/…) is kept, but INPUT_MISSING's
-                                               --input is made missing too
+    /mnt/…, /models/…, *.jsonl, *.parquet,     repository (configs/…, tests/data/…) is kept, but INPUT_MISSING's
+    *.gguf, OTHER_PATHS)                       --input is made missing too
+  pretrained:<name>                            <tmp>/<k>/missing/pretrained.gguf (the real model would load)
   --workdir=...                                --workdir=runs/documented (then as above)
   another --flag=..., a lone ...               left out (a placeholder); [--opt=x] → --opt=x; a|b → a
   .venv-tpu/bin/python -m                      this interpreter
@@ -120,6 +121,8 @@ def runnable(argv: list[str], tmp: pathlib.Path) -> list[str]:
     if a == "...":
       continue
     a = PATHLIKE.sub(lambda m: missing(m.group(0)), a)
+    # A model of `make real-model` by name (models.pretrained) would load and run for real: a missing file instead.
+    a = re.sub(r"pretrained:[\w.-]+", lambda m: missing("pretrained.gguf"), a)  # noqa: B023
     for name in OTHER_PATHS:
       a = re.sub(rf"(^|=){name}$", lambda m: m.group(1) + missing(name), a)  # noqa: B023
     out.append(a)

@@ -716,9 +716,11 @@ def export_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: s
   Raises:
     gguf_file.GGUFError / MissingFileError: the file cannot be read (`models.hf.gguf.read_gguf`).
   """
+  from arena_jax.models import pretrained  # pylint: disable=g-import-not-at-top
   from arena_jax.models.hf import gguf  # pylint: disable=g-import-not-at-top  (the family modules register in it)
   from arena_jax.train import policy_io  # pylint: disable=g-import-not-at-top  (train imports models: on use)
 
+  path = pretrained.resolve(path)
   policy = policy_io.load_policy(path, weight_dtype="float32")
   architecture = gguf.architecture_of(open_gguf(path)).architecture
   token_ids = special_token_ids(policy.tokenizer)

@@ -120,8 +120,10 @@ def load_hf(
     except (ValueError, RecursionError) as e:
       raise InvalidCheckpointError(f"{path / 'config.json'}: not valid JSON ({e!r:.120})") from None
     check_hf_config(hf, str(path / "config.json"))
-    stored = read_weights(path)
+    stored = None  # read once the config is known to be supported
   config = config_from_hf(hf, param_dtype=param_dtype, dtype=dtype)
+  if stored is None:
+    stored = read_weights(path)
   decoder_hf, decoder = text_decoder_config(hf)
   architecture = architecture_of(hf)
   weights = text_decoder_weights(stored, architecture)
