@@ -147,13 +147,38 @@ def plain(model_config, params, loss_config, optim_config):
   loss settings only (token-mean CISPO, no KL, truncated rows kept)."""
   if loss_config.aggregation != "token_mean" or loss_config.kl_coef or loss_config.mask_truncated:
     raise ValueError("the plain reference implements token-mean CISPO without KL or truncation masking only")
+  tx = plain_optimizer(optim_config)
+  terms_fn = plain_terms(model_config, loss_config)
+
+  def loss_fn(p, batch: step_lib.Rollout):
+    total, count = terms_fn(p, batch)
+    return total / jnp.maximum(count, 1)
+
+  @jax.jit
+  def update(state, batch):
+    p, opt_state = state
+    loss, grads = jax.value_and_grad(loss_fn)(p, batch)
+    updates, opt_state = tx.update(grads, opt_state, p)
+    return (optax.apply_updates(p, updates), opt_state), loss
+
+  return update, (params, tx.init(params))
+
+
+def plain_optimizer(optim_config) -> optax.GradientTransformation:
+  """The plain side's optimizer: optax's global-norm clipping and AdamW, as the module docstring says."""
   o = optim_config
-  tx = optax.chain(
+  return optax.chain(
     optax.clip_by_global_norm(o.max_grad_norm),
     optax.adamw(o.lr, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay),
   )
 
-  def loss_fn(p, batch: step_lib.Rollout):
+
+def plain_terms(model_config, loss_config):
+  """f(params, batch) → (Σ CISPO terms, Σ mask) of a batch, written plainly (full-sequence logits of
+  `Transformer.__call__`, log-softmax, CISPO in five lines): the token-mean loss is their ratio, and over
+  micro-batches the ratio of their sums."""
+
+  def terms_fn(p, batch: step_lib.Rollout):
     plen, n = batch.prompt_tokens.shape[1], batch.tokens.shape[1]
     seq = jnp.concatenate([batch.prompt_tokens, batch.tokens], axis=1)
     slots = jnp.arange(plen + n)
@@ -169,16 +194,9 @@ def plain(model_config, params, loss_config, optim_config):
     ratio = jnp.exp(jnp.where(batch.mask, jax.lax.stop_gradient(lp) - batch.old_logprobs, 0.0))
     weight = jnp.clip(ratio, 1.0 - loss_config.eps_low, 1.0 + loss_config.eps_high)
     terms = jnp.where(batch.mask, -weight * batch.advantages[:, None] * lp, 0.0)
-    return terms.sum() / jnp.maximum(batch.mask.sum(), 1)
+    return terms.sum(), batch.mask.sum()
 
-  @jax.jit
-  def update(state, batch):
-    p, opt_state = state
-    loss, grads = jax.value_and_grad(loss_fn)(p, batch)
-    updates, opt_state = tx.update(grads, opt_state, p)
-    return (optax.apply_updates(p, updates), opt_state), loss
-
-  return update, (params, tx.init(params))
+  return terms_fn
 
 
 def first_moments(opt_state):
