@@ -1,5 +1,6 @@
 """Where the test suite keeps what it may reuse between runs and between clones (tests/conftest.py)."""
 
+import ast
 import hashlib
 import os
 import pathlib
@@ -23,15 +24,56 @@ def root() -> pathlib.Path:
   return REPO / ".test_cache"
 
 
-def source_key(*extra: str) -> str:
-  """A hash of every source file a trained artefact can depend on (arena_jax/, configs/, experiments/ and
-  setup.py's pins) and of `extra`: any edit there gives a new key, so a cached artefact is never reused across
-  a change that could alter it."""
+# What the suite's trained artefacts are a function of: the SFT policy of `sft.train_sft` (the model, task, tokenizer,
+# sampling and SFT code, found by following imports from here) and the corpus tokenizers of random-init runs (the task
+# code and the SentencePiece trainer). An edit elsewhere (a judge, the RL trainer) reuses them.
+SFT_ROOTS = ("arena_jax/train/sft.py",)
+CORPUS_ROOTS = ("arena_jax/tasks/__init__.py", "arena_jax/tokenizer.py")
+_FIRST_PARTY = ("arena_jax", "configs", "experiments")
+
+
+def _module_file(name: str) -> pathlib.Path | None:
+  path = REPO.joinpath(*name.split("."))
+  if (path / "__init__.py").is_file():
+    return path / "__init__.py"
+  return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def _imports(path: pathlib.Path) -> set[pathlib.Path]:
+  """The first-party modules `path` imports anywhere in its body (a function's lazy import counts too). `from a.b
+  import c` is the module a/b/c.py when there is one, else a/b's `__init__.py` (a name it defines or re-exports)."""
+  package = path.relative_to(REPO).with_suffix("").parts[:-1]
+  names = set()
+  for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+    if isinstance(node, ast.Import):
+      names.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      base = list(package[: len(package) - node.level + 1]) if node.level else []
+      base = ".".join(base + ([node.module] if node.module else []))
+      names.update(f"{base}.{a.name}" if _module_file(f"{base}.{a.name}") else base for a in node.names)
+  files = {_module_file(n) for n in names if n.split(".")[0] in _FIRST_PARTY}
+  return {f for f in files if f is not None}
+
+
+def module_closure(*roots: str) -> list[pathlib.Path]:
+  """Every first-party file that `roots` (paths relative to the clone) import, transitively: the code an artefact
+  built from them can depend on. A package's `__init__.py` is followed only where a name is imported from it."""
+  seen: set[pathlib.Path] = set()
+  todo = [REPO / r for r in roots]
+  while todo:
+    path = todo.pop()
+    if path not in seen:
+      seen.add(path)
+      todo.extend(_imports(path) - seen)
+  return sorted(seen)
+
+
+def source_key(*extra: str, roots: tuple[str, ...] = SFT_ROOTS) -> str:
+  """A hash of the source files that a trained artefact can depend on (`module_closure(*roots)` and setup.py's pins)
+  and of `extra`: an edit to any of them gives a new key, so a cached artefact is never reused across a change that
+  could alter it, and an edit anywhere else keeps it."""
   h = hashlib.sha256()
-  files = [REPO / "setup.py"]
-  for folder in ("arena_jax", "configs", "experiments"):
-    files += sorted((REPO / folder).rglob("*.py"))
-  for path in files:
+  for path in [REPO / "setup.py", *module_closure(*roots)]:
     h.update(str(path.relative_to(REPO)).encode())
     h.update(path.read_bytes())
   for e in extra:
@@ -48,9 +90,9 @@ TOKENIZER_ENV = "ARENA_JAX_TOKENIZER_CACHE"  # arena_jax.train.policy_io.TOKENIZ
 
 
 def tokenizer_dir() -> pathlib.Path:
-  """The corpus tokenizers of random-init runs (`arena_jax.train.policy_io`), one folder per `source_key`: the
-  corpus is a function of the task code."""
-  return root() / "tokenizers" / source_key()
+  """The corpus tokenizers of random-init runs (`arena_jax.train.policy_io`), one folder per key of the task code
+  and the SentencePiece trainer (`CORPUS_ROOTS`): the corpus is a function of them."""
+  return root() / "tokenizers" / source_key(roots=CORPUS_ROOTS)
 
 
 def jax_env() -> dict[str, str]:
@@ -78,9 +120,9 @@ def optimized_env() -> dict[str, str]:
 
 def testbed_figures(config_spec: str, name: str, data_dir: pathlib.Path, num_examples: int, timeout: int) -> dict:
   """`launch.testbed`'s figures for the SFT policy of `config_spec` (`path[:arg]`), trained once per source key into
-  this cache's `name` folder (any edit to the code or configs retrains it) and evaluated every time on the same
-  held-out problems. It runs in a child compiled at XLA's full optimisation: training and evaluating are minutes of
-  compute, which the suite's -O0 compiles (tests/conftest.py) would slow."""
+  this cache's `name` folder (an edit to the SFT code it imports, or to the config's values, retrains it) and
+  evaluated every time on the same held-out problems. It runs in a child compiled at XLA's full optimisation:
+  training and evaluating are minutes of compute, which the suite's -O0 compiles (tests/conftest.py) would slow."""
   import json  # (here, not at the top: the rest of this module is imported by every test)
   import subprocess
   import sys
