@@ -46,6 +46,7 @@ from arena_jax.judges.client import (
   ClientStats,
   Completion,
   JudgeClient,
+  JudgeClientSettings,
   JudgeUnreachableError,
   ResponseCache,
   TokenizeError,

@@ -43,6 +43,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import re
 from typing import Any, Sequence
 
 from arena_jax import tasks
@@ -57,6 +58,55 @@ from arena_jax.judges.prompts import severity
 from arena_jax.judges.usage import Usage
 
 MODES = config_lib.JURY_MODES
+
+
+# ── Phase-1 flaws into claims ──
+
+_WORD = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
+_FILLER = frozenset(
+  "a an the of in on at to by for from with and or is are was were be it its this that these "
+  "those step steps which as than then there here".split()
+)
+SAME_FLAW_OVERLAP = 0.25  # word-set Jaccard of two descriptions above which they are one flaw (same step)
+
+
+def _content_words(text: str) -> set[str]:
+  return {w for w in _WORD.findall(text.lower()) if w not in _FILLER}
+
+
+def flaw_overlap(a: dict, b: dict) -> float:
+  """Jaccard overlap of two flaws' `what_went_wrong` content words (numbers included), in [0, 1]."""
+  x, y = _content_words(a["what_went_wrong"]), _content_words(b["what_went_wrong"])
+  return len(x & y) / len(x | y) if x | y else 1.0
+
+
+def group_flaws(verdicts: Sequence[Sequence[dict]]) -> list[tuple[dict, list[int]]]:
+  """The distinct flaws of several jurors' verdicts (SPEC §8 consensus), each with the jurors (0-based
+  indices into `verdicts`) that raised it, in order of first appearance.
+
+  Flaws about one step are one flaw when different jurors describe it alike: a flaw joins the claim on
+  its first referenced step, not yet raised by its juror, whose description overlaps most, if the overlap
+  reaches `SAME_FLAW_OVERLAP`. So two different flaws on one step stay two (and one juror's separate
+  flaws on a step are never merged). Flaws about the whole trace (no step) match by identical text.
+  The kept flaw is the first raiser's, at the most severe impact any raiser gave it.
+  """
+  claims: list[tuple[dict, list[int]]] = []
+  by_key: dict[str, list[int]] = {}  # first step ref (or the whole-trace text) → indices into claims
+  for juror, flaws in enumerate(verdicts):
+    for flaw in flaws:
+      refs = flaw["statement_refs"]
+      key = str(refs[0]).strip().upper() if refs else "global:" + flaw["what_went_wrong"].strip().lower()
+      open_ = [i for i in by_key.get(key, []) if juror not in claims[i][1]]
+      best = max(open_, key=lambda i: flaw_overlap(claims[i][0], flaw), default=None)
+      if best is not None and (not refs or flaw_overlap(claims[best][0], flaw) >= SAME_FLAW_OVERLAP):
+        kept, raisers = claims[best]
+        raisers.append(juror)
+        if severity(flaw["impact"]) > severity(kept["impact"]):
+          kept["impact"] = flaw["impact"]
+      else:
+        by_key.setdefault(key, []).append(len(claims))
+        claims.append((dict(flaw), [juror]))
+  return claims
 
 
 @dataclasses.dataclass
@@ -235,10 +285,10 @@ class Jury:
     return verdict
 
   def _claims(self, verdict: JuryVerdict, active: list[int]) -> list[Claim]:
-    """Phase-1 flaws grouped into claims (`prompts.group_flaws`: jurors describing one flaw of a step
+    """Phase-1 flaws grouped into claims (`group_flaws`: jurors describing one flaw of a step
     alike share a claim; different flaws on one step stay apart), their raisers agreeing."""
     claims = []
-    for k, (flaw, raisers) in enumerate(prompts.group_flaws([verdict.phase1[j] for j in active])):
+    for k, (flaw, raisers) in enumerate(group_flaws([verdict.phase1[j] for j in active])):
       claims.append(Claim(f"C{k + 1}", flaw, {b: (True if b in raisers else None) for b in range(len(active))}))
     return sorted(claims, key=lambda c: _step_order(c.flaw))
 

@@ -1,7 +1,7 @@
 """Judge prompts (templates as files) and the parsers of judge answers (SPEC §4, §7, §8).
 
-Over 600 lines, one concern: each template's renderer sits beside the parser of its answer, so that a prompt
-and what reads the judge's reply to it change together.
+Each template's renderer sits beside the parser of its answer, so that a prompt and what reads the judge's
+reply to it change together; what the jury does with parsed flaws (`jury.group_flaws`) is the jury's.
 
 Templates live in `judges/templates/<name>.txt` so that users can swap in their judge's own prompt
 (`config.template_dir`: a directory whose `<name>.txt` files override the built-in ones). A template
@@ -526,53 +526,6 @@ def normalise_flaw(flaw: Any, num_steps: int | None, *, num_jurors: int | None =
     )
     out["jurors"] = valid
   return out
-
-
-_WORD = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
-_FILLER = frozenset(
-  "a an the of in on at to by for from with and or is are was were be it its this that these "
-  "those step steps which as than then there here".split()
-)
-SAME_FLAW_OVERLAP = 0.25  # word-set Jaccard of two descriptions above which they are one flaw (same step)
-
-
-def _content_words(text: str) -> set[str]:
-  return {w for w in _WORD.findall(text.lower()) if w not in _FILLER}
-
-
-def flaw_overlap(a: dict, b: dict) -> float:
-  """Jaccard overlap of two flaws' `what_went_wrong` content words (numbers included), in [0, 1]."""
-  x, y = _content_words(a["what_went_wrong"]), _content_words(b["what_went_wrong"])
-  return len(x & y) / len(x | y) if x | y else 1.0
-
-
-def group_flaws(verdicts: Sequence[Sequence[dict]]) -> list[tuple[dict, list[int]]]:
-  """The distinct flaws of several jurors' verdicts (SPEC §8 consensus), each with the jurors (0-based
-  indices into `verdicts`) that raised it, in order of first appearance.
-
-  Flaws about one step are one flaw when different jurors describe it alike: a flaw joins the claim on
-  its first referenced step, not yet raised by its juror, whose description overlaps most, if the overlap
-  reaches `SAME_FLAW_OVERLAP`. So two different flaws on one step stay two (and one juror's separate
-  flaws on a step are never merged). Flaws about the whole trace (no step) match by identical text.
-  The kept flaw is the first raiser's, at the most severe impact any raiser gave it.
-  """
-  claims: list[tuple[dict, list[int]]] = []
-  by_key: dict[str, list[int]] = {}  # first step ref (or the whole-trace text) → indices into claims
-  for juror, flaws in enumerate(verdicts):
-    for flaw in flaws:
-      refs = flaw["statement_refs"]
-      key = str(refs[0]).strip().upper() if refs else "global:" + flaw["what_went_wrong"].strip().lower()
-      open_ = [i for i in by_key.get(key, []) if juror not in claims[i][1]]
-      best = max(open_, key=lambda i: flaw_overlap(claims[i][0], flaw), default=None)
-      if best is not None and (not refs or flaw_overlap(claims[best][0], flaw) >= SAME_FLAW_OVERLAP):
-        kept, raisers = claims[best]
-        raisers.append(juror)
-        if severity(flaw["impact"]) > severity(kept["impact"]):
-          kept["impact"] = flaw["impact"]
-      else:
-        by_key.setdefault(key, []).append(len(claims))
-        claims.append((dict(flaw), [juror]))
-  return claims
 
 
 def parse_flaws(text: str | None, num_steps: int | None = None, *, num_jurors: int | None = None) -> list[dict] | None:

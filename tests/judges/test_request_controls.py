@@ -7,6 +7,7 @@ assertions are generous guards against a hang (a judgment that slept or waited p
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 
@@ -219,7 +220,48 @@ def test_extra_body_can_be_set_on_the_command_line(tmp_path, flag):
   holder = config_flags.DEFINE_config_file("config", flag_values=flag_values, lock_config=True, sys_argv=argv)
   flag_values(argv)
   config = judges.validate_config(holder.value)
-  assert judges.JudgeClient.from_config(config, ["http://judge:8000"]).extra_body == THINKING
+  assert judges.JudgeClient.from_config(config, ["http://judge:8000"]).settings.extra_body == THINKING
+
+
+def _declared(config, name):
+  """A client setting's value in a judge config: `judge.<name>`, else `judge.client.<name>`."""
+  return config[name] if name in config else config.client[name]
+
+
+def test_client_settings_read_every_field_from_the_judge_config(monkeypatch):
+  monkeypatch.setenv("ARENA_TEST_JUDGE_KEY", "k3y")
+  config = judges.default_config()
+  config.api_key_env = "ARENA_TEST_JUDGE_KEY"
+  wanted = {}
+  for f in dataclasses.fields(judges.JudgeClientSettings):
+    if f.name in ("api_key", "rng_seed"):  # not config fields: the key's variable is named; the jitter's seed is not
+      continue
+    value = _declared(config, f.name)
+    if value is None:
+      changed = THINKING  # extra_body
+    elif isinstance(value, str):
+      changed = value + "x"
+    else:
+      changed = value + (1 if isinstance(value, int) else 0.5)
+    (config if f.name in config else config.client)[f.name] = changed
+    wanted[f.name] = changed
+  settings = judges.JudgeClientSettings.from_config(config)
+  assert {name: getattr(settings, name) for name in wanted} == wanted and settings.api_key == "k3y"
+  client = judges.JudgeClient.from_config(config, ["http://judge:8000"], model="other", max_retries=0)
+  assert client.settings == dataclasses.replace(settings, model="other", max_retries=0)
+  assert "k3y" not in repr(client.settings)
+
+
+def test_a_client_made_without_a_config_has_the_declared_defaults_and_no_key(monkeypatch):
+  monkeypatch.setenv("ARENA_JUDGE_API_KEY", "from-env")  # judge.api_key_env's default: read only with a config
+  config = judges.default_config()
+  settings = judges.JudgeClient(["http://judge:8000"], model="m", jitter=0.5).settings
+  for f in dataclasses.fields(settings):
+    if f.name not in ("model", "api_key", "rng_seed", "jitter", "extra_body"):
+      assert getattr(settings, f.name) == _declared(config, f.name), f.name
+  assert (settings.model, settings.api_key, settings.jitter, settings.extra_body) == ("m", None, 0.5, {})
+  with pytest.raises(TypeError, match="model"):
+    judges.JudgeClient(["http://judge:8000"])
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import textwrap
 import pytest
 
 from arena_jax.tasks import code_exec
+from arena_jax.tasks import code_verdicts
 from arena_jax.tasks import sandbox
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -442,22 +443,22 @@ def test_extract_code_ignores_thinking():
 
 
 def test_outputs_match():
-  assert code_exec.outputs_match("1 2\n3  \n\n\n", "1 2\n3")
-  assert code_exec.outputs_match("3.14159265\n", "3.1415927")
-  assert code_exec.outputs_match("0.0000000001", "0")
-  assert code_exec.outputs_match("1e3 x", "1000.0 x")
-  assert not code_exec.outputs_match("3.1416", "3.14159265")  # 2e-6 relative: too far
-  assert not code_exec.outputs_match("1 2", "1\n2")
-  assert not code_exec.outputs_match("yes", "YES")
-  assert not code_exec.outputs_match("", "0")
+  assert code_verdicts.outputs_match("1 2\n3  \n\n\n", "1 2\n3")
+  assert code_verdicts.outputs_match("3.14159265\n", "3.1415927")
+  assert code_verdicts.outputs_match("0.0000000001", "0")
+  assert code_verdicts.outputs_match("1e3 x", "1000.0 x")
+  assert not code_verdicts.outputs_match("3.1416", "3.14159265")  # 2e-6 relative: too far
+  assert not code_verdicts.outputs_match("1 2", "1\n2")
+  assert not code_verdicts.outputs_match("yes", "YES")
+  assert not code_verdicts.outputs_match("", "0")
 
 
 def test_values_match():
-  assert code_exec.values_match([1, [2, 3]], ((1, (2, 3))))
-  assert code_exec.values_match(0.30000000000000004, 0.3) and code_exec.values_match(2, 2.0)
-  assert code_exec.values_match({"a": [1.0]}, {"a": [1]})
-  assert not code_exec.values_match(True, 1) and not code_exec.values_match(0, False)
-  assert not code_exec.values_match([1, 2], [2, 1]) and not code_exec.values_match("1", 1)
+  assert code_verdicts.values_match([1, [2, 3]], ((1, (2, 3))))
+  assert code_verdicts.values_match(0.30000000000000004, 0.3) and code_verdicts.values_match(2, 2.0)
+  assert code_verdicts.values_match({"a": [1.0]}, {"a": [1]})
+  assert not code_verdicts.values_match(True, 1) and not code_verdicts.values_match(0, False)
+  assert not code_verdicts.values_match([1, 2], [2, 1]) and not code_verdicts.values_match("1", 1)
 
 
 # ── verdicts ──

@@ -57,8 +57,12 @@ The modules, one concern each:
   responses     defensive reading of answers: `read_answer` (size caps, decompression), `completion_fields`
   cache         `ResponseCache` and its key, `request_key`
   probe         `check_endpoints`, the start-up check, and its `JudgeUnreachableError`; `check_tokenize`
-  judge_client  `JudgeClient` (the one class to make, `JudgeClient.from_config`), `Completion`, `ClientStats`;
-                `JudgeClient.tokenize`, vLLM's `POST /tokenize` (`judge.tokenizer = "server"`, `judges.tokens`)
+  settings      `JudgeClientSettings`: what a client is made with, from the judge config (`from_config`) or its
+                declared defaults (`defaults`); `EXTRA_BODY_CHECK`, what `extra_body` may hold
+  results       what calls return and count: `Completion`, `ClientStats`, `TokenizeError`
+  judge_client  `JudgeClient` (the one class to make, `JudgeClient.from_config`): one judgment's requests, retries
+                and deadline; `JudgeClient.tokenize`, vLLM's `POST /tokenize` (`judge.tokenizer = "server"`,
+                `judges.tokens`)
 
 Nothing here imports the embedded judge server (`arena_jax.judges.embedded`): a client needs none.
 """
@@ -66,13 +70,8 @@ Nothing here imports the embedded judge server (`arena_jax.judges.embedded`): a 
 from arena_jax.judges.client.backoff import RETRYABLE_STATUSES, backoff_delay, retry_after_seconds
 from arena_jax.judges.client.cache import ResponseCache, request_key
 from arena_jax.judges.client.endpoints import chat_completions_url, models_url, split_urls, tokenize_url
-from arena_jax.judges.client.judge_client import (
-  BODY_KEYS_SET_BY_CLIENT,
-  EXTRA_BODY_CHECK,
-  ClientStats,
-  Completion,
-  JudgeClient,
-  TokenizeError,
-)
+from arena_jax.judges.client.judge_client import JudgeClient
 from arena_jax.judges.client.probe import JudgeUnreachableError, check_endpoints, check_tokenize
-from arena_jax.judges.client.responses import ACCEPT_ENCODING, completion_fields
+from arena_jax.judges.client.responses import ACCEPT_ENCODING, completion_fields, count_fields
+from arena_jax.judges.client.results import ClientStats, Completion, TokenizeError
+from arena_jax.judges.client.settings import BODY_KEYS_SET_BY_CLIENT, EXTRA_BODY_CHECK, JudgeClientSettings

@@ -10,10 +10,8 @@ answer in the cache (`cache`) — all within the judgment's one deadline, and al
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import json
-import os
 import random
 import re
 import time
@@ -21,102 +19,24 @@ from typing import Any, Callable, Sequence
 
 import aiohttp
 
-from arena_jax import config_schema
 from arena_jax.judges.client.backoff import RETRYABLE_STATUSES, backoff_delay, retry_after_seconds
 from arena_jax.judges.client.cache import ResponseCache, request_key
 from arena_jax.judges.client.endpoints import Endpoint, EndpointPool, split_urls, tokenize_url
-from arena_jax.judges.client.responses import ACCEPT_ENCODING, BadAnswer, completion_fields, read_answer, safe_parse
+from arena_jax.judges.client.responses import (
+  ACCEPT_ENCODING,
+  BadAnswer,
+  completion_fields,
+  count_fields,
+  read_answer,
+  safe_parse,
+)
+from arena_jax.judges.client.results import ClientStats, Completion, TokenizeError
+from arena_jax.judges.client.settings import JudgeClientSettings
 from arena_jax.judges.usage import Usage
 
-# What every request body carries from the client itself; `extra_body` may not override these (an `n` > 1
-# or `stream` would also return what the client cannot read, `max_completion_tokens` outranks max_tokens).
-BODY_KEYS_SET_BY_CLIENT = (
-  "model",
-  "messages",
-  "temperature",
-  "max_tokens",
-  "max_completion_tokens",
-  "seed",
-  "n",
-  "stream",
-)
-# What `extra_body` (judge.extra_body) accepts: the config declares its field with this very check.
-EXTRA_BODY_CHECK = config_schema.json_object(
-  reserved=BODY_KEYS_SET_BY_CLIENT,
-  why="the client sets these itself from judge.model, temperature, max_tokens and seed, and reads one whole answer",
-)
 _DETAIL_CHARS = 300
 # What a server without vLLM's `/tokenize` answers there: no such route, or a route for another method.
 _NO_TOKENIZE = (404, 405, 501)
-
-
-class TokenizeError(RuntimeError):
-  """The judge's server did not count (`JudgeClient.tokenize`). `unsupported`: it has no `/tokenize`
-  (HTTP 404 / 405 / 501), a configuration error; otherwise only the judgment that needed the count fails."""
-
-  def __init__(self, message: str, *, url: str, unsupported: bool = False):
-    super().__init__(message)
-    self.url, self.unsupported = url, unsupported
-
-
-@dataclasses.dataclass
-class Completion:
-  """The result of one `JudgeClient.chat` call (after all its retries).
-
-  failure_reason: None on success, else one of "timeout", "connection", "http_<status>",
-    "bad_response" (HTTP 200 without a completion), "unparseable", "truncated" (cut at max_tokens),
-    "deadline" (`deadline_s` ran out); `failure_detail` says more (for "deadline", the last failure
-    before it, if any).
-  parsed: what `parse(content)` returned (the content itself without a parser).
-  usage: one call; `http_requests` made (0 when served from the cache); tokens summed over every
-    answer received (all of them cost tokens); `latency_s` the wall time of the call, waiting for a
-    slot, retries and backoff included.
-  parse_attempts: answers received (parsed or not, truncated ones included).
-  """
-
-  content: str | None = None
-  reasoning: str | None = None
-  finish_reason: str | None = None
-  parsed: Any = None
-  failure_reason: str | None = None
-  failure_detail: str = ""
-  status: int | None = None
-  usage: Usage = Usage(calls=1)
-  parse_attempts: int = 0
-  endpoint: str | None = None
-  seed: int | None = None
-  cached: bool = False
-
-  @property
-  def ok(self) -> bool:
-    return self.failure_reason is None
-
-
-@dataclasses.dataclass
-class ClientStats:
-  """Counters of a `JudgeClient` (cumulative; `as_dict()` for logging).
-
-  usage: calls started, HTTP requests sent, tokens of answers received from a server (cache hits
-    cost none), and the calls' latencies summed (`as_dict` adds their mean).
-  """
-
-  usage: Usage = Usage()
-  succeeded: int = 0
-  failed: int = 0
-  failures: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-  transport_retries: int = 0
-  parse_retries: int = 0
-  truncation_retries: int = 0
-  cache_hits: int = 0
-  max_latency_s: float = 0.0
-  per_endpoint: dict = dataclasses.field(default_factory=dict)
-
-  def as_dict(self) -> dict:
-    """Flat counters: the usage fields beside the others."""
-    d = dataclasses.asdict(self)
-    d.update(d.pop("usage"), failures=dict(self.failures))
-    d["mean_latency_s"] = self.usage.latency_s / self.usage.calls if self.usage.calls else 0.0
-    return d
 
 
 @dataclasses.dataclass
@@ -151,66 +71,31 @@ class JudgeClient:
         c = await client.chat([{"role": "user", "content": prompt}], parse=prompts.parse_pairwise)
         if c.ok: ... c.parsed ...
 
-  One client serves one event loop at a time; `close()` (or `async with`) before that loop ends.
+  `settings` (`JudgeClientSettings`) is what it was made with. One client serves one event loop at a time;
+  `close()` (or `async with`) before that loop ends.
   """
 
-  def __init__(
-    self,
-    urls: str | Sequence[str],
-    *,
-    model: str,
-    api_key: str | None = None,
-    temperature: float = 0.0,
-    max_tokens: int = 16384,
-    seed: int = 0,
-    concurrency: int = 64,
-    deadline_s: float = 600.0,
-    timeout_s: float = 600.0,
-    connect_timeout_s: float = 10.0,
-    max_retries: int = 4,
-    max_parse_retries: int = 2,
-    max_truncation_retries: int = 0,
-    backoff_initial_s: float = 0.5,
-    backoff_max_s: float = 8.0,
-    jitter: float = 0.25,
-    max_retry_after_s: float = 60.0,
-    failures_before_cooldown: int = 3,
-    cooldown_s: float = 5.0,
-    cache_dir: str = "",
-    extra_body=None,
-    rng_seed: int | None = None,
-    max_response_bytes: int = 8 << 20,
-  ):
+  def __init__(self, urls: str | Sequence[str], settings: JudgeClientSettings | None = None, **overrides):
+    """`settings` (default: the judge config's declared defaults, `JudgeClientSettings.defaults`, which then
+    needs `model=`) with `overrides` replacing its fields by name, e.g. `JudgeClient(urls, model="m",
+    max_retries=0)`. The one way a client is made: `from_config` builds its settings from a config."""
     urls = split_urls(urls)
     if not urls:
       raise ValueError("JudgeClient needs at least one judge URL (judge.urls)")
-    if concurrency < 1:
-      raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if not deadline_s > 0:
-      raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
-    self.model = model
-    self.temperature, self.max_tokens, self.seed = float(temperature), int(max_tokens), int(seed)
-    self.max_retries, self.max_parse_retries = int(max_retries), int(max_parse_retries)
-    self.max_truncation_retries = int(max_truncation_retries)
-    self.deadline_s, self.timeout_s, self.connect_timeout_s = float(deadline_s), float(timeout_s), connect_timeout_s
-    self.backoff_initial_s, self.backoff_max_s, self.jitter = backoff_initial_s, backoff_max_s, jitter
-    self.max_retry_after_s = max_retry_after_s
-    self.max_response_bytes = int(max_response_bytes)
-    self.extra_body = {}
-    if extra_body is not None:
-      problem = EXTRA_BODY_CHECK.test(extra_body)
-      if problem:
-        raise ValueError(f"extra_body (judge.extra_body): {problem}")
-      self.extra_body = config_schema.json_object_value(extra_body)
-    self.cache = ResponseCache(cache_dir) if cache_dir else None
+    if settings is None:
+      settings = JudgeClientSettings.defaults(**overrides)
+    elif overrides:
+      settings = dataclasses.replace(settings, **overrides)
+    self.settings = s = settings
+    self.cache = ResponseCache(s.cache_dir) if s.cache_dir else None
     self._pool = EndpointPool(
-      urls, concurrency, failures_before_cooldown=failures_before_cooldown, cooldown_s=cooldown_s
+      urls, s.concurrency, failures_before_cooldown=s.failures_before_cooldown, cooldown_s=s.cooldown_s
     )
     self._headers = {"Content-Type": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
-    if api_key:
-      self._headers["Authorization"] = f"Bearer {api_key}"
-    self._secret = api_key or None  # scrubbed from what a judge sends back (`_finish`)
-    self._rng = random.Random(rng_seed)
+    if s.api_key:
+      self._headers["Authorization"] = f"Bearer {s.api_key}"
+    self._secret = s.api_key or None  # scrubbed from what a judge sends back (`_finish`)
+    self._rng = random.Random(s.rng_seed)
     self._loop = None
     self._session: aiohttp.ClientSession | None = None
     self.stats = ClientStats(per_endpoint={e.base: {"requests": 0, "errors": 0} for e in self._pool.endpoints})
@@ -219,34 +104,10 @@ class JudgeClient:
   def from_config(
     cls, config, urls: Sequence[str] | None = None, model: str | None = None, **overrides
   ) -> "JudgeClient":
-    """A client from the judges config (`judges.default_config()`); `urls` / `model` override the config's."""
-    c = config.client
-    api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-    kwargs = dict(
-      model=model or config.model,
-      api_key=api_key,
-      temperature=config.temperature,
-      max_tokens=config.max_tokens,
-      seed=config.seed,
-      extra_body=config.extra_body,
-      concurrency=c.concurrency,
-      deadline_s=c.deadline_s,
-      timeout_s=c.timeout_s,
-      connect_timeout_s=c.connect_timeout_s,
-      max_retries=c.max_retries,
-      max_parse_retries=c.max_parse_retries,
-      max_truncation_retries=c.max_truncation_retries,
-      backoff_initial_s=c.backoff_initial_s,
-      backoff_max_s=c.backoff_max_s,
-      jitter=c.jitter,
-      max_retry_after_s=c.max_retry_after_s,
-      failures_before_cooldown=c.failures_before_cooldown,
-      cooldown_s=c.cooldown_s,
-      cache_dir=c.cache_dir,
-      max_response_bytes=c.max_response_bytes,
-    )
-    kwargs.update(overrides)
-    return cls(urls if urls is not None else config.urls, **kwargs)
+    """A client from the judges config (`judges.default_config()`, `JudgeClientSettings.from_config`); `urls`
+    / `model` override the config's, `overrides` the settings' fields."""
+    settings = JudgeClientSettings.from_config(config, model=model, **overrides)
+    return cls(urls if urls is not None else config.urls, settings)
 
   @property
   def urls(self) -> tuple[str, ...]:
@@ -314,11 +175,11 @@ class JudgeClient:
     endpoint.requests += 1
     self.stats.usage += Usage(http_requests=1)
     self.stats.per_endpoint[endpoint.base]["requests"] += 1
-    timeout = aiohttp.ClientTimeout(total=limit_s, connect=min(self.connect_timeout_s, limit_s))
+    timeout = aiohttp.ClientTimeout(total=limit_s, connect=min(self.settings.connect_timeout_s, limit_s))
     try:
       async with self._session.post(endpoint.url, data=data, headers=self._headers, timeout=timeout) as resp:
         status, headers = resp.status, resp.headers
-        raw = await read_answer(resp, self.max_response_bytes)
+        raw = await read_answer(resp, self.settings.max_response_bytes)
     except asyncio.TimeoutError:
       return _Attempt("timeout", True, f"no answer within {limit_s:.3g} s")
     except aiohttp.ClientError as e:
@@ -356,12 +217,12 @@ class JudgeClient:
       if endpoint is None:
         return self._expire(result)
       if budget.deadline is None:  # the judgment's clock starts with its first request
-        budget.deadline = time.monotonic() + self.deadline_s
+        budget.deadline = time.monotonic() + self.settings.deadline_s
       left = budget.left()
       if left <= 0:
         self._release(endpoint, failed=False)
         return self._expire(result)
-      limit_s = min(self.timeout_s, left)
+      limit_s = min(self.settings.timeout_s, left)
       attempt = None
       try:
         attempt = await self._post(endpoint, data, limit_s)
@@ -374,7 +235,7 @@ class JudgeClient:
       result.endpoint, result.status = endpoint.base, attempt.status
       if attempt.error is None:
         return attempt.body
-      if attempt.error == "timeout" and limit_s < self.timeout_s and budget.left() <= 0.05:
+      if attempt.error == "timeout" and limit_s < self.settings.timeout_s and budget.left() <= 0.05:
         # The deadline clipped this attempt and has now passed; any other timeout is retried as usual
         # (the retry below stops when its backoff would overrun the deadline).
         return self._expire(result, f"an attempt was still waiting for its answer after {limit_s:.3g} s")
@@ -382,7 +243,7 @@ class JudgeClient:
       if not attempt.retryable or budget.transport <= 0:
         return None
       wait = attempt.retry_after
-      if wait is not None and wait > self.max_retry_after_s:
+      if wait is not None and wait > self.settings.max_retry_after_s:
         result.failure_detail += f" (Retry-After {wait:g} s exceeds client.max_retry_after_s)"
         return None
       if wait is None or wait <= 0:
@@ -397,10 +258,10 @@ class JudgeClient:
   def _backoff(self, budget) -> float:
     """The jittered exponential delay before the next transport attempt (`backoff_delay`)."""
     return backoff_delay(
-      self.max_retries - budget.transport,
-      initial=self.backoff_initial_s,
-      maximum=self.backoff_max_s,
-      jitter=self.jitter,
+      self.settings.max_retries - budget.transport,
+      initial=self.settings.backoff_initial_s,
+      maximum=self.settings.backoff_max_s,
+      jitter=self.settings.jitter,
       rng=self._rng,
     )
 
@@ -409,7 +270,7 @@ class JudgeClient:
     before = f"; before it: {result.failure_reason}: {result.failure_detail}" if result.failure_reason else ""
     result.failure_reason = "deadline"
     result.failure_detail = (
-      f"the judgment's deadline ({self.deadline_s:g} s, client.deadline_s) ended it: {why}" + before
+      f"the judgment's deadline ({self.settings.deadline_s:g} s, client.deadline_s) ended it: {why}" + before
     )[: 2 * _DETAIL_CHARS]
 
   # ── counting (vLLM's /tokenize) ──
@@ -427,20 +288,20 @@ class JudgeClient:
         otherwise when no endpoint counted (the last failure named).
     """
     self._ensure_loop_state()
-    data = json.dumps({"model": self.model, **body}).encode("utf-8")
-    budget = _Budget(self.max_retries, 0, 0, deadline=time.monotonic() + self.deadline_s)
+    data = json.dumps({"model": self.settings.model, **body}).encode("utf-8")
+    budget = _Budget(self.settings.max_retries, 0, 0, deadline=time.monotonic() + self.settings.deadline_s)
     avoid, why, url = None, "no endpoint was free before client.deadline_s", tokenize_url(self.urls[0])
     while True:
       endpoint = await self._acquire(avoid, budget)
       if endpoint is None:
         break
       url = tokenize_url(endpoint.base)
-      limit_s = max(min(self.timeout_s, budget.left()), 0.05)
-      timeout = aiohttp.ClientTimeout(total=limit_s, connect=min(self.connect_timeout_s, limit_s))
+      limit_s = max(min(self.settings.timeout_s, budget.left()), 0.05)
+      timeout = aiohttp.ClientTimeout(total=limit_s, connect=min(self.settings.connect_timeout_s, limit_s))
       status, raw = None, b""
       try:
         async with self._session.post(url, data=data, headers=self._headers, timeout=timeout) as resp:
-          status, raw = resp.status, await read_answer(resp, self.max_response_bytes)
+          status, raw = resp.status, await read_answer(resp, self.settings.max_response_bytes)
       except asyncio.TimeoutError:
         why = f"no answer within {limit_s:.3g} s"
       except (aiohttp.ClientError, BadAnswer) as e:
@@ -452,7 +313,7 @@ class JudgeClient:
         if status in _NO_TOKENIZE:
           raise TokenizeError(f"POST {url}: HTTP {status} {text}".strip(), url=url, unsupported=True)
         if status == 200:
-          answer = _count_fields(raw)
+          answer = count_fields(raw)
           if answer is not None:
             return answer
           why = f"HTTP 200 without a token count: {text}"
@@ -485,13 +346,13 @@ class JudgeClient:
   ) -> dict:
     """The request body: model, messages and explicit sampling parameters (plus `extra_body`)."""
     body = {
-      "model": self.model,
+      "model": self.settings.model,
       "messages": [dict(m) for m in messages],
-      "temperature": self.temperature if temperature is None else float(temperature),
-      "max_tokens": self.max_tokens if max_tokens is None else int(max_tokens),
-      "seed": self.seed if seed is None else int(seed),
+      "temperature": self.settings.temperature if temperature is None else float(temperature),
+      "max_tokens": self.settings.max_tokens if max_tokens is None else int(max_tokens),
+      "seed": self.settings.seed if seed is None else int(seed),
     }
-    body.update(self.extra_body)
+    body.update(self.settings.extra_body)
     return body
 
   async def chat(
@@ -513,7 +374,7 @@ class JudgeClient:
     key = request_key(payload) if self.cache is not None else None
     if key is not None and self._from_cache(key, parse, result):
       return self._finish(result, start)
-    budget = _Budget(self.max_retries, self.max_parse_retries, self.max_truncation_retries)
+    budget = _Budget(self.settings.max_retries, self.settings.max_parse_retries, self.settings.max_truncation_retries)
     base_seed = payload["seed"]
     while True:
       payload["seed"] = base_seed + result.parse_attempts  # each fresh answer with the next seed
@@ -612,22 +473,3 @@ class JudgeClient:
     s.usage += Usage(prompt_tokens=tokens[0], completion_tokens=tokens[1], latency_s=latency_s)
     s.max_latency_s = max(s.max_latency_s, latency_s)
     return result
-
-
-def _count_fields(raw: bytes) -> dict | None:
-  """`{"count", "max_model_len"}` of a `/tokenize` answer (vLLM: count, max_model_len, tokens), or None when
-  it holds no count."""
-  try:
-    body = json.loads(raw)
-  except (ValueError, RecursionError):
-    return None
-  if not isinstance(body, dict):
-    return None
-  count = body.get("count")
-  if not (isinstance(count, int) and not isinstance(count, bool)) and isinstance(body.get("tokens"), list):
-    count = len(body["tokens"])
-  if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-    return None
-  context = body.get("max_model_len")
-  context = context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None
-  return {"count": count, "max_model_len": context}

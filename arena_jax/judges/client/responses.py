@@ -3,7 +3,8 @@
 Answers are capped at `max_response_bytes` on the wire and after decompression (the client inflates gzip /
 deflate itself, `read_answer`), every field the client reads is checked for its type (`completion_fields`;
 a surprise is a failed judgment, `bad_response`), and a parser that raises on an answer makes it
-`unparseable` (`safe_parse`): no answer can raise out of `JudgeClient.chat`.
+`unparseable` (`safe_parse`): no answer can raise out of `JudgeClient.chat`. A `/tokenize` answer is read
+the same way (`count_fields`).
 """
 
 from __future__ import annotations
@@ -121,3 +122,22 @@ def completion_fields(raw: bytes) -> dict:
     raise BadAnswer(f"usage is a {type(usage).__name__}, not an object")
   out["prompt_tokens"], out["completion_tokens"] = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
   return out
+
+
+def count_fields(raw: bytes) -> dict | None:
+  """`{"count", "max_model_len"}` of a `/tokenize` answer (vLLM: count, max_model_len, tokens), or None when
+  it holds no count."""
+  try:
+    body = json.loads(raw)
+  except (ValueError, RecursionError):
+    return None
+  if not isinstance(body, dict):
+    return None
+  count = body.get("count")
+  if not (isinstance(count, int) and not isinstance(count, bool)) and isinstance(body.get("tokens"), list):
+    count = len(body["tokens"])
+  if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+    return None
+  context = body.get("max_model_len")
+  context = context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None
+  return {"count": count, "max_model_len": context}

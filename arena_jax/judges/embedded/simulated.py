@@ -39,6 +39,7 @@ from typing import Sequence
 import ml_collections
 
 from arena_jax import tasks
+from arena_jax.judges import jury
 from arena_jax.judges import prompts
 from arena_jax.judges.embedded import checking
 from arena_jax.judges.embedded import replies
@@ -218,14 +219,14 @@ class JudgeLogic:
       verdicts = []
     verdicts = [v for v in verdicts if isinstance(v, dict) and isinstance(v.get("flaws"), list)]
     n = max(len(verdicts), 1)
-    # The jurors' flaws merged as the jury merges them (`prompts.group_flaws`): different flaws on one
+    # The jurors' flaws merged as the jury merges them (`jury.group_flaws`): different flaws on one
     # step stay different claims.
     flaws = [
       [f for f in (prompts.normalise_flaw(f, len(steps)) for f in v["flaws"]) if f is not None] for v in verdicts
     ]
     numbers = [v.get("juror") for v in verdicts]
     key = (self.cfg.seed, seed, problem, "\n".join(steps))
-    groups, kept = prompts.group_flaws(flaws), []
+    groups, kept = jury.group_flaws(flaws), []
     for flaw, raisers in groups:
       jurors = sorted({numbers[r] for r in raisers if isinstance(numbers[r], int) and not isinstance(numbers[r], bool)})
       refs = flaw["statement_refs"]
