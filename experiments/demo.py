@@ -19,7 +19,7 @@ import time
 import ml_collections
 
 from arena_jax.eval import watch
-from arena_jax.train import load_policy, train, train_sft
+from arena_jax.train import checkpoint_steps, load_policy, train, train_sft
 
 DEMO_EVAL = dict(num_examples=200, num_samples=8, max_new_tokens=96)
 
@@ -88,7 +88,7 @@ def run_demo(
 
   # ── 4. the RL policy's accuracy ──
   print("== 4/4  evaluating the RL policy on the same problems ==", flush=True)
-  step = watch.checkpoint_steps(workdir)[-1]
+  step = checkpoint_steps(workdir)[-1]
   after = watch.evaluate_step(workdir, step, ec)
   watch.pop_samples(after)
   summary = {

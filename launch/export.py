@@ -1,4 +1,4 @@
-"""A checkpoint of an RL run as a Hugging Face checkpoint directory (`arena_jax.models.hf.export`).
+"""A checkpoint of an RL run as a Hugging Face checkpoint directory (`arena_jax.export`).
 
     python -m launch.export --workdir=runs/arena_live --output=hf/arena_live                # the latest step
     python -m launch.export --workdir=runs/arena_live --step=40 --output=hf/step40 --dtype=bfloat16
@@ -73,17 +73,18 @@ def main(argv):
       path = os.fspath(pretrained.resolve(path))
     if not os.path.isfile(path):
       raise MissingFileError(f"--gguf={_GGUF.value}: no such file")
-    from arena_jax.models.hf import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
+    from arena_jax import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
 
     out = export.export_gguf(path, _OUT.value, dtype=_DTYPE.value)
     _report(f"exported {_GGUF.value} as {out.architecture} ({out.dtype}) to {out.out_dir}:", out)
     return
   _check_flags(workdir, _STEP.value)
-  from arena_jax.models.hf import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
+  from arena_jax import export  # pylint: disable=g-import-not-at-top  (JAX: after the flags' checks)
+  from arena_jax.models.hf.export import InexpressibleError  # pylint: disable=g-import-not-at-top
 
   try:
     out = export.export_checkpoint(workdir, _OUT.value, step=_STEP.value, architecture=_ARCH.value, dtype=_DTYPE.value)
-  except export.InexpressibleError as e:  # the flag chooses another architecture
+  except InexpressibleError as e:  # the flag chooses another architecture
     raise ConfigError(f"--architecture={_ARCH.value or '(the default)'}: {e}") from e
   _report(f"exported step {out.step} of {workdir} as {out.architecture} ({out.dtype}) to {out.out_dir}:", out)
 

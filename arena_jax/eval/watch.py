@@ -106,14 +106,6 @@ def default_config() -> ml_collections.ConfigDict:
 # ───────────────────────────────────────── one checkpoint ─────────────────────────────────────────
 
 
-def checkpoint_steps(workdir: str) -> list[int]:
-  """Finalised checkpoint steps of a run (orbax renames a checkpoint into place when complete)."""
-  directory = os.path.join(workdir, "checkpoints")
-  if not os.path.isdir(directory):
-    return []
-  return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
-
-
 def load_params(workdir: str, step: int, model_config=None, mesh=None, rules=None):
   """The parameters of checkpoint `step` of a run, and only those (the optimizer state is never read): placed
   on `mesh` by their logical axes (`rules`) when given, so that each device reads only its shards."""
@@ -512,7 +504,7 @@ def watch(
   board = Board(out_dir, tensorboard)
   try:
     while True:  # one pass, then (following) a poll
-      todo = [s for s in checkpoint_steps(workdir) if s not in done and s not in skipped]
+      todo = [s for s in checkpoint.checkpoint_steps(workdir) if s not in done and s not in skipped]
       for step in todo:
         try:
           results = evaluate_fn(workdir, step, config)

@@ -3,6 +3,7 @@
 train(config, workdir)   the RL loop of docs/architecture.md (`launch/train.py` is its absl main)
 base_config / validate_config   the run configuration (configs/*.py start from `base_config()`)
 Checkpointer, CheckpointError, MetricsWriter, read_metrics, plot_curves
+checkpoint_steps(workdir)   a run's finalised checkpoint steps, read off the disk (the readers' listing)
 TranscriptWriter, read_transcripts, read_groups, read_steps   the judge transcripts (`judge.transcripts`)
 WorkdirLock, check_resume_config   one run per workdir; a resume that cannot silently change the run
 train_sft(config)        the SFT warm start (`launch/sft.py`); save_policy / load_policy / LoadedPolicy
@@ -12,7 +13,7 @@ train_step_fn, train_shardings, init_train_state, abstract_train_state   the RL 
 pack_rollout, PackedRows      the update's packed rows (`rollout.pack_tokens`, `arena_jax.train.packing`)
 """
 
-from arena_jax.train.checkpoint import CheckpointError, Checkpointer
+from arena_jax.train.checkpoint import CheckpointError, Checkpointer, checkpoint_steps
 from arena_jax.train.config import base_config, validate_config
 from arena_jax.train.metrics import MetricsWriter, read_metrics
 from arena_jax.train.plot import plot_curves

@@ -140,6 +140,19 @@ def _one_line(e: BaseException, limit: int = 300) -> str:
   return f"{type(e).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
 
 
+def checkpoint_steps(workdir: str | os.PathLike) -> list[int]:
+  """The finalised checkpoint steps of a run directory (`<workdir>/checkpoints/<step>`), read off the disk.
+
+  Orbax writes a step into a temporary directory and renames it to the bare step number when the save is
+  complete, so a name of digits alone is a finalised step (a crash's leftover is not, nor a step set aside
+  with `DAMAGED_SUFFIX`). This is the readers' listing (the evaluator, the export): unlike
+  `Checkpointer.all_steps` it opens no orbax manager, which would create the directory of a run that has not
+  saved yet.
+  """
+  directory = os.path.join(workdir, "checkpoints")
+  return sorted(int(d) for d in os.listdir(directory) if d.isdigit()) if os.path.isdir(directory) else []
+
+
 class Checkpointer:
   """Keeps the last `keep` checkpoints under `directory`.
 

@@ -1,6 +1,7 @@
-"""Export to a HF checkpoint directory (`models.hf.export`, `launch.export`): transformers loads each exported
-family with our logits, our importer reads an export back bit for bit, transformers' tokenizer encodes as ours,
-and `launch.export` turns a run's checkpoint into a directory transformers loads.
+"""Export to a HF checkpoint directory (`models.hf.export`, `models.hf.tokenizer_files`, `arena_jax.export`,
+`launch.export`): transformers loads each exported family with our logits, our importer reads an export back bit
+for bit, transformers' tokenizer encodes as ours, and `launch.export` turns a run's checkpoint into a directory
+transformers loads.
 
 The tests that load with transformers need the `hf` extra (torch, transformers) and skip without it, as the
 parity tests do; the round trips through our own importer need neither.
@@ -20,8 +21,9 @@ import optax
 import pytest
 
 from arena_jax import chat_template, models
+from arena_jax import export as run_export
 from arena_jax import tokenizer as tok
-from arena_jax.models.hf import export
+from arena_jax.models.hf import export, tokenizer_files
 from arena_jax.sampling import model_from_params
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -271,7 +273,7 @@ def test_transformers_encodes_a_sentencepiece_export_as_we_do(kind, hf, corpus, 
     texts = [t for t in texts if not t[:1].isspace()]
   for add_bos in (True, False):
     out = tmp_path / str(add_bos)
-    names = export.export_tokenizer(sp, out, add_bos=add_bos)
+    names = tokenizer_files.export_tokenizer(sp, out, add_bos=add_bos)
     assert set(names) == {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model"}
     hf_tok = transformers.AutoTokenizer.from_pretrained(out)
     ids = sp.encode(texts, add_bos=add_bos)
@@ -296,7 +298,7 @@ def test_what_tokenizer_json_cannot_reproduce_is_refused(corpus, tmp_path):
     minloglevel=2,
   )  # fmt: skip
   with pytest.raises(export.ExportError, match="removes extra whitespace"):
-    export.export_tokenizer(tok.SentencePieceTokenizer(writer.getvalue()), tmp_path)
+    tokenizer_files.export_tokenizer(tok.SentencePieceTokenizer(writer.getvalue()), tmp_path)
 
 
 def test_a_hf_tokenizer_is_copied_with_its_chat_template(hf, corpus, tmp_path):
@@ -306,11 +308,11 @@ def test_a_hf_tokenizer_is_copied_with_its_chat_template(hf, corpus, tmp_path):
     "{% if add_generation_prompt %}<assistant>{% endif %}"
   )
   sp = _sentencepiece("bpe", corpus)
-  export.export_tokenizer(sp, tmp_path / "source", add_bos=True, chat_template=template)
+  tokenizer_files.export_tokenizer(sp, tmp_path / "source", add_bos=True, chat_template=template)
   (tmp_path / "out").mkdir()
   (tmp_path / "out" / "chat_template.jinja").write_text("stale")  # an earlier export's: it would win
   source = tok.load_tokenizer(tmp_path / "source")
-  names = export.export_tokenizer(source, tmp_path / "out")
+  names = tokenizer_files.export_tokenizer(source, tmp_path / "out")
   assert "tokenizer.json" in names and "chat_template.jinja" not in names
   assert not (tmp_path / "out" / "chat_template.jinja").exists()
   hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "out")
@@ -377,7 +379,7 @@ def test_launch_export_turns_the_latest_checkpoint_into_a_hf_directory(hf, corpu
   assert np.abs(our_logits(config, saved[4], [ids]) - ref).max() <= FLOAT32_ATOL
 
   # What --step and --dtype ask for (the library call the flags become): step 2, in bfloat16.
-  out = export.export_checkpoint(tmp_path / "run", tmp_path / "hf2", step=2, dtype="bfloat16")
+  out = run_export.export_checkpoint(tmp_path / "run", tmp_path / "hf2", step=2, dtype="bfloat16")
   assert (out.step, out.dtype) == (2, "bfloat16")
   back = models.pure_params(models.load_hf(tmp_path / "hf2"))
   assert leaves_equal(back, jax.tree.map(lambda x: np.asarray(x).astype(ml_dtypes.bfloat16), saved[2]))
@@ -399,6 +401,22 @@ def test_launch_export_names_the_flag_of_a_missing_workdir_or_step(corpus, tmp_p
   assert not (tmp_path / "hf").exists()
 
 
+def test_the_tokenizer_of_a_run_directory_is_exported_with_the_run_convention(corpus, tmp_path):
+  """`arena_jax.export.export_tokenizer` reads the tokenizer and `add_bos` a run records; the pure conversion
+  takes tokenizers only and names the function that reads a run."""
+  sp = _sentencepiece("bpe", corpus)
+  _run_dir(tmp_path / "run", BASE.replace(vocab_size=sp.vocab_size), sp, steps=(), add_bos=False)
+  names = run_export.export_tokenizer(tmp_path / "run", tmp_path / "from_run")
+  tokenizer_files.export_tokenizer(sp, tmp_path / "direct", add_bos=False)
+  for name in names:
+    assert (tmp_path / "from_run" / name).read_bytes() == (tmp_path / "direct" / name).read_bytes(), name
+  assert json.loads((tmp_path / "from_run" / "tokenizer_config.json").read_text())["add_bos_token"] is False
+  run_export.export_tokenizer(tmp_path / "run", tmp_path / "bos", add_bos=True)  # an explicit value wins
+  assert json.loads((tmp_path / "bos" / "tokenizer_config.json").read_text())["add_bos_token"] is True
+  with pytest.raises(TypeError, match="arena_jax.export.export_tokenizer"):
+    tokenizer_files.export_tokenizer(tmp_path / "run", tmp_path / "nowhere")
+
+
 def test_a_run_from_a_hf_checkpoint_keeps_its_architecture_and_tokenizer(corpus, tmp_path):
   """The architecture and tokenizer files are the HF checkpoint's the run started from (its config.json beside
   the tokenizer the run records), not the default for the config."""
@@ -407,13 +425,13 @@ def test_a_run_from_a_hf_checkpoint_keeps_its_architecture_and_tokenizer(corpus,
   config = BASE.replace(vocab_size=sp.vocab_size)
   source = tmp_path / "source"
   export.export_params(random_params(config, 0), config, source, architecture="MistralForCausalLM")
-  export.export_tokenizer(sp, source, add_bos=False)
+  tokenizer_files.export_tokenizer(sp, source, add_bos=False)
   # The checkpoint's own special ids (a list of EOS ids, as Llama-3 Instruct has) and generation settings.
   hf_config = json.loads((source / "config.json").read_text())
   (source / "config.json").write_text(json.dumps({**hf_config, "eos_token_id": [1, 5], "pad_token_id": None}))
   (source / "generation_config.json").write_text(json.dumps({"eos_token_id": [1, 5], "temperature": 0.7}))
   saved = _run_dir(tmp_path / "run", config, tok.load_tokenizer(source), steps=(1,), add_bos=False)
-  out = export.export_checkpoint(tmp_path / "run", tmp_path / "hf")
+  out = run_export.export_checkpoint(tmp_path / "run", tmp_path / "hf")
   assert (out.step, out.architecture) == (1, "MistralForCausalLM") and export.default_architecture(config) != (
     "MistralForCausalLM"
   )
@@ -427,8 +445,8 @@ def test_a_run_from_a_hf_checkpoint_keeps_its_architecture_and_tokenizer(corpus,
     assert (tmp_path / "hf" / name).read_bytes() == (source / name).read_bytes()
   assert leaves_equal(models.pure_params(models.load_hf(tmp_path / "hf")), saved[1])
   with pytest.raises(export.ExportError, match="started from"):  # never over the checkpoint itself
-    export.export_checkpoint(tmp_path / "run", source)
+    run_export.export_checkpoint(tmp_path / "run", source)
   # An architecture asked for wins over the recorded one.
-  assert export.export_checkpoint(tmp_path / "run", tmp_path / "hf", architecture="LlamaForCausalLM").architecture == (
-    "LlamaForCausalLM"
-  )
+  assert run_export.export_checkpoint(
+    tmp_path / "run", tmp_path / "hf", architecture="LlamaForCausalLM"
+  ).architecture == ("LlamaForCausalLM")

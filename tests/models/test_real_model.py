@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from arena_jax import sampling
-from arena_jax.models.hf import export
+from arena_jax import export
 from arena_jax.train import policy_io
 
 torch = pytest.importorskip("torch")

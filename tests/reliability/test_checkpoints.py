@@ -18,7 +18,7 @@ import pytest
 
 from arena_jax.errors import WorkdirError
 from arena_jax.eval import watch as watch_lib
-from arena_jax.train import Checkpointer, NonFiniteLossError, read_metrics, train
+from arena_jax.train import Checkpointer, NonFiniteLossError, checkpoint_steps, read_metrics, train
 from benchmarks.common import damage_checkpoint
 from tests.reliability.helpers import launch_train, send, smoke_config, wait_for_rows
 
@@ -95,7 +95,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_that_restores(dama
   assert os.path.isdir(copy4 / "checkpoints" / "4.damaged")
   state, meta = _restore(copy4, 4)
   assert meta["step"] == 4 and _all_finite(state)
-  assert watch_lib.checkpoint_steps(str(copy4)) == [2, 4]
+  assert checkpoint_steps(str(copy4)) == [2, 4]
 
 
 def test_a_flipped_byte_is_caught_by_the_manifest(tmp_path):
