@@ -6,7 +6,7 @@
 
 Finished runs are skipped on a restart. A preset's values replace the defaults, never a field set on the
 command line. The SFT base's config (`--study.sft_config`) is read from the repository root, whatever the
-working directory. This file is intentionally short: see `experiments/study.py`.
+working directory. This file is intentionally short: see `experiments/study/`.
 """
 
 from absl import flags

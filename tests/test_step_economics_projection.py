@@ -1,11 +1,13 @@
-"""benchmarks.step_economics without training: the 8B projection's arithmetic, the measured rows' window, the
-targets, the flags, and `main` end to end on fabricated metrics rows (nothing is timed or trained)."""
+"""benchmarks.step_economics and step_economics_projection without training: the 8B projection's arithmetic, the
+measured rows' window, the targets, the flags, and `main` end to end on fabricated metrics rows (nothing is timed
+or trained)."""
 
 import json
 
 import pytest
 
 from benchmarks import step_economics as se
+from benchmarks import step_economics_projection as sep
 
 # One chip at 1 token/s for both programs, no prompt: seconds = tokens, easy to check by hand.
 UNIT = dict(prompt_tokens=0, rollouts_per_step=4, decode_tok_s_chip=1.0, train_tok_s_chip=1.0, chips=1)
@@ -26,26 +28,26 @@ def row(generations, judge_wait=0.0, verify=0.0, bt_fit=0.0, wall=1.0):
 
 def test_async_with_equal_sample_and_update_is_half_of_lock_step():
   m = row(4)  # 4 generations of 10 tokens = 40 s to sample; 4 rows of 0 + 10 tokens = 40 s to train
-  lock = se.project_8b(m, asynchronous=False, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **UNIT)
-  asy = se.project_8b(m, asynchronous=True, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **UNIT)
+  lock = sep.project_8b(m, asynchronous=False, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **UNIT)
+  asy = sep.project_8b(m, asynchronous=True, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **UNIT)
   assert lock["sample_s"] == asy["sample_s"] == 40.0 and lock["update_s"] == asy["update_s"] == 40.0
   assert lock["wall_s"] == 80.0 and asy["wall_s"] == 40.0
 
 
 def test_async_wall_is_the_longer_side():
   # DAPO-like: 8 generations for 4 trained rows: sampling 80 s, update 40 s.
-  asy = se.project_8b(row(8), asynchronous=True, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **UNIT)
+  asy = sep.project_8b(row(8), asynchronous=True, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **UNIT)
   assert asy["wall_s"] == 80.0
   # An update longer than the sampling (long prompts) sets the async wall instead.
   kw = {**UNIT, "prompt_tokens": 30}
-  asy = se.project_8b(row(4), asynchronous=True, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **kw)
+  asy = sep.project_8b(row(4), asynchronous=True, judge_scale=1.0, measured_rollouts=4, new_tokens=10, **kw)
   assert (asy["sample_s"], asy["update_s"], asy["wall_s"]) == (40.0, 160.0, 160.0)
 
 
 def test_generations_scale_with_the_batch_and_the_update_does_not_see_them():
   kw = {**UNIT, "rollouts_per_step": 512}
-  rlvr = se.project_8b(row(64), asynchronous=False, judge_scale=0.0, measured_rollouts=64, new_tokens=10, **kw)
-  dapo = se.project_8b(row(128), asynchronous=False, judge_scale=0.0, measured_rollouts=64, new_tokens=10, **kw)
+  rlvr = sep.project_8b(row(64), asynchronous=False, judge_scale=0.0, measured_rollouts=64, new_tokens=10, **kw)
+  dapo = sep.project_8b(row(128), asynchronous=False, judge_scale=0.0, measured_rollouts=64, new_tokens=10, **kw)
   assert rlvr["generations"] == 512 and dapo["generations"] == 1024
   assert dapo["sample_s"] == 2 * rlvr["sample_s"]
   assert dapo["update_s"] == rlvr["update_s"] == 512 * 10  # every mode trains one batch of R rows
@@ -54,20 +56,22 @@ def test_generations_scale_with_the_batch_and_the_update_does_not_see_them():
 def test_host_work_and_the_scaled_judge_wait_add_outside_the_overlap():
   m = row(4, judge_wait=2.0, verify=0.5, bt_fit=0.25)
   for asynchronous, model in ((False, 80.0), (True, 40.0)):
-    p = se.project_8b(m, asynchronous=asynchronous, judge_scale=3.0, measured_rollouts=4, new_tokens=10, **UNIT)
+    p = sep.project_8b(m, asynchronous=asynchronous, judge_scale=3.0, measured_rollouts=4, new_tokens=10, **UNIT)
     assert p["judge_wait_s"] == 6.0 and p["host_s"] == 0.75
     assert p["wall_s"] == model + 0.75 + 6.0
 
 
 def test_missing_measured_keys_count_zero():
-  p = se.project_8b({"generations": 4}, asynchronous=False, judge_scale=5.0, measured_rollouts=4, new_tokens=10, **UNIT)
+  p = sep.project_8b(
+    {"generations": 4}, asynchronous=False, judge_scale=5.0, measured_rollouts=4, new_tokens=10, **UNIT
+  )
   assert p["judge_wait_s"] == p["host_s"] == 0.0 and p["wall_s"] == 80.0
 
 
 def test_default_constants_are_the_v5p_16k_roofline():
-  assert (se.TPU_CHIPS, se.TPU_TRAIN_TOK_S_CHIP, se.TPU_DECODE_TOK_S_CHIP) == (8, 8271.0, 1139.0)
-  assert (se.TPU_ROLLOUTS_PER_STEP, se.TPU_PROMPT_TOKENS) == (512, 1024)
-  p = se.project_8b(row(64), asynchronous=False, judge_scale=0.0, measured_rollouts=64, new_tokens=8192)
+  assert (sep.TPU_CHIPS, sep.TPU_TRAIN_TOK_S_CHIP, sep.TPU_DECODE_TOK_S_CHIP) == (8, 8271.0, 1139.0)
+  assert (sep.TPU_ROLLOUTS_PER_STEP, sep.TPU_PROMPT_TOKENS) == (512, 1024)
+  p = sep.project_8b(row(64), asynchronous=False, judge_scale=0.0, measured_rollouts=64, new_tokens=8192)
   assert p["sample_s"] == pytest.approx(512 * 8192 / (1139 * 8))
   assert p["update_s"] == pytest.approx(512 * (1024 + 8192) / (8271 * 8))
 
@@ -88,7 +92,7 @@ def test_projection_ratios_against_dapo_and_the_same_loop():
     rlvr_dapo_async=row(8, wall=2.0),
     arena_live_async=row(4, judge_wait=0.5, wall=2.0),
   )
-  out = se.projection_8b(res, measured_rollouts=4, new_tokens=10, **UNIT)
+  out = sep.projection_8b(res, measured_rollouts=4, new_tokens=10, **UNIT)
   # RLVR at 8B: 40 + 40 s against 2 s measured: the judge's wait scales × 40.
   assert out["judge_scale"] == pytest.approx(40.0)
   m = out["modes"]
@@ -105,19 +109,19 @@ def test_projection_ratios_against_dapo_and_the_same_loop():
 
 def test_projection_without_dapo_rows_gives_none():
   res = {"rlvr": row(4, wall=2.0), "arena_live_async": row(4, wall=1.0)}
-  m = se.projection_8b(res, measured_rollouts=4, new_tokens=10, **UNIT)["modes"]
+  m = sep.projection_8b(res, measured_rollouts=4, new_tokens=10, **UNIT)["modes"]
   for p in m.values():
     assert p["wall_vs_dapo"] is None and p["generations_vs_dapo"] is None
     assert p["wall_vs_dapo_same_loop"] is None and p["generations_vs_dapo_same_loop"] is None
   # Lock-step DAPO but no async DAPO: the async row has a ratio to DAPO, none to its own loop's.
-  m = se.projection_8b(results(arena_live_async=row(4)), measured_rollouts=4, new_tokens=10, **UNIT)["modes"]
+  m = sep.projection_8b(results(arena_live_async=row(4)), measured_rollouts=4, new_tokens=10, **UNIT)["modes"]
   assert m["arena_live_async"]["wall_vs_dapo"] == pytest.approx(40 / 120)
   assert m["arena_live_async"]["wall_vs_dapo_same_loop"] is None
 
 
 def test_projection_needs_rlvr():
   with pytest.raises(KeyError):
-    se.projection_8b({"rlvr_dapo": row(8)}, measured_rollouts=4, new_tokens=10, **UNIT)
+    sep.projection_8b({"rlvr_dapo": row(8)}, measured_rollouts=4, new_tokens=10, **UNIT)
 
 
 # ── targets ──
@@ -126,21 +130,21 @@ def test_projection_needs_rlvr():
 def test_target_figures_and_verdicts():
   wall = {"arena_live": 4.0, "arena_live_async": 3.0, "rlvr_async": 2.0}
   gens = {"arena_live_async": 64.0, "rlvr_dapo_async": 128.0}
-  t = se.target_figures(wall, gens)
+  t = sep.target_figures(wall, gens)
   assert t == {
     "arena_live_async_vs_lockstep": 0.75,
     "arena_live_async_vs_rlvr_async": 1.5,
     "arena_live_vs_dapo_generations": 0.5,
   }
-  bounds = {key: bound for key, bound, _ in se.TARGETS}
+  bounds = {key: bound for key, bound, _ in sep.TARGETS}
   assert bounds == {
     "arena_live_async_vs_lockstep": 0.85,
     "arena_live_async_vs_rlvr_async": 1.0,
     "arena_live_vs_dapo_generations": 0.6,
   }
-  assert [se.verdict(t[k], bounds[k]) for k in bounds] == ["met", "missed", "met"]
-  assert se.verdict(None, 1.0) == "n/a" and se.verdict(1.00001, 1.0) == "met"  # as the JSON rounds it
-  assert se.target_figures({"arena_live": 4.0}, {}) == dict.fromkeys(bounds)
+  assert [sep.verdict(t[k], bounds[k]) for k in bounds] == ["met", "missed", "met"]
+  assert sep.verdict(None, 1.0) == "n/a" and sep.verdict(1.00001, 1.0) == "met"  # as the JSON rounds it
+  assert sep.target_figures({"arena_live": 4.0}, {}) == dict.fromkeys(bounds)
 
 
 # ── the measured window ──
@@ -291,8 +295,8 @@ def test_main_with_the_async_loop(monkeypatch, capsys, tmp_path):
   assert (figures["warmup_steps"], figures["measured_steps"], figures["steps_per_run"]) == (2, 4, 7)
   assert figures["max_staleness"] == 2 and figures["async_note"] is None
   p8 = figures["projection_8b"]
-  assert p8["label"] == "projected, not measured" and p8["slice"] == se.TPU_SLICE
-  assert p8["constants"]["train_tok_s_chip"] == se.TPU_TRAIN_TOK_S_CHIP and p8["constants"]["new_tokens"] == 8192
+  assert p8["label"] == "projected, not measured" and p8["slice"] == sep.TPU_SLICE
+  assert p8["constants"]["train_tok_s_chip"] == sep.TPU_TRAIN_TOK_S_CHIP and p8["constants"]["new_tokens"] == 8192
   assert set(p8["modes"]) == set(figures["modes"])
   assert p8["modes"]["rlvr_dapo"]["wall_vs_dapo"] == 1.0 and p8["modes"]["rlvr"]["generations_vs_dapo"] == 0.5
   assert p8["modes"]["rlvr_dapo_async"]["wall_vs_dapo_same_loop"] == 1.0

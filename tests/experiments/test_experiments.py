@@ -19,6 +19,8 @@ from arena_jax.eval import watch
 from arena_jax.train import read_metrics
 from configs.common import mode_config
 from experiments import demo, stats, study
+from experiments.study import metrics, runner
+from experiments.study import results as study_results
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -131,7 +133,7 @@ _GAIN = {
 def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)  # not the repository: the SFT config is still found
   sft_configs, trained = [], []
-  monkeypatch.setattr(study, "train_sft", lambda config, out: sft_configs.append((config, out)) or {})
+  monkeypatch.setattr(runner, "train_sft", lambda config, out: sft_configs.append((config, out)) or {})
 
   def fake_train(config, workdir):
     trained.append((config.reward.mode, config.seed, config.judge.server.flip_rate))
@@ -146,7 +148,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
       for b in cfg.benchmarks
     }
 
-  monkeypatch.setattr(study, "train", fake_train)
+  monkeypatch.setattr(runner, "train", fake_train)
   monkeypatch.setattr(watch, "evaluate_step", fake_eval)
   c = study.study_config()
   c.modes, c.seeds, c.num_steps = ("rlvr", study.BASELINE, "arena_live"), (0, 1, 2), 3
@@ -191,7 +193,7 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
   # The blind flaw during training, of every run group (rlvr included): 3 steps, so the first and last 3 agree.
   assert "| rlvr | 0.020 ± 0.000 | 0.020 ± 0.000 |" in md.split("## The flaw the verifier cannot see")[1]
   # A run that predates the metrics reads "–", not a judge that did nothing.
-  assert study._logged_mean([{"step": 1}], "judge/grad_share") is None and study._fmt_mean_std([None]) == "–"
+  assert metrics.logged_mean([{"step": 1}], "judge/grad_share") is None and study_results._fmt_mean_std([None]) == "–"
   # Below min_pairs (the default 5) a difference has no interval and no star, and says why.
   few = ml_collections.ConfigDict({**c.to_dict(), "bootstrap": {**c.bootstrap.to_dict(), "min_pairs": 5}})
   md_few = study.write_results(few, runs)
@@ -221,16 +223,16 @@ def test_study_runs_restarts_and_writes_truthful_results(tmp_path, monkeypatch):
 def test_the_blind_flaw_is_read_at_the_start_and_at_the_end_of_training(tmp_path):
   """Issue 32, condition (a) over a run: as many steps at the start as the end-of-training figures average."""
   _fake_metrics(str(tmp_path), 60, "rlvr")  # blind flaw 0.01 · step
-  m = study._run_metrics(str(tmp_path), 0.1)  # the last 10% of 60 steps: 6, and the first 6
+  m = metrics.run_metrics(str(tmp_path), 0.1)  # the last 10% of 60 steps: 6, and the first 6
   assert m["final_steps"] == 6
   assert m["blind_flaw_first"] == pytest.approx(0.035) and m["blind_flaw_final"] == pytest.approx(0.575)
   (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1}) + "\n")  # a run from before the metric
-  assert study._run_metrics(str(tmp_path), 0.1)["blind_flaw_final"] is None
+  assert metrics.run_metrics(str(tmp_path), 0.1)["blind_flaw_final"] is None
 
 
 def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
-  monkeypatch.setattr(study, "train_sft", lambda config, out: {})
-  monkeypatch.setattr(study, "train", lambda config, workdir: _fake_metrics(workdir, 2, config.reward.mode))
+  monkeypatch.setattr(runner, "train_sft", lambda config, out: {})
+  monkeypatch.setattr(runner, "train", lambda config, workdir: _fake_metrics(workdir, 2, config.reward.mode))
   monkeypatch.setattr(
     watch, "evaluate_step", lambda workdir, step, cfg: {b: {"greedy_accuracy": 0.5} for b in cfg.benchmarks}
   )
