@@ -40,10 +40,17 @@ real-model: $(VENV)/.installed-real-model
 demo: venv
 	$(PY) -m launch.demo
 
-# Style first (ruff.toml: the formatter and the linter, lines of at most 120), so that a drift fails in seconds;
-# `make format` rewrites the files. pytest exits 5 when it collects no tests; make treats any non-zero status as a
-# failure.
-test: lint $(VENV)/.installed-test $(VENV)/.installed-real-model chromium bubblewrap
+# Two tiers (pytest.ini's `slow` marker): `make test` is the contributor's suite (every module, every behaviour; minutes),
+# `make test-all` adds the slow tier (the tests that need a trained policy or minutes of training) and is what CI runs
+# (.ci/run). Style first (ruff.toml: the formatter and the linter, lines of at most 120), so that a drift fails in
+# seconds; `make format` rewrites the files. pytest exits 5 when it collects no tests; make treats any non-zero status
+# as a failure.
+.PHONY: test-all
+TEST_DEPS := lint $(VENV)/.installed-test $(VENV)/.installed-real-model chromium bubblewrap
+test: $(TEST_DEPS)
+	$(PY) -m pytest -m "not slow"
+
+test-all: $(TEST_DEPS)
 	$(PY) -m pytest
 
 .PHONY: lint format

@@ -35,10 +35,11 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-# ── the order of the files: longest first ──
-# xdist (`--dist loadfile`) hands files to the two workers in collection order; a long file handed out last ends
-# the run on one worker while the other idles. The controller records each file's time in the cache at the end
-# of a run, and the next run starts with the longest; before any record, the files with a test marked slow go first.
+# ── the order of the tests: longest first ──
+# xdist (`--dist worksteal`) splits the collection between the two workers in order, and a worker that runs out takes
+# half of the other's remainder; a long test left for last ends the run on one worker while the other idles. The
+# controller records each file's time in the cache at the end of a run, and the next run starts with the longest;
+# before any record, the tests marked heavy (or slow) go first.
 _DURATIONS = cache.root() / "file_durations.json"
 _file_seconds: dict[str, float] = {}
 
@@ -61,11 +62,11 @@ def pytest_collection_modifyitems(config, items):
 
 def _rank(item) -> int:
   """Without a record: 0, a test allowed past the suite-wide timeout (the testbed's SFT training); 1, a test
-  marked slow; 2, the rest."""
+  marked slow or heavy; 2, the rest."""
   timeout = item.get_closest_marker("timeout")
   if timeout is not None and timeout.args and timeout.args[0] > 900:
     return 0
-  return 1 if item.get_closest_marker("slow") is not None else 2
+  return 1 if item.get_closest_marker("slow") or item.get_closest_marker("heavy") else 2
 
 
 def pytest_runtest_logreport(report):

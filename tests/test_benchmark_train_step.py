@@ -12,7 +12,7 @@ import pytest
 from arena_jax import models
 from benchmarks import train_step
 
-pytestmark = pytest.mark.slow  # compiles the update five times: started early (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # compiles the update five times: started early (tests/conftest.py)
 
 CONFIG = models.tiny_config().replace(
   num_layers=2, d_model=64, num_heads=2, num_kv_heads=1, head_dim=32, mlp_dim=128, vocab_size=128

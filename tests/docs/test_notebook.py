@@ -34,7 +34,7 @@ def test_notebook_is_committed_clean():
   assert nb.metadata.kernelspec.name == "python3"
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the slow tier: a kernel runs the notebook's training and evaluation cells, minutes of training
 def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   # The kernel inherits this environment: a temporary workdir and data dir, the CPU, the tests' shared
   # compilation cache, and no fake devices (the notebook runs as a user's would).

@@ -185,7 +185,7 @@ def test_the_package_does_not_import_the_tensorboard_viewer():
   assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the slow tier: every README command in a child, training runs among them, minutes of training
 def test_readme_using_it_commands_run(tmp_path):
   commands = _commands()
   assert {c[2] for c in commands} >= {

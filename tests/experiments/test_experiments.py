@@ -246,7 +246,7 @@ def test_results_say_when_the_condition_fails(tmp_path, monkeypatch):
   assert "| arena | +0.000 (too few pairs) | – |" in md and "(no ablation runs)" in md and "ablation.png" not in md
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the slow tier: SFT then three RL runs and their evaluations, minutes of training
 def test_study_end_to_end_on_the_smoke_preset(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)  # the preset's runs/ and the smoke SFT policy land here
   # The embedded judge's child process imports this checkout (not another one an editable install names).
@@ -268,7 +268,7 @@ def test_study_end_to_end_on_the_smoke_preset(tmp_path, monkeypatch):
   assert (tmp_path / c.out_dir / "curves.png").exists() and (tmp_path / c.out_dir / "ablation.png").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the slow tier: the demo's SFT, RL and both evaluations end to end, minutes of training
 def test_demo_end_to_end_on_the_smoke_configs(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   sft_config = experiments.load_config("configs/sft.py:smoke")

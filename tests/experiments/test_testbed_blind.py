@@ -13,6 +13,7 @@ import pytest
 
 from tests import cache
 
+# The slow tier: it needs a trained policy (a 6000-step SFT in a cold cache: more than the suite-wide 900 s).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 NUM_EXAMPLES = 500  # held-out problems, G = 8 samples each: 4000 samples for the rates below

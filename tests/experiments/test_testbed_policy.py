@@ -12,7 +12,8 @@ import pytest
 
 from tests import cache
 
-# Training the policy (a cold cache) takes 10–15 minutes on two shared cores: more than the suite-wide 900 s.
+# The slow tier: it needs a trained policy (10–15 minutes on two shared cores in a cold cache: more than the
+# suite-wide 900 s).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 # Held-out problems per benchmark, G = 8 samples each: enough all-correct groups for a share to mean something

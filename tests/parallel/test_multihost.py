@@ -17,7 +17,7 @@ from tests import cache
 from tests.parallel.conftest import CONFIG, FORCED_STOPS, NEEDS_8
 from tests.parallel.test_equivalence import single_device_update
 
-pytestmark = [NEEDS_8, pytest.mark.slow]
+pytestmark = [NEEDS_8, pytest.mark.heavy]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

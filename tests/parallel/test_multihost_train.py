@@ -16,7 +16,7 @@ from tests.parallel.conftest import NEEDS_8
 from tests.parallel.multihost_train_config import coin_verify, config
 from tests.parallel.test_multihost import run_two_processes
 
-pytestmark = [NEEDS_8, pytest.mark.slow]
+pytestmark = [NEEDS_8, pytest.mark.heavy]
 
 
 def _state(workdir, step, target=None):

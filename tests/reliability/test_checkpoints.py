@@ -22,7 +22,7 @@ from arena_jax.train import Checkpointer, NonFiniteLossError, checkpoint_steps, 
 from benchmarks.common import damage_checkpoint
 from tests.reliability.helpers import launch_train, send, smoke_config, wait_for_rows
 
-pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
 
 def _config(data_dir, steps, *, resume=False, every=2):

@@ -19,7 +19,7 @@ import pytest
 from arena_jax.train import Checkpointer, read_metrics, train
 from tests.reliability.helpers import launch_train, read_rows, send, smoke_config, wait_for_rows
 
-pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
 NUM_STEPS, EVERY = 10, 3
 

@@ -35,7 +35,7 @@ from tests.reliability.helpers import (
   smoke_config,
 )
 
-pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
 MESSAGES = judges.load_templates().messages(
   "pairwise",

@@ -508,7 +508,8 @@ def test_call_verdicts():
     "runtime error on test 2: ZeroDivisionError: division by zero"
   )
   slow = verify("def add(a, b):\n  while a == -1:\n    pass\n  return a + b")
-  assert (slow.reason, slow.tests_passed, slow.limit_hit) == ("time limit on test 3", 2, "cpu")
+  # A busy loop meets the CPU limit, or the wall limit first when other processes hold the cores (a loaded CI).
+  assert (slow.reason, slow.tests_passed) == ("time limit on test 3", 2) and slow.limit_hit in ("cpu", "wall")
   assert verify("def plus(a, b):\n  return a + b").reason.startswith("runtime error on test 1: NameError")
   assert verify("def add(a, b)\n  return a + b").reason.startswith("runtime error on test 1: SyntaxError")
   assert verify("import os\ndef add(a, b):\n  os._exit(0)").reason == (

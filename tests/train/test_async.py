@@ -18,7 +18,7 @@ from arena_jax.train import judging
 from arena_jax.train.config import validate_config
 from tests.train.conftest import smoke_config
 
-pytestmark = pytest.mark.slow  # whole runs of the trainer
+pytestmark = pytest.mark.heavy  # whole runs of the trainer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The metrics (all but the times) of two smoke runs, arena_live 3 steps with the embedded judge and async_lag 1, and

@@ -13,7 +13,7 @@ from arena_jax.train.config import validate_config
 from tests.train.conftest import smoke_config
 from tests.train.test_resume import _params as restore
 
-pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from arena_jax import arena, rl
 from arena_jax.train import read_metrics, train
 from tests.train.conftest import smoke_config
 
-pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
 EXPECTED_CALLS = {  # judge calls per judged group of G = 4 with no failures (SPEC §5)
   "arena_live": 3 * 4 - 6,

@@ -391,7 +391,7 @@ def test_aot_lowers_the_packed_step_at_16k_tokens():
   assert aot.memory_report(lowered.compile(), hbm_bytes=1 << 40).total > 0
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_the_trainer_packs_its_rows_and_trains_as_padded(data_dir, coin_verifier, tmp_path):
   """`rollout.pack_tokens` end to end: the trainer packs each minibatch on the host (one block per micro-batch and
   batch shard of the 8-device mesh) and its first update, on the same samples, is the padded run's."""

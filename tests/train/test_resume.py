@@ -8,7 +8,7 @@ from arena_jax.train import Checkpointer, read_metrics, train
 from arena_jax.train.config import validate_config
 from tests.train.conftest import smoke_config
 
-pytestmark = pytest.mark.slow  # whole runs of the trainer: started early (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
 
 def _params(workdir, step):
