@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +60,7 @@ from arena_jax import parallel
 from arena_jax import rl
 from arena_jax import tasks
 from arena_jax.train import judging
+from arena_jax.train import step as step_lib
 from arena_jax.train.batch import Batch, Generation, Pending
 
 IDLE_S = 0.002  # the loop's sleep while only the judge can make progress
@@ -88,6 +90,19 @@ class Arrival:
   skipped: bool = False  # routed, but trained unjudged (the judge's backlog was full: zero_advantage)
 
 
+class InFlight(NamedTuple):
+  """The step whose update is dispatched and not yet read back (`AsyncLoop._dispatch` → `_finish`)."""
+
+  pending: Pending
+  rewards: step_lib.StepRewards
+  metrics: dict  # the rewards' metrics; the update's and the step's are added when it is read back
+  values: list  # the update's metrics, device values still being computed (`Trainer.dispatch_update`)
+  fill: list  # the packed rows' fill of each minibatch
+  staleness: np.ndarray  # [groups] of this host: step − the version of each group's first tokens
+  versions: np.ndarray  # [trajectories] of this host: the policy versions that wrote each
+  dispatched_at: float  # perf_counter when its rewards were computed (the update's time starts there)
+
+
 class Judgments:
   """The judgments of a step's groups as one step judgment (what `rewards.Rewarder` reads): each group was
   judged on its own, under its generation batch's index; here they take their positions in the step."""
@@ -112,7 +127,7 @@ class _Batch:
     self.loop, self.index, self.examples = loop, index, examples
     gen, g = loop.generator, loop.g
     n_local = loop.n_local
-    tokens, lengths = gen._prompts(examples)
+    tokens, lengths = gen.prompt_tokens(examples)
     self.prompt_tokens, self.prompt_lengths = tokens, lengths
     n = loop.config.rollout.max_new_tokens
     rows = n_local * g
@@ -130,9 +145,9 @@ class _Batch:
     self.chunks = self._chunks(rng)
 
   def _chunks(self, rng):
-    """Every call's chunks (`Generator._calls`), each call with its own record of the versions it used."""
+    """Every call's chunks (`Generator.calls`), each call with its own record of the versions it used."""
     loop, g = self.loop, self.loop.g
-    for c in loop.generator._calls(len(self.prompt_tokens)):
+    for c in loop.generator.calls(len(self.prompt_tokens)):
       params = loop.sampler_params()
       log = [(0, loop.sampler_version)]  # (first completion position, version): the prefill's is position 0
 
@@ -237,9 +252,7 @@ class AsyncLoop:
     self.discarded: list[Batch] = []
     self.counters = dict(stale=0, skipped=0)
     self.judge_wait = 0.0
-    # (pending, rewards, their metrics, the update's device metrics, packed fill, trajectories' staleness, versions
-    # per trajectory, dispatched at)
-    self.inflight = None
+    self.inflight: InFlight | None = None
     self.sampler_turn = False  # set at each dispatch: rule 4 of the module docstring
     self.last_end = time.perf_counter()
 
@@ -376,7 +389,7 @@ class AsyncLoop:
       [len(np.unique(a.versions[j, : max(int(n), 1)])) for a in groups for j, n in enumerate(a.part.lengths)],
       np.float64,
     )
-    self.inflight = (pending, rewards, m, values, fill, staleness, versions, t0)
+    self.inflight = InFlight(pending, rewards, m, values, fill, staleness, versions, t0)
     self.sampler_turn = True  # rule 4: the sampler decodes a segment before this update is taken back
 
   def _generation(self, groups: list[Arrival]) -> Generation:
@@ -408,12 +421,13 @@ class AsyncLoop:
   def _finish(self) -> bool:
     """Reads the update in flight back, records the step; True when the run must stop after it."""
     t = self.trainer
-    pending, rewards, m, values, fill, staleness, versions, t0 = self.inflight
-    self.inflight = None
-    m.update(t.update_values(pending, values, fill))
+    f, self.inflight = self.inflight, None
+    pending, m, staleness, versions = f.pending, f.metrics, f.staleness, f.versions
+    m.update(t.update_values(pending, f.values, f.fill))
     t1 = time.perf_counter()
     gen = pending.generation
-    m, samples = t.step_metrics(pending, rewards, m, update_s=t1 - t0, step_s=t1 - t0 + gen.sample_s + gen.verify_s)
+    update_s = t1 - f.dispatched_at
+    m, samples = t.step_metrics(pending, f.rewards, m, update_s=update_s, step_s=update_s + gen.sample_s + gen.verify_s)
     self.version = pending.step + 1
     hist = np.bincount(staleness, minlength=self.k + 1)[: self.k + 1]
     total = parallel.host_sum(
@@ -442,9 +456,8 @@ class AsyncLoop:
     self.last_end = now
     step = pending.step + 1
     self.log_step(step, m, samples)
-    c = self.config
     stopping = self.stop.poll()
-    if step % c.checkpoint.every == 0 or step == c.num_steps or stopping:
+    if t.time_to_save(step) or stopping:
       t.save(step, t.iterator.state, {"requeue": self.requeue_json()})
     return stopping
 
@@ -472,7 +485,7 @@ class AsyncLoop:
       update_done = (
         self.inflight is not None
         and not self.sampler_turn
-        and all(x.is_ready() for x in jax.tree.leaves(self.inflight[3]) if isinstance(x, jax.Array))
+        and all(x.is_ready() for x in jax.tree.leaves(self.inflight.values) if isinstance(x, jax.Array))
       )
       can_dispatch = False
       groups = None
@@ -504,7 +517,7 @@ class AsyncLoop:
         continue
       self.sampler_turn = False  # the sampler has nothing to do: its turn passes
       if self.inflight is not None:  # only the update can make progress: wait for it
-        jax.block_until_ready(self.inflight[3])
+        jax.block_until_ready(self.inflight.values)
         continue
       # Only the judge can make progress.
       waited_since = waited_since or time.perf_counter()
