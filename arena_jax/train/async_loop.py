@@ -1,9 +1,9 @@
-"""The asynchronous RL loop: `rollout.max_staleness` = k ≥ 1 (docs/architecture.md "The asynchronous loop";
+"""The asynchronous RL loop: `async_loop.max_staleness` = k ≥ 1 (docs/architecture.md "The asynchronous loop";
 SPEC §2 for the importance weights that make it correct; issue 30).
 
 The sampler works ahead of the update on the same devices, interleaved on one thread: the update of step s
 is dispatched (jitted, not waited for) and the sampler's next decode segments run while it computes. Every
-`rollout.push_every` decode steps the sampler hands back its finished rows and takes the newest weights
+`async_loop.push_every` decode steps the sampler hands back its finished rows and takes the newest weights
 (in-flight updates, as in PipelineRL): each token carries the policy version that chose it, and its recorded
 behaviour log-prob is that version's, which is what CISPO's ratio needs (a trajectory written by two
 versions is corrected token by token).
@@ -17,7 +17,7 @@ A trajectory's staleness at step s is s − (the version of its first token); th
 2. A step takes the oldest waiting groups first; a group that would exceed k (possible only when dynamic
    sampling draws more than it keeps) is dropped, counted in `gen/groups_stale`.
 3. A routed group whose judgment is not back by its last admissible step is waited for, or under
-   `reward.late_judgment = zero_advantage` cancelled and trained with zero advantage (`judge/groups_late`).
+   `async_loop.late_judgment = zero_advantage` cancelled and trained with zero advantage (`judge/groups_late`).
 4. An update just dispatched is taken back only after the sampler's turn: one decode segment (starting the
    next batch first when rule 1 allows it), or none when the sampler has nothing to do. On a TPU the update
    outlasts many segments anyway; on a fast CPU it could finish before the sampler moved, and whether a run
@@ -27,7 +27,7 @@ Batches fill from finished groups: a step is assembled from the first `prompts_p
 its block's share) that are ready — verified, and, when the mode routes them to the judge, judged. Under
 dynamic sampling (`rlvr_dapo`) a non-diverse group is discarded on arrival, so its generation is paid for;
 under the judged modes it goes to the judge as soon as its last member finishes (a one-group tournament or
-rubric scoring on the judge's loop, `judging.JudgeRunner`), with at most `reward.judge_backlog` groups in the
+rubric scoring on the judge's loop, `judging.JudgeRunner`), with at most `async_loop.judge_backlog` groups in the
 judge at once.
 
 Faults. A checkpoint is written after the step's update, as in the lock-step loop; its meta records, besides
@@ -152,7 +152,7 @@ class _Batch:
       log = [(0, loop.sampler_version)]  # (first completion position, version): the prefill's is position 0
 
       def refresh(first, log=log):
-        if not loop.config.rollout.push_every or loop.sampler_version == loop.version:
+        if not loop.config.async_loop.push_every or loop.sampler_version == loop.version:
           return None
         params = loop.sampler_params()
         log.append((first, loop.sampler_version))
@@ -162,7 +162,7 @@ class _Batch:
         params,
         (self.prompt_tokens[c], self.prompt_lengths[c]),
         rng,
-        every=loop.config.rollout.push_every,
+        every=loop.config.async_loop.push_every,
         row_offset=c.start * g,
         refresh=refresh,
       )
@@ -236,9 +236,9 @@ class AsyncLoop:
     c = self.config = trainer.config
     self.generator, self.sampler, self.mode = trainer.generator, trainer.sampler, trainer.mode
     self.task, self.tokenizer, self.block = trainer.task, trainer.policy.tokenizer, trainer.block
-    self.g, self.k = trainer.g, c.rollout.max_staleness
+    self.g, self.k = trainer.g, c.async_loop.max_staleness
     self.n_local = self.block.stop - self.block.start
-    self.backlog_limit = c.reward.judge_backlog or (self.k + 1) * self.n_local
+    self.backlog_limit = c.async_loop.judge_backlog or (self.k + 1) * self.n_local
     self.ready: list[Arrival] = []
     self.judging: list[Arrival] = []  # sent to the judge, not back
     self.queued: list[Arrival] = []  # routed, waiting for a place in the judge (late_judgment = wait)
@@ -304,7 +304,7 @@ class AsyncLoop:
       self.ready.extend(back)
     while self.queued:
       if len(self.judging) >= self.backlog_limit:
-        if self.config.reward.late_judgment != "zero_advantage":
+        if self.config.async_loop.late_judgment != "zero_advantage":
           return
         a = self.queued.pop(0)  # no place in the judge: trained unjudged (its advantage is zero)
         a.skipped, a.job = True, None
@@ -324,7 +324,7 @@ class AsyncLoop:
     if not due:
       return False
     deadline = self.config.judge.step_deadline_s
-    if self.config.reward.late_judgment == "wait" and not (deadline and waited >= deadline):
+    if self.config.async_loop.late_judgment == "wait" and not (deadline and waited >= deadline):
       return True
     for a in due:
       if a.judgment is not None:

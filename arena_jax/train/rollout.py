@@ -23,7 +23,7 @@ from arena_jax.train.batch import Batch, Generation, Pending
 
 class Generator:
   """Produces a step's groups (SPEC §1, §7): samples G completions per prompt, verifies them on the host,
-  refills with reward-diverse groups under dynamic sampling (DAPO), and with `reward.live_start` ≠ step_done
+  refills with reward-diverse groups under dynamic sampling (DAPO), and with `lockstep.live_start` ≠ step_done
   feeds each finished group, or each arrival (speculative, SPEC §5), to the judge while decoding goes on.
 
   Each host draws the prompts of its own block of the global batch (`iterator`, `block`); the sampler runs on
@@ -53,7 +53,7 @@ class Generator:
     """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7).
 
     Every host generates as long as any host lacks diverse groups (the sampler is one global program).
-    With `reward.live_start` ≠ step_done, groups are verified and sent to the judge as they finish
+    With `lockstep.live_start` ≠ step_done, groups are verified and sent to the judge as they finish
     decoding (`_sample_streaming`), so the step's judgment is already running when this returns.
 
     `params`: the sampler's copy of the policy (`Sampler.shard_params`, once per step); `judgment`: the
@@ -149,7 +149,7 @@ class Generator:
     for k, c in enumerate(calls):
       offset = c.start * self.g
       chunks = self.sampler.stream(
-        params, (tokens[c], lengths[c]), rng, every=self.config.rollout.stream_every, row_offset=offset
+        params, (tokens[c], lengths[c]), rng, every=self.config.lockstep.stream_every, row_offset=offset
       )
       for chunk in chunks:
         if chunk.output is not None:
@@ -165,7 +165,7 @@ class Generator:
     Every host runs the same chunks; each judges its own groups."""
     g, first = self.g, self.block.start
     n_local = self.block.stop - first
-    speculative = self.config.reward.live_start == "speculative"
+    speculative = self.config.lockstep.live_start == "speculative"
     texts: list = [None] * (n_local * g)
     verifier = np.zeros((n_local, g), np.float32)
     steps = np.zeros((n_local, g), np.int64)

@@ -14,11 +14,11 @@ One step, in the order of the `Trainer` methods that do it, and the module each 
 The data that flows between them is `batch.Batch` / `batch.Pending`; the starting policy is
 `policy_io.initial_policy`.
 
-With `reward.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
+With `lockstep.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
 row is verified on arrival and its group goes to the judge as soon as it can (issue 14), so judging starts
 while other groups still decode. `judge.step_deadline_s` bounds how long the update waits for its rewards.
 
-With `reward.async_lag = 1` the judge works on step t's groups while step t+1 generates; the update
+With `lockstep.judge_lag = 1` the judge works on step t's groups while step t+1 generates; the update
 of step t then waits for the judge only if it is slower than generation (`time/judge_wait`). Step t's
 completions were sampled with the parameters before update t − 1; CISPO's importance weights against
 the recorded behaviour log-probs account for that staleness (SPEC §2). At every checkpoint the
@@ -134,7 +134,7 @@ class Trainer:
     self.schedule = step_lib.make_schedule(config.optim)
     packed = r.pack_tokens > 0  # packed update rows (`train.packing`): one block per micro-batch and batch shard
     # The asynchronous loop marks the tokens an older policy sampled (`Rollout.stale`): reported, not trained on.
-    self.stale = r.max_staleness > 0
+    self.stale = config.async_loop.max_staleness > 0
     self.shardings = train_sharding.train_shardings(
       self.policy.config, self.optimizer, self.mesh, rules, packed=packed, stale=self.stale
     )
@@ -236,7 +236,7 @@ class Trainer:
 
   def save(self, step: int, iterator_state, extra: dict | None = None) -> None:
     """Checkpoint after `step` optimizer steps; `iterator_state` = the iterator right after that step's
-    prompts were drawn (with async_lag = 1 the next step's may already have been drawn); `extra`: more
+    prompts were drawn (with judge_lag = 1 the next step's may already have been drawn); `extra`: more
     meta (the asynchronous loop's `requeue`)."""
     meta = {
       "step": step,
@@ -279,8 +279,8 @@ class Trainer:
 
   @property
   def streams(self) -> bool:
-    """Judging starts while the step decodes (`reward.live_start` ≠ step_done, a judged mode)."""
-    return self.mode.uses_judge and self.config.reward.live_start != "step_done" and self.judge_runner is not None
+    """Judging starts while the step decodes (`lockstep.live_start` ≠ step_done, a judged mode)."""
+    return self.mode.uses_judge and self.config.lockstep.live_start != "step_done" and self.judge_runner is not None
 
   def generate(self, step: int) -> Pending:
     """Step `step`'s groups (`rollout.Generator.generate`), sampled from a compute-dtype copy of the current
@@ -292,7 +292,7 @@ class Trainer:
 
   def judge(self, pending: Pending) -> None:
     """Sends this host's groups that the mode judges to the judge, in the background (with
-    `reward.live_start` ≠ step_done they were sent during `generate`: this closes the step's judgment)."""
+    `lockstep.live_start` ≠ step_done they were sent during `generate`: this closes the step's judgment)."""
     if self.judge_runner is None:
       return
     if pending.judgment is not None:  # streamed: every judged group was sent as it finished decoding
@@ -483,7 +483,7 @@ def train(config, workdir: str) -> dict:
 
   One pass from top to bottom, in phases under banners (as big_vision's `train()`): set-up, build, restore, the
   judge, the step loop (generate → judge → rewards → update → log → checkpoint), finish. The step loop is the
-  lock-step one here, or with `rollout.max_staleness` ≥ 1 the asynchronous one (`async_loop.AsyncLoop`).
+  lock-step one here, or with `async_loop.max_staleness` ≥ 1 the asynchronous one (`async_loop.AsyncLoop`).
   """
   c = config
   # ============================================================================================================
@@ -547,9 +547,9 @@ def train(config, workdir: str) -> dict:
         # ======================================================================================================
         # The step loop: generate → judge → rewards → update → log → checkpoint.
         # ======================================================================================================
-        if c.rollout.max_staleness:  # the sampler works ahead, at most k updates stale (`async_loop`)
+        if c.async_loop.max_staleness:  # the sampler works ahead, at most k updates stale (`async_loop`)
           async_loop.AsyncLoop(trainer, log_step, stop).run(start)
-        else:  # lock-step: step t is applied while step t + 1's judgment may still run (reward.async_lag = 1)
+        else:  # lock-step: step t is applied while step t + 1's judgment may still run (lockstep.judge_lag = 1)
           pending = None  # generated, judged in the background, not yet applied
           for step in range(start, c.num_steps):
             current = trainer.generate(step)  # sample → verify (→ judge as groups finish, with live_start)
@@ -557,8 +557,8 @@ def train(config, workdir: str) -> dict:
             if pending is not None and _record(trainer, pending, log_step, chrono, stop):
               break  # `current` is dropped: a resume regenerates it from the saved iterator state
             pending = current
-            # The pipeline drains: in turn (async_lag = 0), before a checkpoint, at the last step, at a stop.
-            if c.reward.async_lag == 0 or trainer.time_to_save(step + 1) or stop.poll():
+            # The pipeline drains: in turn (judge_lag = 0), before a checkpoint, at the last step, at a stop.
+            if c.lockstep.judge_lag == 0 or trainer.time_to_save(step + 1) or stop.poll():
               pending = None
               if _record(trainer, current, log_step, chrono, stop):
                 break
