@@ -21,6 +21,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from arena_jax import config_schema
 from arena_jax.errors import MissingFileError
 from arena_jax.errors import UserError
 
@@ -44,6 +45,9 @@ def _parse_flags(argv):
   except (AttributeError, KeyError, TypeError, ValueError) as e:
     if "--verbosity=1" in argv or "-v=1" in argv:
       raise
+    moved = _moved_override(argv)
+    if moved:
+      _say(moved)
     # A --config.<field> override that ml_collections rejects: its message is the repr of a KeyError,
     # e.g. '\'mdoe\'\nDid you mean "mode" instead of "mdoe"?'.
     raw = str(e.args[0] if e.args else e)
@@ -55,6 +59,16 @@ def _parse_flags(argv):
       + (f"; {hint.group(0)}" if hint else "")
       + " (--verbosity=1 shows the traceback)"
     )
+
+
+def _moved_override(argv) -> str | None:
+  """The line naming the new field of an override of a config field that moved (`config_schema.moved_to`)."""
+  for arg in argv[1:]:
+    m = re.match(r"--(\w+)\.([\w.]+)(=|$)", arg)
+    new = m and config_schema.moved_to(m.group(2))
+    if new:
+      return f"--{m.group(1)}.{m.group(2)} has moved: set --{m.group(1)}.{new} instead"
+  return None
 
 
 def run(main: Callable[[list[str]], object]) -> None:

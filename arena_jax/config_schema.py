@@ -348,6 +348,13 @@ class Reporter:
 
 Rule = Callable[[ml_collections.ConfigDict, Reporter], None]
 
+_MOVED: dict[str, str] = {}  # every declared Section's `moved`: what `moved_to` answers
+
+
+def moved_to(path: str) -> str | None:
+  """The new dotted path of a config field declared moved (`Section.moved`, paths from a config's root), or None."""
+  return _MOVED.get(path)
+
 
 @dataclasses.dataclass
 class Section:
@@ -362,6 +369,8 @@ class Section:
       noun names the keys in it ("kinds").
     removed: {name: what to do instead} of fields that no longer exist, so that a config still setting
       one fails saying what replaced it instead of being silently ignored.
+    moved: {old dotted path: new dotted path} (both from this section) of fields that moved to another section: a
+      config still setting the old one fails naming the new one, and so does a command line (`moved_to`, `cli`).
     when: `when(parent_config)`: validate the section only then (the judge, for modes that use one).
     optional: the section may be absent (added by some config files only); `defaults()` leaves it out.
     documented_apart: the docs give the section its own chapter (an embedded room's config).
@@ -374,10 +383,14 @@ class Section:
   rules: list[Rule] = dataclasses.field(default_factory=list)
   exact: str = ""
   removed: dict[str, str] = dataclasses.field(default_factory=dict)
+  moved: dict[str, str] = dataclasses.field(default_factory=dict)
   when: Callable[[ml_collections.ConfigDict], bool] | None = None
   optional: bool = False
   documented_apart: bool = False
   factory: Callable[[], ml_collections.ConfigDict] | None = None
+
+  def __post_init__(self):
+    _MOVED.update(self.moved)
 
   def rule(self, fn: Rule) -> Rule:
     """Registers `fn` as a check of this section (decorator); its docstring is its documentation."""
@@ -420,6 +433,13 @@ class Section:
     for name, instead in self.removed.items():
       if name in config:
         fail(at(name), f"no longer exists: {instead}")
+    for old, new in self.moved.items():
+      *sections, name = old.split(".")
+      node = config
+      for part in sections:
+        node = node.get(part) if isinstance(node, ml_collections.ConfigDict) else None
+      if isinstance(node, ml_collections.ConfigDict) and name in node:
+        fail(at(old), f"moved to {at(new)}: set that instead")
     for name, entry in self.entries.items():
       if isinstance(entry, Section):
         if name not in config:

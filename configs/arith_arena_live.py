@@ -52,13 +52,10 @@ def get_config(arg=None):
       temperature=1.0,  # sample the policy itself: CISPO's behaviour log-probs are at T = 1
       top_k=0,  # no truncation of the sampling distribution ...
       top_p=1.0,  # ... so the log-probs are the policy's
-      stream_every=0,  # with live_start ≠ step_done: look for finished rows at each cache chunk's end
       compact_every=16,  # finished rows stop costing compute: the live ones move to a smaller batch
       sample_batch=0,  # the step's 16 prompts in one sampler call
       decode_cache="dense",  # 96-token budgets: each row's whole cache is allocated at the prefill
       pack_tokens=0,  # the update's rows unpacked: one [prompt | completion] row each (train.packing when > 0)
-      max_staleness=0,  # the lock-step loop; k ≥ 1: the asynchronous one, trajectories at most k updates stale
-      push_every=16,  # (asynchronous loop) new weights reach the sampler every 16 decode steps
     )
   )
 
@@ -72,13 +69,26 @@ def get_config(arg=None):
       bt_solver="newton",  # the objective is strictly convex for λ > 0: Newton is exact in a few steps
       dedupe_traces=True,  # identical completions share one tournament node: no call between copies
       bt_shrinkage=0.0,  # off: advantages are the z-scored BT rewards, however uncertain the strengths
-      async_lag=1,  # judge step t while step t + 1 samples: judging hides behind generation
-      live_start="step_done",  # judging starts when the step is generated (group_done / speculative: earlier)
       live_pipelined=False,  # an arrival's opponents wait for every earlier result: reproducible verdicts
-      judge_backlog=0,  # (asynchronous loop) at most (k + 1) × the host's prompts per step in the judge
-      late_judgment="wait",  # (asynchronous loop) a judgment late for its last admissible step is waited for
       max_judge_outage_steps=10,  # a judge failing every call for 10 steps in a row stops the run
       std_ddof=0,  # population std of a group's rewards, as in GRPO (SPEC §1)
+    )
+  )
+  # The loop: lock-step, the judge one step behind (pipelined); `async_loop.max_staleness` ≥ 1 would run the
+  # asynchronous one instead.
+  c.lockstep = ml_collections.ConfigDict(
+    dict(
+      judge_lag=1,  # judge step t while step t + 1 samples: judging hides behind generation
+      live_start="step_done",  # judging starts when the step is generated (group_done / speculative: earlier)
+      stream_every=0,  # with live_start ≠ step_done: look for finished rows at each cache chunk's end
+    )
+  )
+  c.async_loop = ml_collections.ConfigDict(
+    dict(
+      max_staleness=0,  # the lock-step loop; k ≥ 1: the asynchronous one, trajectories at most k updates stale
+      push_every=16,  # new weights reach the sampler every 16 decode steps
+      judge_backlog=0,  # at most (k + 1) × the host's prompts per step in the judge
+      late_judgment="wait",  # a judgment late for its last admissible step is waited for
     )
   )
   # The embedded judge (urls = ()): a rule-based process judge on a free loopback port, started and stopped by

@@ -19,6 +19,10 @@ def launch(*args, cwd=ROOT):
   "override, message",
   [
     ("--config.reward.mdoe=arena", "no field 'mdoe'; Did you mean \"mode\""),
+    (
+      "--config.rollout.max_staleness=2",
+      "--config.rollout.max_staleness has moved: set --config.async_loop.max_staleness",
+    ),
     ("--config.num_steps=0", "config.num_steps: must be an integer ≥ 1, got 0"),
     ("--config.reward.mode=ppo", "config.reward.mode: unknown reward mode 'ppo'"),
     ("--config.init.hf_path=/nonexistent/hf", "--config.init.policy_dir=''"),

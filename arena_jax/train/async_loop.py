@@ -1,9 +1,9 @@
-"""The asynchronous RL loop: `rollout.max_staleness` = k ≥ 1 (docs/architecture.md "The asynchronous loop";
+"""The asynchronous RL loop: `async_loop.max_staleness` = k ≥ 1 (docs/architecture.md "The asynchronous loop";
 SPEC §2 for the importance weights that make it correct; issue 30).
 
 The sampler works ahead of the update on the same devices, interleaved on one thread: the update of step s
 is dispatched (jitted, not waited for) and the sampler's next decode segments run while it computes. Every
-`rollout.push_every` decode steps the sampler hands back its finished rows and takes the newest weights
+`async_loop.push_every` decode steps the sampler hands back its finished rows and takes the newest weights
 (in-flight updates, as in PipelineRL): each token carries the policy version that chose it, and its recorded
 behaviour log-prob is that version's, which is what CISPO's ratio needs (a trajectory written by two
 versions is corrected token by token).
@@ -17,7 +17,7 @@ A trajectory's staleness at step s is s − (the version of its first token); th
 2. A step takes the oldest waiting groups first; a group that would exceed k (possible only when dynamic
    sampling draws more than it keeps) is dropped, counted in `gen/groups_stale`.
 3. A routed group whose judgment is not back by its last admissible step is waited for, or under
-   `reward.late_judgment = zero_advantage` cancelled and trained with zero advantage (`judge/groups_late`).
+   `async_loop.late_judgment = zero_advantage` cancelled and trained with zero advantage (`judge/groups_late`).
 4. An update just dispatched is taken back only after the sampler's turn: one decode segment (starting the
    next batch first when rule 1 allows it), or none when the sampler has nothing to do. On a TPU the update
    outlasts many segments anyway; on a fast CPU it could finish before the sampler moved, and whether a run
@@ -27,7 +27,7 @@ Batches fill from finished groups: a step is assembled from the first `prompts_p
 its block's share) that are ready — verified, and, when the mode routes them to the judge, judged. Under
 dynamic sampling (`rlvr_dapo`) a non-diverse group is discarded on arrival, so its generation is paid for;
 under the judged modes it goes to the judge as soon as its last member finishes (a one-group tournament or
-rubric scoring on the judge's loop, `judging.JudgeRunner`), with at most `reward.judge_backlog` groups in the
+rubric scoring on the judge's loop, `judging.JudgeRunner`), with at most `async_loop.judge_backlog` groups in the
 judge at once.
 
 Faults. A checkpoint is written after the step's update, as in the lock-step loop; its meta records, besides
@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +60,7 @@ from arena_jax import parallel
 from arena_jax import rl
 from arena_jax import tasks
 from arena_jax.train import judging
+from arena_jax.train import step as step_lib
 from arena_jax.train.batch import Batch, Generation, Pending
 
 IDLE_S = 0.002  # the loop's sleep while only the judge can make progress
@@ -88,6 +90,19 @@ class Arrival:
   skipped: bool = False  # routed, but trained unjudged (the judge's backlog was full: zero_advantage)
 
 
+class InFlight(NamedTuple):
+  """The step whose update is dispatched and not yet read back (`AsyncLoop._dispatch` → `_finish`)."""
+
+  pending: Pending
+  rewards: step_lib.StepRewards
+  metrics: dict  # the rewards' metrics; the update's and the step's are added when it is read back
+  values: list  # the update's metrics, device values still being computed (`Trainer.dispatch_update`)
+  fill: list  # the packed rows' fill of each minibatch
+  staleness: np.ndarray  # [groups] of this host: step − the version of each group's first tokens
+  versions: np.ndarray  # [trajectories] of this host: the policy versions that wrote each
+  dispatched_at: float  # perf_counter when its rewards were computed (the update's time starts there)
+
+
 class Judgments:
   """The judgments of a step's groups as one step judgment (what `rewards.Rewarder` reads): each group was
   judged on its own, under its generation batch's index; here they take their positions in the step."""
@@ -112,7 +127,7 @@ class _Batch:
     self.loop, self.index, self.examples = loop, index, examples
     gen, g = loop.generator, loop.g
     n_local = loop.n_local
-    tokens, lengths = gen._prompts(examples)
+    tokens, lengths = gen.prompt_tokens(examples)
     self.prompt_tokens, self.prompt_lengths = tokens, lengths
     n = loop.config.rollout.max_new_tokens
     rows = n_local * g
@@ -130,14 +145,14 @@ class _Batch:
     self.chunks = self._chunks(rng)
 
   def _chunks(self, rng):
-    """Every call's chunks (`Generator._calls`), each call with its own record of the versions it used."""
+    """Every call's chunks (`Generator.calls`), each call with its own record of the versions it used."""
     loop, g = self.loop, self.loop.g
-    for c in loop.generator._calls(len(self.prompt_tokens)):
+    for c in loop.generator.calls(len(self.prompt_tokens)):
       params = loop.sampler_params()
       log = [(0, loop.sampler_version)]  # (first completion position, version): the prefill's is position 0
 
       def refresh(first, log=log):
-        if not loop.config.rollout.push_every or loop.sampler_version == loop.version:
+        if not loop.config.async_loop.push_every or loop.sampler_version == loop.version:
           return None
         params = loop.sampler_params()
         log.append((first, loop.sampler_version))
@@ -147,7 +162,7 @@ class _Batch:
         params,
         (self.prompt_tokens[c], self.prompt_lengths[c]),
         rng,
-        every=loop.config.rollout.push_every,
+        every=loop.config.async_loop.push_every,
         row_offset=c.start * g,
         refresh=refresh,
       )
@@ -221,9 +236,9 @@ class AsyncLoop:
     c = self.config = trainer.config
     self.generator, self.sampler, self.mode = trainer.generator, trainer.sampler, trainer.mode
     self.task, self.tokenizer, self.block = trainer.task, trainer.policy.tokenizer, trainer.block
-    self.g, self.k = trainer.g, c.rollout.max_staleness
+    self.g, self.k = trainer.g, c.async_loop.max_staleness
     self.n_local = self.block.stop - self.block.start
-    self.backlog_limit = c.reward.judge_backlog or (self.k + 1) * self.n_local
+    self.backlog_limit = c.async_loop.judge_backlog or (self.k + 1) * self.n_local
     self.ready: list[Arrival] = []
     self.judging: list[Arrival] = []  # sent to the judge, not back
     self.queued: list[Arrival] = []  # routed, waiting for a place in the judge (late_judgment = wait)
@@ -237,9 +252,7 @@ class AsyncLoop:
     self.discarded: list[Batch] = []
     self.counters = dict(stale=0, skipped=0)
     self.judge_wait = 0.0
-    # (pending, rewards, their metrics, the update's device metrics, packed fill, trajectories' staleness, versions
-    # per trajectory, dispatched at)
-    self.inflight = None
+    self.inflight: InFlight | None = None
     self.sampler_turn = False  # set at each dispatch: rule 4 of the module docstring
     self.last_end = time.perf_counter()
 
@@ -291,7 +304,7 @@ class AsyncLoop:
       self.ready.extend(back)
     while self.queued:
       if len(self.judging) >= self.backlog_limit:
-        if self.config.reward.late_judgment != "zero_advantage":
+        if self.config.async_loop.late_judgment != "zero_advantage":
           return
         a = self.queued.pop(0)  # no place in the judge: trained unjudged (its advantage is zero)
         a.skipped, a.job = True, None
@@ -311,7 +324,7 @@ class AsyncLoop:
     if not due:
       return False
     deadline = self.config.judge.step_deadline_s
-    if self.config.reward.late_judgment == "wait" and not (deadline and waited >= deadline):
+    if self.config.async_loop.late_judgment == "wait" and not (deadline and waited >= deadline):
       return True
     for a in due:
       if a.judgment is not None:
@@ -376,7 +389,7 @@ class AsyncLoop:
       [len(np.unique(a.versions[j, : max(int(n), 1)])) for a in groups for j, n in enumerate(a.part.lengths)],
       np.float64,
     )
-    self.inflight = (pending, rewards, m, values, fill, staleness, versions, t0)
+    self.inflight = InFlight(pending, rewards, m, values, fill, staleness, versions, t0)
     self.sampler_turn = True  # rule 4: the sampler decodes a segment before this update is taken back
 
   def _generation(self, groups: list[Arrival]) -> Generation:
@@ -408,12 +421,13 @@ class AsyncLoop:
   def _finish(self) -> bool:
     """Reads the update in flight back, records the step; True when the run must stop after it."""
     t = self.trainer
-    pending, rewards, m, values, fill, staleness, versions, t0 = self.inflight
-    self.inflight = None
-    m.update(t.update_values(pending, values, fill))
+    f, self.inflight = self.inflight, None
+    pending, m, staleness, versions = f.pending, f.metrics, f.staleness, f.versions
+    m.update(t.update_values(pending, f.values, f.fill))
     t1 = time.perf_counter()
     gen = pending.generation
-    m, samples = t.step_metrics(pending, rewards, m, update_s=t1 - t0, step_s=t1 - t0 + gen.sample_s + gen.verify_s)
+    update_s = t1 - f.dispatched_at
+    m, samples = t.step_metrics(pending, f.rewards, m, update_s=update_s, step_s=update_s + gen.sample_s + gen.verify_s)
     self.version = pending.step + 1
     hist = np.bincount(staleness, minlength=self.k + 1)[: self.k + 1]
     total = parallel.host_sum(
@@ -442,9 +456,8 @@ class AsyncLoop:
     self.last_end = now
     step = pending.step + 1
     self.log_step(step, m, samples)
-    c = self.config
     stopping = self.stop.poll()
-    if step % c.checkpoint.every == 0 or step == c.num_steps or stopping:
+    if t.time_to_save(step) or stopping:
       t.save(step, t.iterator.state, {"requeue": self.requeue_json()})
     return stopping
 
@@ -472,7 +485,7 @@ class AsyncLoop:
       update_done = (
         self.inflight is not None
         and not self.sampler_turn
-        and all(x.is_ready() for x in jax.tree.leaves(self.inflight[3]) if isinstance(x, jax.Array))
+        and all(x.is_ready() for x in jax.tree.leaves(self.inflight.values) if isinstance(x, jax.Array))
       )
       can_dispatch = False
       groups = None
@@ -504,7 +517,7 @@ class AsyncLoop:
         continue
       self.sampler_turn = False  # the sampler has nothing to do: its turn passes
       if self.inflight is not None:  # only the update can make progress: wait for it
-        jax.block_until_ready(self.inflight[3])
+        jax.block_until_ready(self.inflight.values)
         continue
       # Only the judge can make progress.
       waited_since = waited_since or time.perf_counter()

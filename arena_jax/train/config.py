@@ -6,7 +6,7 @@ Each field is declared below with its default, the values it accepts and what it
 (`arena_jax.config_schema`); the defaults, the up-front check and docs/configuration.md all derive from
 that one declaration. Every field is checked once, up front, before anything is built or compiled; an
 error names the field and says what to change. Checks that relate several fields are the
-named rules after the declarations.
+named rules of `train.config_rules`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from arena_jax.models import ATTENTION_CHOICES, MODEL_CONFIGS, MODEL_DTYPES, QUA
 from arena_jax.rl import cispo
 from arena_jax.rl import modes as reward_modes
 from arena_jax.tasks import config as tasks_config
+from arena_jax.train import config_rules
 from arena_jax.train import sharding as train_sharding
 from arena_jax.train import workdir as workdir_lib
 
@@ -39,6 +40,18 @@ def _uses_judge(c: ml_collections.ConfigDict) -> bool:
   """The judge section matters (and is checked) only for the modes that call a judge."""
   return reward_modes.get_mode(c.reward.mode).uses_judge
 
+
+# Fields that moved (issue 43: the loops' scheduling flags, one section per loop): a config or a command line that
+# still sets one fails naming the new field (`config_schema.Section.moved`).
+MOVED = {
+  "rollout.stream_every": "lockstep.stream_every",
+  "reward.async_lag": "lockstep.judge_lag",
+  "reward.live_start": "lockstep.live_start",
+  "rollout.max_staleness": "async_loop.max_staleness",
+  "rollout.push_every": "async_loop.push_every",
+  "reward.judge_backlog": "async_loop.judge_backlog",
+  "reward.late_judgment": "async_loop.late_judgment",
+}
 
 RUN = cs.Section(
   dict(
@@ -155,13 +168,6 @@ RUN = cs.Section(
         ),
         top_k=field(0, "Top-k filtering of the sampler; 0 = off.", cs.integer(0, why="0 = no top-k")),
         top_p=field(1.0, "Nucleus (top-p) filtering of the sampler; 1 = off.", cs.number(0, 1, lo_open=True)),
-        stream_every=field(
-          0,
-          "With `reward.live_start` ≠ step_done: decode steps between two reads of the rows "
-          "that finished (each read is one host round trip); 0 = at the end of each of the "
-          "sampler's cache chunks (≤ 4 per call).",
-          cs.integer(0),
-        ),
         compact_every=field(
           16,
           "Decode steps between two compactions of the sampler's batch: the rows still "
@@ -195,21 +201,6 @@ RUN = cs.Section(
           "rows away at each chunk's end, so that its memory follows the live tokens. Same samples. "
           "`Sampler.decode_cache`.",
           cs.one_of(("dense", "growing")),
-        ),
-        max_staleness=field(
-          0,
-          "k: the asynchronous loop (`train.async_loop`, docs/architecture.md \"The asynchronous loop\") when "
-          "≥ 1. The sampler works ahead of the update, new weights reach it between decode segments, and "
-          "every trajectory is trained at most k updates after the policy version that began it; batches "
-          "fill from finished groups. 0 = the lock-step loop (`reward.async_lag`), unchanged.",
-          cs.integer(0, why="0 = the lock-step loop"),
-        ),
-        push_every=field(
-          16,
-          "With `max_staleness` ≥ 1: decode steps per segment of the sampler working ahead; between two "
-          "segments it takes the newest weights (in-flight updates) and hands back its finished rows. 0 = "
-          "no in-flight updates: new weights reach the sampler only when it starts a generation batch.",
-          cs.integer(0, why="0 = weights only between generation batches"),
         ),
       )
     ),
@@ -266,48 +257,14 @@ RUN = cs.Section(
           "aggregate by Bradley–Terry only.",
           cs.number(0, why="0 = off"),
         ),
-        async_lag=field(
-          1,
-          "1: the judge works on step t's groups while step t + 1 samples, and update t waits for "
-          "the judge only if it is slower (`time/judge_wait`); 0: sample, judge, update in turn.",
-          cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1"),
-        ),
-        live_start=field(
-          "step_done",
-          "When a step's judging starts (issue 14). `step_done`: once the whole step "
-          "is generated. `group_done`: a group's judging starts as soon as its last member finishes "
-          "decoding and its routing is known, while other groups still decode (every topology). "
-          "`speculative` (`live` tournaments of routed modes): a group's tournament starts with its "
-          "first arrival and takes each arrival while they all share one verifier reward; it is "
-          "abandoned when a different reward arrives (`judge/calls_wasted`). Modes without a judge "
-          "ignore it.",
-          cs.one_of(LIVE_STARTS),
-        ),
         live_pipelined=field(
           False,
           "Live tournaments: choose an arrival's opponents from the standings known "
           "when it arrives, with matches of several arrivals in flight at once, instead of "
           "waiting for every earlier result (G − 1 judge round trips deep). Verdicts then "
           "depend on the judge's timing: not bit-reproducible. Pays off when arrivals are "
-          "spread in time (`live_start` ≠ step_done); see benchmarks.tournament_fidelity.",
+          "spread in time (`lockstep.live_start` ≠ step_done); see benchmarks.tournament_fidelity.",
           cs.boolean(),
-        ),
-        judge_backlog=field(
-          0,
-          "With `rollout.max_staleness` ≥ 1: groups this host keeps in the judge at once; a routed group that "
-          "finishes when it is full waits for a free place, or under `late_judgment = zero_advantage` is "
-          "trained unjudged (zero advantage, counted in `judge/groups_skipped`). 0 = (k + 1) × this host's "
-          "prompts per step.",
-          cs.integer(0, why="0 = (max_staleness + 1) × prompts per host"),
-        ),
-        late_judgment=field(
-          "wait",
-          "With `rollout.max_staleness` ≥ 1, when a routed group's judgment is not back by the last update "
-          "that may train it (k updates after its policy version), or the judge's backlog is full: `wait` "
-          "(the update waits, at most `judge.step_deadline_s` when set, `time/judge_wait`) or "
-          "`zero_advantage` (its judgment is cancelled and it trains with zero advantage, `judge/groups_late`, "
-          "`judge/groups_skipped`). A group is never dropped unnoticed.",
-          cs.one_of(("wait", "zero_advantage")),
         ),
         max_judge_outage_steps=field(
           10,
@@ -325,6 +282,74 @@ RUN = cs.Section(
         ),
       ),
       removed=dict(dynamic_sampling="DAPO is its own reward mode: set reward.mode = 'rlvr_dapo'"),
+    ),
+    # The loops that run the stages, one section each: the lock-step loop (`train.trainer`), unless
+    # `async_loop.max_staleness` ≥ 1 selects the asynchronous one (`train.async_loop`).
+    lockstep=cs.Section(
+      dict(
+        judge_lag=field(
+          1,
+          "1 (pipelined): the judge works on step t's groups while step t + 1 samples, and update t waits for "
+          "the judge only if it is slower (`time/judge_wait`); 0 (sync): sample, judge, update in turn.",
+          cs.one_of((0, 1), message="must be 0 or 1", valid="0 or 1"),
+        ),
+        live_start=field(
+          "step_done",
+          "When a step's judging starts (issue 14). `step_done`: once the whole step "
+          "is generated. `group_done`: a group's judging starts as soon as its last member finishes "
+          "decoding and its routing is known, while other groups still decode (every topology). "
+          "`speculative` (`live` tournaments of routed modes): a group's tournament starts with its "
+          "first arrival and takes each arrival while they all share one verifier reward; it is "
+          "abandoned when a different reward arrives (`judge/calls_wasted`). Modes without a judge "
+          "ignore it.",
+          cs.one_of(LIVE_STARTS),
+        ),
+        stream_every=field(
+          0,
+          "With `live_start` ≠ step_done: decode steps between two reads of the rows "
+          "that finished (each read is one host round trip); 0 = at the end of each of the "
+          "sampler's cache chunks (≤ 4 per call).",
+          cs.integer(0),
+        ),
+      ),
+      title="the lock-step loop: sync (judge_lag 0) or pipelined (judge_lag 1); `async_loop.max_staleness` = 0",
+    ),
+    async_loop=cs.Section(
+      dict(
+        max_staleness=field(
+          0,
+          "k: the asynchronous loop (`train.async_loop`, docs/architecture.md \"The asynchronous loop\") when "
+          "≥ 1. The sampler works ahead of the update, new weights reach it between decode segments, and "
+          "every trajectory is trained at most k updates after the policy version that began it; batches "
+          "fill from finished groups. 0 = the lock-step loop (`lockstep`).",
+          cs.integer(0, why="0 = the lock-step loop"),
+        ),
+        push_every=field(
+          16,
+          "With `max_staleness` ≥ 1: decode steps per segment of the sampler working ahead; between two "
+          "segments it takes the newest weights (in-flight updates) and hands back its finished rows. 0 = "
+          "no in-flight updates: new weights reach the sampler only when it starts a generation batch.",
+          cs.integer(0, why="0 = weights only between generation batches"),
+        ),
+        judge_backlog=field(
+          0,
+          "Groups this host keeps in the judge at once; a routed group that "
+          "finishes when it is full waits for a free place, or under `late_judgment = zero_advantage` is "
+          "trained unjudged (zero advantage, counted in `judge/groups_skipped`). 0 = (k + 1) × this host's "
+          "prompts per step.",
+          cs.integer(0, why="0 = (max_staleness + 1) × prompts per host"),
+        ),
+        late_judgment=field(
+          "wait",
+          "When a routed group's judgment is not back by the last update "
+          "that may train it (k updates after its policy version), or the judge's backlog is full: `wait` "
+          "(the update waits, at most `judge.step_deadline_s` when set, `time/judge_wait`) or "
+          "`zero_advantage` (its judgment is cancelled and it trains with zero advantage, `judge/groups_late`, "
+          "`judge/groups_skipped`). A group is never dropped unnoticed.",
+          cs.one_of(("wait", "zero_advantage")),
+        ),
+      ),
+      title="the asynchronous loop, with `max_staleness` ≥ 1 (docs/architecture.md \"The asynchronous loop\")",
     ),
     # urls () = the embedded judge server on a free loopback port.
     judge=judges_config.JUDGE.but(documented_apart=True, when=_uses_judge),
@@ -414,7 +439,7 @@ RUN = cs.Section(
         sample_devices=field(
           _MESH.sample_devices,
           "N > 0: the sampler runs on the last N devices, the trainer on the others (data × fsdp × tensor "
-          "of the rest), so that the asynchronous loop (`rollout.max_staleness` ≥ 1) samples while the update "
+          "of the rest), so that the asynchronous loop (`async_loop.max_staleness` ≥ 1) samples while the update "
           "runs; the new weights are copied across once per version. One process only. 0 = the sampler "
           "uses the train mesh's devices.",
           cs.integer(0, why="0 = the train mesh's devices"),
@@ -497,119 +522,10 @@ RUN = cs.Section(
       ),
       optional=True,
     ),
-  )
+  ),
+  rules=list(config_rules.RULES),
+  moved=MOVED,
 )
-
-
-@RUN.rule
-def _one_policy_source(c, report):
-  """Exactly one of init.policy_dir, init.hf_path and init.random_model is set."""
-  i = c.init
-  if sum([bool(i.policy_dir), bool(i.hf_path), bool(i.random_model)]) != 1:
-    report(
-      "init",
-      "set exactly one of init.policy_dir (an SFT policy), init.hf_path (a local HF checkpoint) or "
-      f"init.random_model (tests); got policy_dir={i.policy_dir!r}, hf_path={i.hf_path!r}, "
-      f"random_model={i.random_model!r}"
-      + (
-        "; configs/arith_*.py set policy_dir: add --config.init.policy_dir='' to start from hf_path"
-        if i.policy_dir and i.hf_path
-        else ""
-      ),
-    )
-
-
-@RUN.rule
-def _std_ddof_below_group_size(c, report):
-  """reward.std_ddof < rollout.group_size: the group standard deviation needs a positive denominator."""
-  if not c.reward.std_ddof < c.rollout.group_size:
-    report("reward.std_ddof", f"must be in [0, group_size) = [0, {c.rollout.group_size}), got {c.reward.std_ddof}")
-
-
-@RUN.rule
-def _topology_needs_a_tournament(c, report):
-  """reward.topology is set only for pairwise (tournament) modes."""
-  mode = reward_modes.get_mode(c.reward.mode)
-  if c.reward.topology and mode.judge_form != "pairwise":
-    report("reward.topology", f"mode {c.reward.mode!r} has no tournament; leave topology empty")
-
-
-@RUN.rule
-def _shrinkage_needs_bradley_terry(c, report):
-  """reward.bt_shrinkage > 0 only for runs whose judge rewards are a Bradley–Terry fit (it needs its errors)."""
-  aggregation = c.reward.aggregation or reward_modes.get_mode(c.reward.mode).aggregation
-  if c.reward.bt_shrinkage and aggregation != "bt":
-    report(
-      "reward.bt_shrinkage",
-      f"mode {c.reward.mode!r} does not aggregate by Bradley–Terry "
-      f"(aggregation {aggregation!r}): leave bt_shrinkage at 0, or set reward.aggregation='bt'",
-    )
-
-
-@RUN.rule
-def _aggregation_reads_the_modes_verdicts(c, report):
-  """reward.aggregation reads the verdicts the mode's judge form produces (matches or rubric scores)."""
-  if c.reward.aggregation:
-    problem = reward_modes.aggregation_problem(reward_modes.get_mode(c.reward.mode), c.reward.aggregation)
-    if problem:
-      report("reward.aggregation", problem)
-
-
-@RUN.rule
-def _speculative_is_for_live_routing(c, report):
-  """reward.live_start = speculative needs a live tournament for routed (non-diverse) groups."""
-  mode = reward_modes.get_mode(c.reward.mode)
-  topology = c.reward.topology or mode.topology
-  if c.reward.live_start == "speculative" and (mode.judge_groups != "non_diverse" or topology != "live"):
-    report(
-      "reward.live_start",
-      f"'speculative' starts live tournaments before routing is known: it needs a routed "
-      f"pairwise mode with topology 'live' (mode {c.reward.mode!r}, topology {topology!r}); use 'group_done'",
-    )
-
-
-@RUN.rule
-def _async_loop_judges_finished_groups(c, report):
-  """rollout.max_staleness ≥ 1 judges each group once it has finished: live_start = speculative is lock-step's."""
-  if c.rollout.max_staleness and c.reward.live_start == "speculative":
-    report(
-      "reward.live_start",
-      "the asynchronous loop (rollout.max_staleness ≥ 1) sends each routed group to the judge the moment its "
-      "last member finishes; 'speculative' is the lock-step loop's: use 'group_done' or 'step_done'",
-    )
-
-
-@RUN.rule
-def _pairwise_modes_get_a_pairwise_judge(c, report):
-  """A pairwise mode (a tournament) needs judge.backend = pairwise."""
-  mode = reward_modes.get_mode(c.reward.mode)
-  if mode.judge_form == "pairwise" and c.judge.backend != "pairwise":
-    report("judge.backend", f"mode {c.reward.mode!r} compares pairs: use backend 'pairwise', got {c.judge.backend!r}")
-
-
-@RUN.rule
-def _update_splits_the_rollout(c, report):
-  """prompts_per_step × group_size rows split into minibatches × micro_batches equal parts."""
-  rows, o = c.rollout.prompts_per_step * c.rollout.group_size, c.optim
-  if rows % (o.minibatches * o.micro_batches):
-    report(
-      "optim.micro_batches",
-      f"prompts_per_step × group_size = {rows} rows must split into minibatches × "
-      f"micro_batches = {o.minibatches} × {o.micro_batches} equal parts",
-    )
-
-
-@RUN.rule
-def _packed_rows_hold_a_whole_completion(c, report):
-  """rollout.pack_tokens > 0 must hold a full-budget completion and its prompt (≥ 1 token): a sequence never
-  splits across packed rows."""
-  r = c.rollout
-  if r.pack_tokens and r.pack_tokens <= r.max_new_tokens:
-    report(
-      "rollout.pack_tokens",
-      f"{r.pack_tokens} cannot hold a prompt + a completion of max_new_tokens = {r.max_new_tokens} tokens: use at "
-      "least the longest prompt + max_new_tokens, or 0 (no packing)",
-    )
 
 
 def base_config() -> ml_collections.ConfigDict:

@@ -4,7 +4,7 @@ judge, run on a background event loop so they overlap generation (docs/architect
 `JudgeRunner` owns one asyncio loop in a daemon thread and the judge built on it. `open(step)` returns a
 `StepJudgment`: the trainer adds each judged group as soon as it is known (`add`: after the whole step
 was generated, or the moment the group's last member finished decoding), can feed a live tournament one
-arrival at a time before the group's routing is known (`arrive`, `abandon`: `reward.live_start =
+arrival at a time before the group's routing is known (`arrive`, `abandon`: `lockstep.live_start =
 "speculative"`), then `close`s it; `result(timeout)` gives a `JudgeOutcome`: per judged group its
 `Verdicts` (observed matches and native ranking, or rubric scores) and the step's judge usage. Matches
 still running when the timeout (`judge.step_deadline_s`) expires are cancelled and counted late; their

@@ -23,12 +23,12 @@ from arena_jax.train.batch import Batch, Generation, Pending
 
 class Generator:
   """Produces a step's groups (SPEC §1, §7): samples G completions per prompt, verifies them on the host,
-  refills with reward-diverse groups under dynamic sampling (DAPO), and with `reward.live_start` ≠ step_done
+  refills with reward-diverse groups under dynamic sampling (DAPO), and with `lockstep.live_start` ≠ step_done
   feeds each finished group, or each arrival (speculative, SPEC §5), to the judge while decoding goes on.
 
   Each host draws the prompts of its own block of the global batch (`iterator`, `block`); the sampler runs on
   every host's prompts at once, and each host verifies and judges its own groups. With `rollout.sample_batch`
-  > 0 it runs on them in calls of at most that many prompts, one after another (`_calls`): each call holds
+  > 0 it runs on them in calls of at most that many prompts, one after another (`calls`): each call holds
   the decode cache of its own rows only, and the samples are those of one call (`Sampler`'s `row_offset`).
   """
 
@@ -53,7 +53,7 @@ class Generator:
     """Samples G per prompt and verifies; with dynamic sampling, refills with diverse groups (SPEC §7).
 
     Every host generates as long as any host lacks diverse groups (the sampler is one global program).
-    With `reward.live_start` ≠ step_done, groups are verified and sent to the judge as they finish
+    With `lockstep.live_start` ≠ step_done, groups are verified and sent to the judge as they finish
     decoding (`_sample_streaming`), so the step's judgment is already running when this returns.
 
     `params`: the sampler's copy of the policy (`Sampler.shard_params`, once per step); `judgment`: the
@@ -88,22 +88,23 @@ class Generator:
     local = Batch.concat(kept, pad_id).take(slice(0, n_local))  # DAPO truncates the surplus
     return Pending(step, local, local.gather(pad_id), gen, self.iterator.state, judgment)
 
-  def _prompts(self, examples) -> tuple[np.ndarray, np.ndarray]:
-    """Every host's prompts of one generation batch, padded (the sampler runs on all of them)."""
+  def prompt_tokens(self, examples) -> tuple[np.ndarray, np.ndarray]:
+    """Every host's prompts of one generation batch as the sampler takes them: (tokens, lengths), padded and
+    gathered (the sampler runs on all of them). The asynchronous loop decodes its batches from them too."""
     pad_id = self.tokenizer.pad_id
     tok = self.tokenizer
     prompts = tok.encode_batch(self.task.prompt_texts(examples, tok), add_bos=self.add_bos and not self.task.chat)
     tokens, lengths = self.sampler.pad_prompts(prompts)
     return parallel.gather_rows(tokens, pad_id), parallel.gather_rows(lengths)
 
-  def _calls(self, num_prompts: int) -> list[slice]:
+  def calls(self, num_prompts: int) -> list[slice]:
     """The prompts of each sampler call of a generation batch of `num_prompts` (every host's): all in one,
     or `rollout.sample_batch` at a time."""
     size = self.config.rollout.sample_batch or num_prompts
     return [slice(i, min(i + size, num_prompts)) for i in range(0, num_prompts, size)]
 
   def _joined(self, outputs: list) -> sampling.SampleOutput:
-    """The calls' gathered outputs (`_calls`, in order) as one."""
+    """The calls' gathered outputs (`calls`, in order) as one."""
     return outputs[0] if len(outputs) == 1 else sampling.concat_outputs(outputs, self.tokenizer.pad_id)
 
   def _local(self, examples, out, gen: Generation) -> Batch:
@@ -130,25 +131,25 @@ class Generator:
 
   def _sample(self, params, examples, rng, gen: Generation) -> Batch:
     """This host's groups of one generation batch (the sampler runs on every host's prompts)."""
-    tokens, lengths = self._prompts(examples)
+    tokens, lengths = self.prompt_tokens(examples)
     # Row r of a call is row c.start·G + r of the batch: its samples do not depend on the split. Each call
     # is gathered before the next starts, so that one call's decode cache at a time is allocated.
     outputs = [
       parallel.gather(self.sampler(params, (tokens[c], lengths[c]), rng, row_offset=c.start * self.g))
-      for c in self._calls(len(tokens))
+      for c in self.calls(len(tokens))
     ]
     return self._local(examples, self._joined(outputs), gen)
 
   def _stream(self, params, examples, rng, outputs: list):
-    """`Sampler.stream` over a generation batch's calls (`_calls`), in order: yields (each chunk, its rows
+    """`Sampler.stream` over a generation batch's calls (`calls`), in order: yields (each chunk, its rows
     indexed in the whole batch; whether decoding goes on after it) and appends each call's output, gathered,
     to `outputs`."""
-    tokens, lengths = self._prompts(examples)
-    calls = self._calls(len(tokens))
+    tokens, lengths = self.prompt_tokens(examples)
+    calls = self.calls(len(tokens))
     for k, c in enumerate(calls):
       offset = c.start * self.g
       chunks = self.sampler.stream(
-        params, (tokens[c], lengths[c]), rng, every=self.config.rollout.stream_every, row_offset=offset
+        params, (tokens[c], lengths[c]), rng, every=self.config.lockstep.stream_every, row_offset=offset
       )
       for chunk in chunks:
         if chunk.output is not None:
@@ -164,7 +165,7 @@ class Generator:
     Every host runs the same chunks; each judges its own groups."""
     g, first = self.g, self.block.start
     n_local = self.block.stop - first
-    speculative = self.config.reward.live_start == "speculative"
+    speculative = self.config.lockstep.live_start == "speculative"
     texts: list = [None] * (n_local * g)
     verifier = np.zeros((n_local, g), np.float32)
     steps = np.zeros((n_local, g), np.int64)

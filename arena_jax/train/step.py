@@ -18,7 +18,8 @@ log-probs back to the [R, N] layout (`models.packed_token_logprobs`); the CISPO 
 Precision (maxtext's weight_dtype / dtype): the state holds the master weights and the AdamW moments in
 the params' storage dtype (float32 by default, `model.weight_dtype`); the forward and backward passes cast
 each weight to the compute dtype where it is used (`ModelConfig.dtype`, bfloat16 in the real configs), and
-gradients accumulate in float32. `update_effect`'s metrics say whether the update moved the stored weights.
+gradients accumulate in float32. `update_effect`'s metrics say whether the update moved the stored weights;
+`check_update_moves` stops the run at the first update at the peak learning rate that did not.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from arena_jax.errors import UserError
 from arena_jax.models import packed_token_logprobs, quantize_for_training, token_logprobs
 from arena_jax.rl import cispo_loss, get_mode, metric_values
 from arena_jax.sampling import model_from_params
@@ -353,6 +355,33 @@ def update_effect(old, new, updates) -> dict:
     "update/moved": total(lambda u: u != 0, updates) / count,
     "update/changed": total(lambda a, b: a != b, old, new) / count,
   }
+
+
+class NoOpUpdateError(UserError, FloatingPointError):
+  """The first update at the peak learning rate left (almost) every weight it moved unchanged: its steps
+  round away in `model.weight_dtype` (`optim.min_changed_share`)."""
+
+
+def check_update_moves(values: dict, *, lr: float, optim, weight_dtype: str, step: int) -> bool:
+  """Raises `NoOpUpdateError` when an update with a non-zero gradient changed less than
+  `optim.min_changed_share` of the weight elements it moved (`step.update_effect`'s metrics). Returns
+  whether the update could be judged: False for one that moved nothing (a zero gradient)."""
+  moved, changed = values["update/moved"], values["update/changed"]
+  if values["grad_norm"] <= 0 or moved <= 0:
+    return False
+  if optim.min_changed_share <= 0 or changed >= optim.min_changed_share * moved:
+    return True
+  # Half the spacing of the dtype's numbers, relative to |w|: 2⁻ᵖ at a power of two, 2⁻⁽ᵖ⁺¹⁾ just below the next.
+  resolution = float(np.finfo(jnp.dtype(weight_dtype)).eps) / 2
+  rel = values["update/rel_rms"]
+  raise NoOpUpdateError(
+    f"step {step}: the first update at the peak learning rate changed {changed / moved:.2%} of the weight "
+    f"elements it moved (optim.min_changed_share={optim.min_changed_share}): its relative size RMS(update) / "
+    f"RMS(weight) = {rel:.2e} at optim.lr={lr:g} is {resolution / max(rel, 1e-30):.0f}× below "
+    f"model.weight_dtype={weight_dtype}'s resolution ({resolution:.1e} of |w|), so the steps round away and the "
+    "policy never leaves its checkpoint. Train float32 masters (--config.model.weight_dtype=float32, the "
+    "default) or raise optim.lr; optim.min_changed_share=0 turns this check off"
+  )
 
 
 def rows_to_rollout(prompt_tokens, prompt_lengths, tokens, lengths, old_logprobs, advantages, truncated) -> Rollout:

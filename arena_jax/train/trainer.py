@@ -1,23 +1,24 @@
 """The RL trainer: Reasoning Arena and its baselines end to end (docs/architecture.md, "The loop"; SPEC §1–§7).
 
-Over 600 lines, one concern: the step's stages as `Trainer` methods and the loop that calls them; each stage's
-work lives in its own module (below).
+The step's stages are `Trainer` methods, each stage's work in its own module (below); `train()` at the bottom
+runs them top-down, one phase under each `# ====` banner (set-up, build, restore, judge, step loop, finish).
 
 One step, in the order of the `Trainer` methods that do it, and the module each stage lives in:
 
     generate (`rollout.Generator`: sampler in jit, verifier on the host)
       → judge (`judging.JudgeRunner`: the mode's groups, in the background)
       → rewards (`rewards.Rewarder`: aggregate the verdicts: Bradley–Terry fit in jit, win rate, rank, rubric)
-      → update (`step`: jit: the masked per-group router, group advantages, CISPO, AdamW) → record
+      → update (`step`: jit: the masked per-group router, group advantages, CISPO, AdamW)
+      → record (`step_metrics.StepReporter`: metrics, samples, transcript row) → log → checkpoint
 
 The data that flows between them is `batch.Batch` / `batch.Pending`; the starting policy is
-`policy_io.initial_policy`. `train()` at the bottom is the loop, and reads as one.
+`policy_io.initial_policy`.
 
-With `reward.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
+With `lockstep.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
 row is verified on arrival and its group goes to the judge as soon as it can (issue 14), so judging starts
 while other groups still decode. `judge.step_deadline_s` bounds how long the update waits for its rewards.
 
-With `reward.async_lag = 1` the judge works on step t's groups while step t+1 generates; the update
+With `lockstep.judge_lag = 1` the judge works on step t's groups while step t+1 generates; the update
 of step t then waits for the judge only if it is slower than generation (`time/judge_wait`). Step t's
 completions were sampled with the parameters before update t − 1; CISPO's importance weights against
 the recorded behaviour log-probs account for that staleness (SPEC §2). At every checkpoint the
@@ -60,47 +61,18 @@ from arena_jax.train import sharding as train_sharding
 from arena_jax.train import transcripts as transcripts_lib
 from arena_jax.train import step as step_lib
 from arena_jax.train import workdir as workdir_lib
-from arena_jax.train.batch import Batch, Pending
+from arena_jax.train.batch import Pending
 from arena_jax.train.checkpoint import CheckpointError, Checkpointer
 from arena_jax.train.config import validate_config
 from arena_jax.train.metrics import MetricsWriter
 from arena_jax.train.plot import plot_curves
 from arena_jax.train.policy_io import initial_policy, write_policy_spec
 from arena_jax.train.rewards import JudgeOutageError  # noqa: F401  (raised by the loop; callers catch it here)
+from arena_jax.train.step_metrics import StepReporter
 
 
 class NonFiniteLossError(UserError, FloatingPointError):
   """The loss went NaN or infinite; the message names the last good checkpoint and what to change."""
-
-
-class NoOpUpdateError(UserError, FloatingPointError):
-  """The first update at the peak learning rate left (almost) every weight it moved unchanged: its steps
-  round away in `model.weight_dtype` (`optim.min_changed_share`)."""
-
-
-def check_update_moves(values: dict, *, lr: float, optim, weight_dtype: str, step: int) -> bool:
-  """Raises `NoOpUpdateError` when an update with a non-zero gradient changed less than
-  `optim.min_changed_share` of the weight elements it moved (`step.update_effect`'s metrics). Returns
-  whether the update could be judged: False for one that moved nothing (a zero gradient)."""
-  moved, changed = values["update/moved"], values["update/changed"]
-  if values["grad_norm"] <= 0 or moved <= 0:
-    return False
-  if optim.min_changed_share <= 0 or changed >= optim.min_changed_share * moved:
-    return True
-  # Half the spacing of the dtype's numbers, relative to |w|: 2⁻ᵖ at a power of two, 2⁻⁽ᵖ⁺¹⁾ just below the next.
-  resolution = float(np.finfo(jnp.dtype(weight_dtype)).eps) / 2
-  rel = values["update/rel_rms"]
-  raise NoOpUpdateError(
-    f"step {step}: the first update at the peak learning rate changed {changed / moved:.2%} of the weight "
-    f"elements it moved (optim.min_changed_share={optim.min_changed_share}): its relative size RMS(update) / "
-    f"RMS(weight) = {rel:.2e} at optim.lr={lr:g} is {resolution / max(rel, 1e-30):.0f}× below "
-    f"model.weight_dtype={weight_dtype}'s resolution ({resolution:.1e} of |w|), so the steps round away and the "
-    "policy never leaves its checkpoint. Train float32 masters (--config.model.weight_dtype=float32, the "
-    "default) or raise optim.lr; optim.min_changed_share=0 turns this check off"
-  )
-
-
-# ─────────────────────────────────────────── the trainer ───────────────────────────────────────────
 
 
 class Trainer:
@@ -116,7 +88,9 @@ class Trainer:
     r = config.rollout
     self.b, self.g = r.prompts_per_step, r.group_size
 
-    # ── data: each host draws its own block of the global batch, in an order of its own seed ──
+    # ==================================================================================================
+    # Data: each host draws its own block of the global batch, in an order of its own seed.
+    # ==================================================================================================
     self.task = tasks.get_task(config.tasks.train_task, config.tasks)
     self.block = parallel.host_block(self.b)
     self.iterator = tasks.PromptIterator(
@@ -125,7 +99,9 @@ class Trainer:
       seed=config.data_seed,
     )
 
-    # ── policy (float32 masters by default, placed on the train mesh), sampler, optimizer ──
+    # ==================================================================================================
+    # Mesh and policy (float32 masters by default, placed on the train mesh), then the sampler.
+    # ==================================================================================================
     self.mesh, sample_mesh = parallel.make_meshes(config.mesh)
     rules = parallel.axis_rules(config.mesh.rules)
     self.policy = initial_policy(config, workdir, self.mesh, rules)
@@ -148,13 +124,17 @@ class Trainer:
       compact_every=r.compact_every,
       decode_cache=r.decode_cache,
     )
+
+    # ==================================================================================================
+    # Optimizer, train state and the update's program.
+    # ==================================================================================================
     # What the update reads of the config, taken once: its program's key and all that its tracing reads (issue 43).
     self.update_spec = step_lib.UpdateSpec.from_config(config, temperature=self.sampler.logprob_temperature)
     self.optimizer = self.update_spec.optimizer()
     self.schedule = step_lib.make_schedule(config.optim)
     packed = r.pack_tokens > 0  # packed update rows (`train.packing`): one block per micro-batch and batch shard
     # The asynchronous loop marks the tokens an older policy sampled (`Rollout.stale`): reported, not trained on.
-    self.stale = r.max_staleness > 0
+    self.stale = config.async_loop.max_staleness > 0
     self.shardings = train_sharding.train_shardings(
       self.policy.config, self.optimizer, self.mesh, rules, packed=packed, stale=self.stale
     )
@@ -177,15 +157,19 @@ class Trainer:
     self.checkpointer = Checkpointer(
       os.path.join(workdir, "checkpoints"), keep=config.checkpoint.keep, cleanup_tmp=True
     )
-    # ── the two stages around the update: the rollout, and the rewards of its judgment ──
+
+    # ==================================================================================================
+    # The stages around the update: the rollout, the rewards of its judgment, the step's report.
+    # ==================================================================================================
     self.generator = rollout_lib.Generator(
       config, self.mode, self.task, self.iterator, self.block, self.sampler, tok, self.policy.add_bos
     )
     self.rewarder = rewards_lib.Rewarder(config, self.mode, self.block, self.checkpointer.directory)
+    self.reporter = StepReporter(config, self.mode, self.task, self.block, tok, self.schedule, self.topology)
     self.verified_steps: set[int] = set()  # restored and verified, or saved (finite) by this process
-    self.judge_runner: judging.JudgeRunner | None = None
+    self.judge_runner: judging.JudgeRunner | None = None  # train() starts it (a judged mode), after the restore
     self.transcripts: transcripts_lib.TranscriptWriter | None = None  # train() opens it (judge.transcripts > 0)
-    self.update_checked = False  # `check_update_moves` ran (at the first update at the peak lr)
+    self.update_checked = False  # `step.check_update_moves` ran (at the first update at the peak lr)
     self.history: list[dict] = []
 
   # ── restore and save ──
@@ -252,7 +236,7 @@ class Trainer:
 
   def save(self, step: int, iterator_state, extra: dict | None = None) -> None:
     """Checkpoint after `step` optimizer steps; `iterator_state` = the iterator right after that step's
-    prompts were drawn (with async_lag = 1 the next step's may already have been drawn); `extra`: more
+    prompts were drawn (with judge_lag = 1 the next step's may already have been drawn); `extra`: more
     meta (the asynchronous loop's `requeue`)."""
     meta = {
       "step": step,
@@ -269,6 +253,11 @@ class Trainer:
       )
     self.checkpointer.save(step, self.state, meta, main=parallel.is_main_process())
     self.verified_steps.add(step)
+
+  def time_to_save(self, step: int) -> bool:
+    """Is it time to checkpoint after `step` updates: every `checkpoint.every` and at the last step (both loops;
+    a stop saves too)."""
+    return step % self.config.checkpoint.every == 0 or step == self.config.num_steps
 
   def good_checkpoint_hint(self) -> str:
     """Names the newest checkpoint that passed verification (restored by this process, or saved by it
@@ -290,8 +279,8 @@ class Trainer:
 
   @property
   def streams(self) -> bool:
-    """Judging starts while the step decodes (`reward.live_start` ≠ step_done, a judged mode)."""
-    return self.mode.uses_judge and self.config.reward.live_start != "step_done" and self.judge_runner is not None
+    """Judging starts while the step decodes (`lockstep.live_start` ≠ step_done, a judged mode)."""
+    return self.mode.uses_judge and self.config.lockstep.live_start != "step_done" and self.judge_runner is not None
 
   def generate(self, step: int) -> Pending:
     """Step `step`'s groups (`rollout.Generator.generate`), sampled from a compute-dtype copy of the current
@@ -303,7 +292,7 @@ class Trainer:
 
   def judge(self, pending: Pending) -> None:
     """Sends this host's groups that the mode judges to the judge, in the background (with
-    `reward.live_start` ≠ step_done they were sent during `generate`: this closes the step's judgment)."""
+    `lockstep.live_start` ≠ step_done they were sent during `generate`: this closes the step's judgment)."""
     if self.judge_runner is None:
       return
     if pending.judgment is not None:  # streamed: every judged group was sent as it finished decoding
@@ -385,7 +374,7 @@ class Trainer:
     o = self.config.optim
     lr = float(self.schedule(pending.step * parts))  # the first update of the step
     if not self.update_checked and lr >= o.lr * (1 - 1e-6):  # warm-up steps are small by design
-      self.update_checked = check_update_moves(
+      self.update_checked = step_lib.check_update_moves(
         values[0], lr=lr, optim=o, weight_dtype=self.policy.config.param_dtype, step=pending.step + 1
       )
     return out
@@ -403,119 +392,8 @@ class Trainer:
   def step_metrics(
     self, pending: Pending, rewards: step_lib.StepRewards, m: dict, *, update_s: float, step_s: float
   ) -> tuple[dict, list[dict]]:
-    """The step's metrics (`m`: the rewards' and the update's, completed here) and its sample of completions;
-    writes its transcript row."""
-    row_rewards, row_advantages = m.pop("rows/rewards"), m.pop("rows/advantages")
-    samples = self.samples(pending, np.asarray(rewards.judged), row_rewards, row_advantages)
-    m.update(self.process_metrics(pending.local))
-    if self.transcripts is not None and parallel.is_main_process():
-      self.transcripts.put(self.step_row(pending, rewards, row_rewards, row_advantages))
-    batch, gen = pending.batch, pending.generation
-    v = batch.verifier
-    m.update(
-      {
-        # accuracy: over every generated sample (what the policy achieves; with dynamic sampling the
-        # trained groups are a selection); reward/verifier: over the trained groups.
-        "reward/verifier": float(v.mean()),
-        "accuracy": gen.correct / max(gen.trajectories, 1),
-        "groups/all_correct": float((v.min(-1) >= 1).mean()),
-        "groups/all_wrong": float((v.max(-1) <= 0).mean()),
-        "groups/diverse": float(batch.diverse.mean()),
-        "groups/routed": float(self.mode.select(batch.diverse).mean()) if self.mode.uses_judge else 0.0,
-        # The judge's room (issue 32): distinct completions per routed group (0 when no group was routed).
-        "judge/distinct_per_group": self._distinct_routed(pending.local),
-        "gen/batches": gen.batches,
-        "gen/trajectories": gen.trajectories,
-        "gen/tokens": gen.tokens,
-        "gen/tokens_trained": int(batch.lengths.sum()),
-        "gen/groups_judged_early": int(parallel.host_sum(np.asarray(gen.judged_early))),
-        "gen/tokens_per_s": float(gen.tokens / max(gen.sample_s, 1e-9)),
-        "gen/unclosed_thinking": gen.unclosed_thinking,
-        "time/sample": gen.sample_s,
-        "time/verify": gen.verify_s,
-        "time/update": update_s,
-        # The learning rate of the step's last update, from the optimizer's own schedule.
-        "lr": float(self.schedule((pending.step + 1) * self.config.optim.minibatches - 1)),
-        "time/step": step_s,  # this step's own work
-      }
-    )
-    m.setdefault("time/judge_wait", 0.0)
-    m.setdefault("time/judge_after_gen", 0.0)
-    m.setdefault("time/bt_fit", 0.0)
-    return m, samples
-
-  def _distinct_routed(self, local: Batch) -> float:
-    """The mean distinct traces per routed group over every host's groups (a collective: every host calls it)."""
-    routed = self.mode.select(local.diverse) if self.mode.uses_judge else np.zeros(local.num_groups, bool)
-    distinct = tasks.distinct_traces(local.texts, self.g)[routed] if routed.any() else np.zeros(0)
-    total, count = parallel.host_sum(np.asarray([distinct.sum(), len(distinct)], np.float64))
-    return float(total / count) if count else 0.0
-
-  def samples(self, pending: Pending, judged, rewards, advantages) -> list[dict]:
-    """`log.samples_per_step` of this host's completions, spread over its groups: what the policy wrote,
-    with the rewards and advantages it was trained with."""
-    local, n = pending.local, self.config.log.samples_per_step
-    rows = np.linspace(0, local.num_groups * self.g - 1, min(n, local.num_groups * self.g)).astype(int)
-    out = []
-    for r in rows:
-      b, i = divmod(int(r), self.g)
-      gb = self.block.start + b  # the group's index in the step
-      # The prompt as the policy was given it (through its chat template with tasks.prompt_format = chat).
-      prompt = self.task.prompt_texts([local.examples[b]], self.policy.tokenizer)[0]
-      out.append(
-        {
-          "group": gb,
-          "member": i,
-          "prompt": prompt,
-          "completion": local.texts[r],
-          "verifier": float(local.verifier[b, i]),
-          "reward": float(rewards[gb, i]),
-          "advantage": float(advantages[gb, i]),
-          "judged": bool(judged[gb]),
-        }
-      )
-    return out
-
-  def step_row(self, pending: Pending, rewards: step_lib.StepRewards, row_rewards, row_advantages) -> dict:
-    """The step's transcript row (`transcripts.read_steps`): every group's router decision and rewards."""
-    batch = pending.batch
-    routed = self.mode.select(batch.diverse) if self.mode.uses_judge else np.zeros(batch.num_groups, bool)
-    judge_r, judged = np.asarray(rewards.judge), np.asarray(rewards.judged)
-    groups = [
-      {
-        "group": b,
-        "diverse": bool(batch.diverse[b]),
-        "routed": bool(routed[b]),
-        "judged": bool(judged[b]),
-        "verifier": batch.verifier[b].tolist(),
-        "judge": judge_r[b].tolist(),
-        "reward": np.asarray(row_rewards[b]).tolist(),
-        "advantage": np.asarray(row_advantages[b]).tolist(),
-      }
-      for b in range(batch.num_groups)
-    ]
-    return {
-      "kind": "step",
-      "step": pending.step + 1,
-      "mode": self.mode.name,
-      "topology": self.topology,
-      "task": self.config.tasks.train_task,
-      "group_size": self.g,
-      "groups": groups,
-    }
-
-  def process_metrics(self, local: Batch) -> dict:
-    """`process/*`: the process checker's reading of `log.process_checks` completions of the step (whole
-    groups spread over every host's share), summed over hosts — what the judge is meant to change."""
-    checks = self.config.log.process_checks
-    if not checks or not self.task.has_process_checker:  # the same on every host: the gather below is collective
-      return {}
-    groups = np.unique(np.linspace(0, local.num_groups - 1, min(-(-checks // self.g), local.num_groups)).astype(int))
-    rows = [b * self.g + i for b in groups for i in range(self.g)]
-    reports = [self.task.check_process(local.examples[r // self.g], local.texts[r]) for r in rows]
-    counts = tasks.process_counts(reports, [float(local.verifier[r // self.g, r % self.g]) for r in rows])
-    total = {k: sum(host[k] for host in parallel.gather_json(counts)) for k in counts}
-    return {f"process/{k}": v for k, v in tasks.process_rates(total).items()}
+    """The step's metrics and sample of completions (`step_metrics.StepReporter`); writes its transcript row."""
+    return self.reporter(pending, rewards, m, update_s=update_s, step_s=step_s, transcripts=self.transcripts)
 
 
 class _StopFlag:
@@ -546,24 +424,34 @@ class _StopFlag:
       signal.signal(sig, handler)
 
 
-# ─────────────────────────────────────────── the loop ───────────────────────────────────────────
+class _Chrono:
+  """The wall-clock time between two steps' records, overlap included (`time/wall`)."""
+
+  def __init__(self):
+    self.last = time.perf_counter()
+
+  def lap(self) -> float:
+    now = time.perf_counter()
+    elapsed, self.last = now - self.last, now
+    return elapsed
 
 
-def train(config, workdir: str) -> dict:
-  """Runs RL from `config` in `workdir`; returns a summary (steps, last metrics, paths)."""
-  # ── set-up: fail fast, before the policy is loaded or anything compiles ──
-  parallel.initialize(config.mesh.distributed)  # multi-host: before anything touches the devices
-  validate_config(config)
-  mode = rl.get_mode(config.reward.mode)
-  if mode.uses_judge:
-    judges.check_judge_urls(config.judge)  # a configured judge that does not answer stops the run now
-  # One trainer per workdir, for its whole life (released by the kernel however the process ends).
-  lock = workdir_lib.WorkdirLock(workdir).acquire() if parallel.is_main_process() else None
-  try:
-    return _train_locked(config, workdir, mode)
-  finally:
-    if lock is not None:
-      lock.release()
+class _StepLog:
+  """The log phase of a step (both loops): its metrics and samples written, kept in `history`, on the progress bar."""
+
+  def __init__(self, writer: MetricsWriter, progress, history: list, mode):
+    self.writer, self.progress, self.history, self.mode = writer, progress, history, mode
+
+  def __call__(self, step: int, m: dict, samples: list) -> None:
+    self.writer.write(step, m)
+    self.writer.write_samples(step, samples)
+    self.history.append({"step": step, **m})
+    if self.progress is not None:
+      self.progress.update(1)
+      post = {"acc": f"{m['accuracy']:.2f}", "loss": f"{m['loss']:.3f}"}
+      if self.mode.uses_judge:
+        post.update(routed=f"{m['groups/routed']:.2f}", calls=m["judge/calls"])
+      self.progress.set_postfix(post)
 
 
 def _check_resume(config, workdir: str) -> None:
@@ -585,107 +473,126 @@ def _check_resume(config, workdir: str) -> None:
     ckpt.close()
 
 
-def _train_locked(config, workdir: str, mode) -> dict:
-  _check_resume(config, workdir)
-  # A mode that judges launches the embedded judge (when no URL is configured) now: its process imports while
-  # the policy is built, and `judge_urls()` waits for it only when the loop starts.
-  endpoints = judges.launched_judge_endpoints(config.judge) if mode.uses_judge else contextlib.nullcontext(tuple)
-  with endpoints as judge_urls:
-    return _run(config, workdir, mode, judge_urls)
+# ==============================================================================================================
+# The loop
+# ==============================================================================================================
 
 
-def _run(config, workdir: str, mode, judge_urls) -> dict:
+def train(config, workdir: str) -> dict:
+  """Runs RL from `config` in `workdir`; returns a summary (steps, last metrics, paths).
+
+  One pass from top to bottom, in phases under banners (as big_vision's `train()`): set-up, build, restore, the
+  judge, the step loop (generate → judge → rewards → update → log → checkpoint), finish. The step loop is the
+  lock-step one here, or with `async_loop.max_staleness` ≥ 1 the asynchronous one (`async_loop.AsyncLoop`).
+  """
   c = config
-  trainer = Trainer(config, workdir)
-  start = trainer.restore()
+  # ============================================================================================================
+  # Set-up: fail fast, before the policy is loaded or anything compiles.
+  # ============================================================================================================
+  parallel.initialize(c.mesh.distributed)  # multi-host: before anything touches the devices
+  validate_config(c)
+  mode = rl.get_mode(c.reward.mode)
+  if mode.uses_judge:
+    judges.check_judge_urls(c.judge)  # a configured judge that does not answer stops the run now
   main = parallel.is_main_process()
-  writer = MetricsWriter(workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard, enabled=main)
-  if mode.uses_judge and c.judge.transcripts > 0:
-    trainer.transcripts = transcripts_lib.open_for_run(
-      c, workdir, mode=mode.name, topology=trainer.topology, start_step=start
+  with contextlib.ExitStack() as run:
+    if main:  # one trainer per workdir, for its whole life (released by the kernel however the process ends)
+      run.callback(workdir_lib.WorkdirLock(workdir).acquire().release)
+    _check_resume(c, workdir)
+    # A mode that judges launches the embedded judge (when no URL is configured) now: its process imports while
+    # the policy is built, and `judge_urls()` waits for it only when the loop starts.
+    endpoints = judges.launched_judge_endpoints(c.judge) if mode.uses_judge else contextlib.nullcontext(tuple)
+    judge_urls = run.enter_context(endpoints)
+
+    # ==========================================================================================================
+    # Build: data, mesh, policy, sampler, optimizer and the update's program (`Trainer`).
+    # ==========================================================================================================
+    trainer = Trainer(c, workdir)
+
+    # ==========================================================================================================
+    # Restore: the newest checkpoint that verifies (with `resume`); the logs continue from its step.
+    # ==========================================================================================================
+    start = trainer.restore()
+    writer = MetricsWriter(
+      workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard, enabled=main
     )
-  progress = (
-    tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
-    if c.log.progress and main
-    else None
-  )
-  last_end = time.perf_counter()
+    if mode.uses_judge and c.judge.transcripts > 0:
+      trainer.transcripts = transcripts_lib.open_for_run(
+        c, workdir, mode=mode.name, topology=trainer.topology, start_step=start
+      )
+    progress = (
+      tqdm(total=c.num_steps, initial=start, desc=f"RL {mode.name}", unit="step", dynamic_ncols=True)
+      if c.log.progress and main
+      else None
+    )
+    log_step = _StepLog(writer, progress, trainer.history, mode)
+    chrono = _Chrono()
+    try:
+      with _StopFlag() as stop:
+        # ======================================================================================================
+        # The judge: each host sends its own groups to its share of the servers.
+        # ======================================================================================================
+        if mode.uses_judge:
+          trainer.judge_runner = judging.JudgeRunner(
+            c.judge,
+            parallel.host_judge_urls(judge_urls()),
+            mode,
+            topology=trainer.topology,
+            seed=c.seed,
+            dedupe=c.reward.dedupe_traces,
+            transcripts=trainer.transcripts,
+            live_pipelined=c.reward.live_pipelined,
+          )
 
-  def log_step(step: int, m: dict, samples: list) -> None:
-    """A step's metrics, samples and progress."""
-    writer.write(step, m)
-    writer.write_samples(step, samples)
-    trainer.history.append({"step": step, **m})
-    if progress is not None:
-      progress.update(1)
-      post = {"acc": f"{m['accuracy']:.2f}", "loss": f"{m['loss']:.3f}"}
-      if mode.uses_judge:
-        post.update(routed=f"{m['groups/routed']:.2f}", calls=m["judge/calls"])
-      progress.set_postfix(post)
+        # ======================================================================================================
+        # The step loop: generate → judge → rewards → update → log → checkpoint.
+        # ======================================================================================================
+        if c.async_loop.max_staleness:  # the sampler works ahead, at most k updates stale (`async_loop`)
+          async_loop.AsyncLoop(trainer, log_step, stop).run(start)
+        else:  # lock-step: step t is applied while step t + 1's judgment may still run (lockstep.judge_lag = 1)
+          pending = None  # generated, judged in the background, not yet applied
+          for step in range(start, c.num_steps):
+            current = trainer.generate(step)  # sample → verify (→ judge as groups finish, with live_start)
+            trainer.judge(current)  # route → judge, in the background
+            if pending is not None and _record(trainer, pending, log_step, chrono, stop):
+              break  # `current` is dropped: a resume regenerates it from the saved iterator state
+            pending = current
+            # The pipeline drains: in turn (judge_lag = 0), before a checkpoint, at the last step, at a stop.
+            if c.lockstep.judge_lag == 0 or trainer.time_to_save(step + 1) or stop.poll():
+              pending = None
+              if _record(trainer, current, log_step, chrono, stop):
+                break
+    finally:
+      if trainer.judge_runner is not None:
+        trainer.judge_runner.close()
+      if trainer.transcripts is not None:
+        trainer.transcripts.close()  # after the judge: its last groups are queued by then
+      if progress is not None:
+        progress.close()
+      writer.close()
+      trainer.checkpointer.close()
 
-  def record(pending: Pending, stop: _StopFlag) -> bool:
-    """rewards → update → metrics, progress, checkpoint; True when the run must stop after this step."""
-    nonlocal last_end
-    stop.poll()  # a signal on any host stops every host after this step (the loop stays in lockstep)
-    m, samples = trainer.apply(pending)
-    now = time.perf_counter()
-    m["time/wall"] = now - last_end  # wall-clock between optimizer steps (overlap included)
-    last_end = now
-    step = pending.step + 1
-    log_step(step, m, samples)
-    if step % c.checkpoint.every == 0 or step == c.num_steps or stop.now:
-      trainer.save(step, pending.iterator_after)
-    return stop.now
+    # ==========================================================================================================
+    # Finish: the summary, and the curves.
+    # ==========================================================================================================
+    summary = {
+      "workdir": workdir,
+      "steps": trainer.history[-1]["step"] if trainer.history else start,
+      "last": trainer.history[-1] if trainer.history else {},
+      "interrupted": stop.now,
+    }
+    if c.log.plot and trainer.history and main:
+      summary["plot"] = plot_curves(workdir)
+    return summary
 
-  def lockstep(stop: _StopFlag) -> None:
-    """Step t is applied while step t + 1's judgment may still run (async_lag = 1)."""
-    pending = None  # generated, judged in the background, not yet applied
-    for step in range(start, c.num_steps):
-      current = trainer.generate(step)
-      trainer.judge(current)
-      if pending is not None and record(pending, stop):
-        break  # `current` is dropped: a resume regenerates it from the saved iterator state
-      pending = current
-      drain = c.reward.async_lag == 0 or (step + 1) % c.checkpoint.every == 0 or step + 1 == c.num_steps or stop.poll()
-      if drain:
-        pending, stopped = None, record(current, stop)
-        if stopped:
-          break
 
-  # ── the loop: lock-step (above), or asynchronous with rollout.max_staleness ≥ 1 ──
-  try:
-    with _StopFlag() as stop:
-      if mode.uses_judge:  # each host sends its own groups to its share of the servers
-        trainer.judge_runner = judging.JudgeRunner(
-          c.judge,
-          parallel.host_judge_urls(judge_urls()),
-          mode,
-          topology=trainer.topology,
-          seed=c.seed,
-          dedupe=c.reward.dedupe_traces,
-          transcripts=trainer.transcripts,
-          live_pipelined=c.reward.live_pipelined,
-        )
-      if c.rollout.max_staleness:  # the sampler works ahead, at most k updates stale (`async_loop`)
-        async_loop.AsyncLoop(trainer, log_step, stop).run(start)
-      else:
-        lockstep(stop)
-  finally:
-    if trainer.judge_runner is not None:
-      trainer.judge_runner.close()
-    if trainer.transcripts is not None:
-      trainer.transcripts.close()  # after the judge: its last groups are queued by then
-    if progress is not None:
-      progress.close()
-    writer.close()
-    trainer.checkpointer.close()
-
-  summary = {
-    "workdir": workdir,
-    "steps": trainer.history[-1]["step"] if trainer.history else start,
-    "last": trainer.history[-1] if trainer.history else {},
-    "interrupted": stop.now,
-  }
-  if c.log.plot and trainer.history and main:
-    summary["plot"] = plot_curves(workdir)
-  return summary
+def _record(trainer: Trainer, pending: Pending, log_step: _StepLog, chrono: _Chrono, stop: _StopFlag) -> bool:
+  """A generated step's rewards → update → log → checkpoint (lock-step loop); True when the run must stop after it."""
+  stop.poll()  # a signal on any host stops every host after this step (the loop stays in lockstep)
+  m, samples = trainer.apply(pending)
+  m["time/wall"] = chrono.lap()  # wall-clock between optimizer steps (overlap included)
+  step = pending.step + 1
+  log_step(step, m, samples)
+  if trainer.time_to_save(step) or stop.now:
+    trainer.save(step, pending.iterator_after)
+  return stop.now

@@ -36,7 +36,7 @@ def run_config(data_dir, urls, steps, **client):
 
 def hook_steps(monkeypatch, actions):
   """Runs `actions[step]()` right after the trainer logs step `step` (on the training thread, so the
-  fault lands at a known point of the loop: with async_lag = 1 the next step's judging is in flight)."""
+  fault lands at a known point of the loop: with lockstep.judge_lag = 1 the next step's judging is in flight)."""
 
   class Hooked(metrics_lib.MetricsWriter):
     def write(self, step, values):

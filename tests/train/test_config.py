@@ -3,6 +3,7 @@ the checks derived from it."""
 
 import math
 import pathlib
+import re
 
 import ml_collections
 import pytest
@@ -46,6 +47,18 @@ def test_a_removed_field_says_what_replaced_it():
   c.reward.dynamic_sampling = True
   with pytest.raises(ValueError, match=r"config\.reward\.dynamic_sampling: no longer exists: .*'rlvr_dapo'"):
     train_config.validate_config(c, check_devices=False)
+
+
+@pytest.mark.parametrize("old, new", sorted(train_config.MOVED.items()))
+def test_a_moved_field_names_its_new_place(old, new):
+  """The loops' scheduling fields moved to one section per loop (issue 43): a config still setting one is refused
+  naming the new field, and the new one is declared."""
+  c = train_config.base_config()
+  (section, name), (new_section, new_name) = old.split("."), new.split(".")
+  c[section][name] = c[new_section][new_name]  # its default: only the place is wrong
+  with pytest.raises(ValueError, match=re.escape(f"config.{old}: moved to config.{new}")):
+    train_config.validate_config(c, check_devices=False)
+  assert cs.moved_to(old) == new
 
 
 def test_reward_modes_are_read_from_the_registry_when_checked(monkeypatch):

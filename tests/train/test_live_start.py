@@ -1,5 +1,5 @@
 """Judging while generation runs (issue 14): the per-step deadline, groups judged as they finish
-decoding (`reward.live_start`), and speculative live tournaments."""
+decoding (`lockstep.live_start`), and speculative live tournaments."""
 
 import math
 
@@ -31,7 +31,7 @@ def early_stops(monkeypatch):
 def test_matches_past_the_step_deadline_are_cancelled_counted_and_left_out(data_dir, coin_verifier, tmp_path):
   # Every judgment hangs far past the deadline: the update cancels them instead of waiting.
   c = smoke_config("arena_live", data_dir)
-  c.reward.async_lag = 0
+  c.lockstep.judge_lag = 0
   c.judge.step_deadline_s = 0.5
   c.judge.server.hang_rate, c.judge.server.hang_s = 1.0, 600.0
   train(c, str(tmp_path))
@@ -45,9 +45,10 @@ def test_matches_past_the_step_deadline_are_cancelled_counted_and_left_out(data_
     assert all(math.isfinite(v) for v in r.values() if isinstance(v, float))
 
 
-def _run(mode, data_dir, workdir, **reward):
+def _run(mode, data_dir, workdir, live_start="step_done", **reward):
   c = smoke_config(mode, data_dir, **reward)
-  c.rollout.stream_every = 3  # 16 new tokens: chunks end at steps 4, 7, 9, 12, 15, 16
+  c.lockstep.live_start = live_start
+  c.lockstep.stream_every = 3  # 16 new tokens: chunks end at steps 4, 7, 9, 12, 15, 16
   train(c, str(workdir))
   return read_metrics(str(workdir))
 
@@ -88,10 +89,11 @@ def test_group_done_with_an_anchored_bracket_for_every_group(data_dir, coin_veri
 
 @pytest.mark.parametrize("mode, topology", [("arena", ""), ("arena_live", "swiss"), ("arenarl", "live")])
 def test_speculative_needs_live_tournaments_of_routed_groups(mode, topology, data_dir):
-  c = smoke_config(mode, data_dir, live_start="speculative", topology=topology)
-  with pytest.raises(ValueError, match=r"config\.reward\.live_start: 'speculative' .* use 'group_done'"):
+  c = smoke_config(mode, data_dir, topology=topology)
+  c.lockstep.live_start = "speculative"
+  with pytest.raises(ValueError, match=r"config\.lockstep\.live_start: 'speculative' .* use 'group_done'"):
     validate_config(c)
-  c.reward.live_start = "group_done"
+  c.lockstep.live_start = "group_done"
   validate_config(c)
 
 

@@ -20,7 +20,7 @@ from arena_jax.train import Checkpointer, read_metrics, train
 from arena_jax.train import step as step_lib
 import configs
 from arena_jax.train.config import base_config
-from arena_jax.train.trainer import NoOpUpdateError
+from arena_jax.train.step import NoOpUpdateError
 from tests.train.conftest import smoke_config
 from tests.train.test_real_smoke import PROBLEMS, ROOT, TINY, _init, _tokenizer
 

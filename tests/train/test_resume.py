@@ -30,8 +30,9 @@ def test_stop_and_resume_equals_straight_run(lag, live_start, dtype, data_dir, c
 
   # The embedded judge is deterministic by default (no noise): the same matches give the same verdicts.
   def config(steps, resume=False):
-    c = smoke_config("arena_live", data_dir, live_start=live_start)
-    c.num_steps, c.resume, c.reward.async_lag, c.checkpoint.every = steps, resume, lag, 2
+    c = smoke_config("arena_live", data_dir)
+    c.num_steps, c.resume, c.checkpoint.every = steps, resume, 2
+    c.lockstep.judge_lag, c.lockstep.live_start = lag, live_start
     c.model.dtype = dtype
     return c
 
@@ -70,7 +71,7 @@ def test_resume_drops_metric_rows_written_after_the_last_checkpoint(data_dir, co
     ("reward.mode", "ppo", r"config.reward.mode: unknown reward mode 'ppo'"),
     ("reward.topology", "ladder", r"config.reward.topology: unknown topology 'ladder'"),
     ("reward.bt_solver", "adam", r"config.reward.bt_solver: unknown Bradley–Terry solver 'adam'"),
-    ("reward.async_lag", 2, r"config.reward.async_lag: must be 0 or 1"),
+    ("lockstep.judge_lag", 2, r"config.lockstep.judge_lag: must be 0 or 1"),
     ("reward.dynamic_sampling", True, r"config.reward.dynamic_sampling: no longer exists: .* 'rlvr_dapo'"),
     ("judge.margin", 0.7, r"margin"),
     ("judge.backend", "pointwise", r"config.judge.backend: mode 'arena_live' compares pairs"),

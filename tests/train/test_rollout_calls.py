@@ -94,7 +94,7 @@ def examples():
 def _generator(sample_batch: int, decode_cache: str, live_start="group_done", tokenizer=None) -> Generator:
   c = train_config.base_config()
   c.rollout.update(dict(prompts_per_step=5, group_size=G, max_new_tokens=N, sample_batch=sample_batch))
-  c.reward.live_start = live_start
+  c.lockstep.live_start = live_start
   sampler = sampling.Sampler(
     config=CONFIG,
     max_new_tokens=N,
@@ -162,7 +162,7 @@ def test_the_asynchronous_loop_counts_the_completions_that_end_inside_their_thin
   groups handed over as they finish) counts them too, by value, in the step's `Generation`."""
   generator = _generator(2, "dense", "step_done", _ThinkingTokenizer())
   c = generator.config
-  c.rollout.max_staleness, c.rollout.push_every = 1, 4
+  c.async_loop.max_staleness, c.async_loop.push_every = 1, 4
   trainer = types.SimpleNamespace(
     config=c,
     generator=generator,
