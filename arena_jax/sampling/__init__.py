@@ -5,6 +5,7 @@ Sampler        small frozen object; `sampler(params, prompts, rng)` → SampleOu
 SampleOutput   tokens, behaviour log-probs, lengths, truncated, completion_step, is_greedy ([B·G, …]);
                `concat_outputs` joins several calls' (a rollout split into calls)
 Greedy, RandomSampling(temperature, top_k, top_p)   sampling methods
+TokenChoice    the sampling of one token at every step: logits processor, method, behaviour log-prob, greedy anchor
 apply_top_k, apply_top_p, sample_categorical, uniforms, mask_after_stop, bucket_length,
 cache_chunking  the pure helpers they are built from
 ForcedStops    a logits processor that fixes each row's completion length (benchmarks, tests)
@@ -17,6 +18,7 @@ from arena_jax.sampling.methods import (
   Greedy,
   RandomSampling,
   SamplingMethod,
+  TokenChoice,
   apply_top_k,
   apply_top_p,
   sample_categorical,

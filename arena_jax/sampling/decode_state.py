@@ -123,7 +123,7 @@ class Results:
 
 
 _NO_ROW = np.iinfo(np.int32).max  # a compacted state's filler rows: dropped when scattered back
-COMPACT_FLOOR = 16  # compaction keeps at least 1/COMPACT_FLOOR of a call's rows (`Sampler._compact`)
+COMPACT_FLOOR = 16  # compaction keeps at least 1/COMPACT_FLOOR of a call's rows (`compaction.compact`)
 
 
 # ─────────────────────────────────────── pure helpers ───────────────────────────────────────

@@ -8,11 +8,16 @@ its **behaviour log-probs**: the sampler records log softmax(logits / T)[token] 
 vocabulary, T = `logprob_temperature`. Top-k / top-p truncation is deliberately not reflected there:
 the loss recomputes π_θ with the same T (`token_logprobs(..., temperature=T)`), so the CISPO ratio
 (SPEC §2) is exactly 1 on-policy and measures only the policy's change, not the truncation.
+
+`TokenChoice` is the sampling of one token that the prefill (token 0) and every decode step run: the logits
+processor, the method, the behaviour log-prob and the greedy anchor. A new method is one class here, added to
+`SamplingMethod`; nothing else changes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -108,3 +113,39 @@ class RandomSampling:
 
 
 SamplingMethod = Greedy | RandomSampling
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TokenChoice:
+  """The next tokens of a batch of rows and their behaviour log-probs (see `SampleOutput.logprobs`), as the
+  sampler chooses them at every step (`Sampler`'s fields of the same names).
+
+  Attributes:
+    method: the sampling method.
+    num_samples: G: rows b·G … b·G+G−1 are prompt b's group (row b·G is its greedy anchor).
+    greedy_first: decode each group's first row greedily (ArenaRL's anchor, SPEC §5).
+    logits_processor: `f(logits [R, V], step, rows [R]) → logits`, applied first, or None.
+  """
+
+  method: SamplingMethod
+  num_samples: int
+  greedy_first: bool = False
+  logits_processor: Callable[[jax.Array, jax.Array, jax.Array], jax.Array] | None = None
+
+  def __call__(self, logits: jax.Array, u: jax.Array, step, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Next tokens [R] of the rows `rows` (indices b·G + i) at decode step `step`, and their behaviour
+    log-probs [R]."""
+    if self.logits_processor is not None:
+      logits = self.logits_processor(logits, step, rows)
+    tokens = self.method(logits, u)
+    scaled = logits / self.method.logprob_temperature
+    picked = jnp.take_along_axis(scaled, tokens[:, None], axis=-1)[:, 0]
+    logprobs = picked - jax.nn.logsumexp(scaled, axis=-1)
+    if self.greedy_first:
+      # The anchor row was decoded greedily: its behaviour policy chose the argmax with probability 1,
+      # so its behaviour log-prob is log 1 = 0, not the tempered policy's (CISPO's ratio for it is then
+      # π_θ(o_t) itself, SPEC §2).
+      greedy = (rows % self.num_samples) == 0
+      tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), tokens)
+      logprobs = jnp.where(greedy, 0.0, logprobs)
+    return tokens, logprobs
