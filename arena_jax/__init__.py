@@ -22,11 +22,12 @@ LAYERS = (
   # Import nothing of arena_jax: the errors every layer raises; the process-wide cache of jitted programs.
   ("errors", "program_cache"),
   # Utilities over the errors alone: atomic files and JSONL, the registries, the declared config fields, chat
-  # templates, llama.cpp's GGUF reader, the launch mains' one-line errors.
-  ("fileio", "registry", "config_schema", "chat_template", "gguf_file", "cli"),
+  # templates, llama.cpp's GGUF reader.
+  ("fileio", "registry", "config_schema", "chat_template", "gguf_file"),
   # The first domain rooms, each over utilities only: a GGUF's tokenizer metadata as a `tokenizers` object;
-  # verdicts, tournaments and Bradley–Terry; the tasks (problems, prompts, verifiers).
-  ("gguf_tokenizer", "arena", "tasks"),
+  # verdicts, tournaments and Bradley–Terry; the tasks (problems, prompts, verifiers); the launch mains' one-line
+  # errors (which name a moved config field from config_schema's declarations).
+  ("gguf_tokenizer", "arena", "tasks", "cli"),
   # The tokenizers (a GGUF's built by gguf_tokenizer); the RL algebra over arena's ratings (advantages, CISPO).
   ("tokenizer", "rl"),
   # The policy, which reads and writes HF checkpoints with their tokenizers; the judges, which prompt on tasks'

@@ -108,3 +108,50 @@ def real_gguf() -> str:
     if os.environ.get("CI"):
       pytest.fail(f"{e} (the real model is required on CI)", pytrace=False)
     pytest.skip(str(e))
+
+
+# ── one embedded judge server per worker ──
+# A trainer whose config names no judge URL launches the embedded judge in a child process (seconds of imports) and
+# stops it at the end of the run. In the suite, runs whose server knobs are the same share one server per worker for
+# the session instead. Only knobs that draw nothing from the server's random stream qualify: its verdicts are keyed by
+# (server seed, request seed, prompt), so a shared server answers each run as a fresh one would; a server with
+# latency or injected faults draws from one stream across its requests and stays each run's own.
+_STREAM_KNOBS = ("disconnect_rate", "error_rate", "hang_rate", "bad_body_rate", "malformed_rate", "hostile_rate")
+
+
+def _shareable(server) -> bool:
+  return not server.latency_ms and not any(server.get(k) for k in _STREAM_KNOBS)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_judge_servers():
+  """`judges.launched_judge_endpoints` for the session: one running server per (knobs, model), stopped at the end."""
+  import contextlib  # pylint: disable=g-import-not-at-top
+
+  from arena_jax import judges  # pylint: disable=g-import-not-at-top
+  from arena_jax.judges import backends  # pylint: disable=g-import-not-at-top
+
+  launched = backends.launched_judge_endpoints
+  servers: dict[str, judges.EmbeddedJudgeServer] = {}
+
+  @contextlib.contextmanager
+  def shared(config):
+    own = config.urls or (config.backend == "jury" and config.jury.jurors) or not _shareable(config.server)
+    if own:
+      with launched(config) as urls:
+        yield urls
+      return
+    key = json.dumps([config.server.to_dict(), config.model], sort_keys=True, default=str)
+    if key not in servers:
+      servers[key] = judges.EmbeddedJudgeServer(config.server, model=config.model)
+      servers[key].launch()
+    yield lambda: (servers[key].wait_ready(),)
+
+  with pytest.MonkeyPatch.context() as m:
+    m.setattr(backends, "launched_judge_endpoints", shared)
+    m.setattr(judges, "launched_judge_endpoints", shared)
+    try:
+      yield servers
+    finally:
+      for server in servers.values():
+        server.stop()

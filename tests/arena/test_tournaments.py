@@ -1,5 +1,8 @@
 """Tests of the tournament schedulers (SPEC §5): call counts, bracket shapes, Swiss pairing rules, live
-opponent choice, failure handling, native rankings and BT aggregation of the observed matches."""
+opponent choice, failure handling, native rankings and BT aggregation of the observed matches.
+
+One file over 600 lines on purpose: it holds one concern, the schedulers' shared contract (`NAMES`, run over every
+topology by the parametrised tests), with a section per topology; a new topology joins `NAMES` here."""
 
 import math
 

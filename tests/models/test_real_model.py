@@ -34,13 +34,24 @@ NEW_TOKENS = 64
 
 
 @pytest.fixture(scope="module")
-def real(real_gguf):
-  policy = policy_io.load_policy(real_gguf, weight_dtype="float32", dtype="float32")
+def policy(real_gguf):
+  return policy_io.load_policy(real_gguf, weight_dtype="float32", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def real(policy, real_gguf):
+  """Ours and transformers' own load of the GGUF (it dequantises in Python: about a minute on 2 cores)."""
   transformers.logging.set_verbosity_error()
   hf = transformers.AutoModelForCausalLM.from_pretrained(
     os.path.dirname(real_gguf), gguf_file=os.path.basename(real_gguf), dtype=torch.float32
   ).eval()
   return policy, hf
+
+
+# The slow tier (`make test-all`, CI): the parity tests below need transformers' load of the trained 135M weights
+# (about a minute) and run both models, 64 greedy tokens of four chats on each side: minutes of compute on 2 cores.
+# `make test` keeps the load of the real model and its config.
+parity = pytest.mark.slow
 
 
 REPLY = {
@@ -67,14 +78,14 @@ def roundoff(logits: np.ndarray, d_model: int) -> float:
   return 64 * np.finfo(np.float32).eps * np.sqrt(d_model) * float(np.abs(logits).max())
 
 
-def test_the_real_model_is_what_the_gguf_says(real):
-  policy, _ = real
+def test_the_real_model_is_what_the_gguf_says(policy):
   c = policy.config
   assert (c.num_layers, c.d_model, c.num_heads, c.num_kv_heads, c.vocab_size) == (30, 576, 9, 3, 49152)
   assert c.tie_embeddings and c.param_dtype == "float32" and c.max_position_embeddings == 8192
   assert policy.meta["add_bos"] is False  # tokenizer.ggml.add_bos_token: the chat template writes its own start
 
 
+@parity
 def test_logits_match_transformers(real):
   policy, hf = real
   sequences = [s[:POSITIONS] for s in rendered(policy, False)]
@@ -89,6 +100,7 @@ def test_logits_match_transformers(real):
   assert (ours.argmax(-1) == ref.argmax(-1)).mean() >= 0.999
 
 
+@parity
 def test_greedy_chat_continuations_match_transformers_generate(real):
   """64 greedy tokens from each of 4 chat prompts equal transformers' greedy `generate`; where they part, the
   top two logits there are within float32 round-off of each other (a tie that either side may break)."""
@@ -117,6 +129,7 @@ def test_greedy_chat_continuations_match_transformers_generate(real):
       assert top2[1] - top2[0] <= roundoff(logits, policy.config.d_model), (i, k, top2)
 
 
+@parity
 def test_the_gguf_exports_as_a_directory_transformers_loads(real, real_gguf, tmp_path):
   policy, hf = real
   out = export.export_gguf(real_gguf, tmp_path / "smollm2")

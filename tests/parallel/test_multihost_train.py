@@ -16,7 +16,10 @@ from tests.parallel.conftest import NEEDS_8
 from tests.parallel.multihost_train_config import coin_verify, config
 from tests.parallel.test_multihost import run_two_processes
 
-pytestmark = [NEEDS_8, pytest.mark.heavy]
+# The slow tier: each test trains a run in two processes that each compile every program of the run themselves, with a
+# stop and a resume (the first also trains the one-process reference): minutes of training on 2 cores.
+# tests/parallel/test_multihost.py keeps two processes on one mesh in `make test`.
+pytestmark = [NEEDS_8, pytest.mark.slow]
 
 
 def _state(workdir, step, target=None):

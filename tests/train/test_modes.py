@@ -3,13 +3,14 @@ new mode is one block: defined here, in this file alone, it trains."""
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
 
 from arena_jax import arena, rl
 from arena_jax.train import read_metrics, train
-from tests.train.conftest import smoke_config
+from tests.train.conftest import arena_live_run_config, rlvr_run_config, smoke_config
 
 pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
@@ -23,12 +24,21 @@ EXPECTED_CALLS = {  # judge calls per judged group of G = 4 with no failures (SP
 }
 
 
+# The modes whose 3-step smoke run is a shared one (tests/train/conftest.py): read, not trained again.
+SHARED_RUNS = {"arena_live": ("arena_live_run", arena_live_run_config), "rlvr": ("rlvr_run", rlvr_run_config)}
+
+
 @pytest.mark.parametrize("mode", sorted(rl.REWARD_MODES))
-def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
-  c = smoke_config(mode, data_dir)
-  c.num_steps = 3
-  summary = train(c, str(tmp_path))
-  rows = read_metrics(str(tmp_path))
+def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path, request):
+  if mode in SHARED_RUNS:
+    fixture, config = SHARED_RUNS[mode]
+    c = config(data_dir)
+    workdir, summary = request.getfixturevalue(fixture)
+  else:
+    c, workdir = smoke_config(mode, data_dir), str(tmp_path)
+    c.num_steps = 3
+    summary = train(c, workdir)
+  rows = read_metrics(workdir)
   assert [r["step"] for r in rows] == [1, 2, 3] and summary["steps"] == 3
   for r in rows:
     assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
@@ -72,7 +82,7 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path):
   if rl.get_mode(mode).judge_groups != "all":
     # Some update happened: the coin verifier gives diverse groups, hence non-zero advantages.
     assert any(r["adv/nonzero_fraction"] > 0 for r in rows)
-  assert (tmp_path / "checkpoints").is_dir()
+  assert os.path.isdir(os.path.join(workdir, "checkpoints"))
 
 
 def test_dynamic_sampling_trains_only_on_diverse_groups(data_dir, coin_verifier, tmp_path):
@@ -129,13 +139,12 @@ def test_a_new_mode_is_one_block(data_dir, tmp_path):
   assert row["judge/calls"] == 4 * arena.expected_calls("swiss", 4)
 
 
-def test_each_step_writes_a_sample_of_its_completions(data_dir, coin_verifier, tmp_path):
-  c = smoke_config("arena_live", data_dir)
-  c.log.samples_per_step = 5
-  train(c, str(tmp_path))
-  rows = [json.loads(l) for l in (tmp_path / "samples.jsonl").read_text().splitlines()]
-  assert [r["step"] for r in rows] == [1] * 5 + [2] * 5
-  metrics = {r["step"]: r for r in read_metrics(str(tmp_path))}
+def test_each_step_writes_a_sample_of_its_completions(arena_live_run):
+  workdir, _ = arena_live_run  # log.samples_per_step = 5
+  with open(os.path.join(workdir, "samples.jsonl"), encoding="utf-8") as f:
+    rows = [json.loads(l) for l in f.read().splitlines()]
+  assert [r["step"] for r in rows] == [1] * 5 + [2] * 5 + [3] * 5
+  metrics = {r["step"]: r for r in read_metrics(workdir)}
   for r in rows:
     assert set(r) == {"step", "group", "member", "prompt", "completion", "verifier", "reward", "advantage", "judged"}
     assert r["prompt"].startswith("Question:") and isinstance(r["completion"], str)

@@ -1,12 +1,14 @@
 """Checkpoints: a run stopped and resumed ends with exactly the parameters of an uninterrupted run."""
 
+import shutil
+
 import jax
 import numpy as np
 import pytest
 
 from arena_jax.train import Checkpointer, read_metrics, train
 from arena_jax.train.config import validate_config
-from tests.train.conftest import smoke_config
+from tests.train.conftest import rlvr_run_config, smoke_config
 
 pytestmark = pytest.mark.heavy  # whole runs of the trainer: started early (tests/conftest.py)
 
@@ -53,10 +55,9 @@ def test_stop_and_resume_equals_straight_run(lag, live_start, dtype, data_dir, c
   assert [r["step"] for r in read_metrics(str(split))] == [1, 2, 3, 4]
 
 
-def test_resume_drops_metric_rows_written_after_the_last_checkpoint(data_dir, coin_verifier, tmp_path):
-  c = smoke_config("rlvr", data_dir)
-  c.num_steps, c.checkpoint.every = 3, 2
-  train(c, str(tmp_path))  # checkpoints at 2 and 3
+def test_resume_drops_metric_rows_written_after_the_last_checkpoint(rlvr_run, data_dir, coin_verifier, tmp_path):
+  shutil.copytree(rlvr_run[0], tmp_path, dirs_exist_ok=True)  # the shared RLVR run: checkpoints at 2 and 3
+  c = rlvr_run_config(data_dir)
   with open(tmp_path / "metrics.jsonl", "a", encoding="utf-8") as f:
     f.write('{"step": 4, "accuracy": 0.5}\n{"step": 5, "acc')  # rows of a run that died mid-write
   c.num_steps, c.resume = 4, True
