@@ -59,6 +59,8 @@ EXTRAS_REQUIRE = {
     "pytest==9.2.0",
     "pytest-xdist==3.8.0",
     "pytest-timeout==2.4.0",
+    # The suite's shared runs are trained once per session across the xdist workers, under a file lock.
+    "filelock==4.3.2",
     "hypothesis==6.170.17",
     "choix==0.4.1",
     # The quickstart notebook is executed by tests/docs (nbclient + an IPython kernel).
