@@ -75,7 +75,7 @@ def mesh_config(
       shrink with the heads per device), sampling at most `num_kv_heads`-way `tensor` (beyond it the
       KV cache is replicated). The trainer re-lays the params out for sampling once per step.
     sample_devices: N > 0: the sampler runs on the last N devices and the trainer on the others (disjoint
-      device sets, for the asynchronous loop: `async_loop.max_staleness` ≥ 1 samples while the update runs, and
+      device sets, for the asynchronous loop: `rollout.max_staleness` ≥ 1 samples while the update runs, and
       programs on different devices run at once); `sample` is then the sampler mesh's shape over those N
       (default (N, 1, 1)) and data × fsdp × tensor the trainer's over the rest. One process only.
     distributed: call `jax.distributed.initialize()` first (multi-host runs: TPU pod slices, GPU clusters).

@@ -35,11 +35,11 @@ them on disjoint chips, so the sampler decodes while the update runs. The same c
 
 **Async rows.** For rlvr, rlvr_dapo, arena_live and arena_live_pipelined (each when in `--modes`; the last
 with `live_start = group_done`, as the asynchronous loop judges a group once it has finished) the same config
-also runs with `async_loop.max_staleness = K` (`--max_staleness`, default 2; 0 runs no async rows): the
+also runs with `rollout.max_staleness = K` (`--max_staleness`, default 2; 0 runs no async rows): the
 asynchronous loop, in which the sampler runs ahead of the trainer by up to K updates, rows `<name>_async`. In
 that loop a step's `gen/trajectories` counts the samples it trained and those discarded since the previous
 step (DAPO's non-diverse groups): what the step cost in generation. Its DAPO keeps surplus diverse groups for
-the next step, where the lock-step DAPO truncates them. Where the config has no `async_loop.max_staleness`
+the next step, where the lock-step DAPO truncates them. Where the config has no `rollout.max_staleness`
 (before the async loop exists) the async rows are skipped with a printed note. Each async row's JSON also
 holds `max_staleness_seen`: the largest `staleness/max` over all of that run's rows, warm-up included.
 
@@ -112,7 +112,7 @@ RUNS = (
   ("arena_live_speculative", "arena_live", {"live_start": "speculative"}),
   ("arena_live_pipelined", "arena_live", {"live_start": "speculative", "live_pipelined": True}),
 )
-# Rows that also run in the asynchronous loop (`async_loop.max_staleness = K`), as `<name>_async`. The loop judges a
+# Rows that also run in the asynchronous loop (`rollout.max_staleness = K`), as `<name>_async`. The loop judges a
 # group once its last member finished (`group_done`): a speculative row runs so there.
 ASYNC_RUNS = ("rlvr", "rlvr_dapo", "arena_live", "arena_live_pipelined")
 
@@ -124,7 +124,7 @@ def steps_for(warmup: int, measure: int) -> int:
 
 def run_config(args, mode: str, reward: dict, latency_s: float, *, steps: int | None = None, max_staleness: int = 0):
   """The demo testbed shrunk to `args`, with the embedded judge's latency model; `max_staleness` > 0 sets
-  `async_loop.max_staleness` (AttributeError where the config has no such field)."""
+  `rollout.max_staleness` (AttributeError where the config has no such field)."""
   c = mode_config(mode, **{k: v for k, v in reward.items() if k != "live_start"})
   if "live_start" in reward:  # a row's live_start is the lock-step loop's (`lockstep.live_start`)
     c.lockstep.live_start = reward["live_start"]
@@ -136,9 +136,9 @@ def run_config(args, mode: str, reward: dict, latency_s: float, *, steps: int | 
   c.rollout.update(dict(prompts_per_step=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens))
   if max_staleness:
     # The config is not locked: assigning an unknown field would add it silently, and train it lock-step.
-    if "async_loop" not in c:
-      raise AttributeError("the config has no async_loop.max_staleness (no asynchronous loop in this checkout)")
-    c.async_loop.max_staleness = max_staleness
+    if "max_staleness" not in c.rollout:
+      raise AttributeError("the config has no rollout.max_staleness (no asynchronous loop in this checkout)")
+    c.rollout.max_staleness = max_staleness
     n = getattr(args, "sample_devices", 0)
     if n and "sample_devices" in c.mesh and jax.device_count() > n:
       c.mesh.sample_devices = n  # the sampler on its own device(s), the update on the rest
@@ -244,7 +244,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     "--max_staleness",
     type=int,
     default=2,
-    help="async_loop.max_staleness K of the <name>_async rows (rlvr, rlvr_dapo, arena_live); 0: no async rows",
+    help="rollout.max_staleness K of the <name>_async rows (rlvr, rlvr_dapo, arena_live); 0: no async rows",
   )
   p.add_argument("--prompts", type=int, default=8)
   p.add_argument("--group_size", type=int, default=8)
@@ -293,7 +293,7 @@ def main(argv=None):
     try:
       run_config(args, "rlvr", {}, 0.0, max_staleness=K)
     except Exception as e:  # pylint: disable=broad-except  (whatever the checkout's config says, skip the rows)
-      async_note = f"async rows skipped: async_loop.max_staleness = {K} cannot be set ({type(e).__name__}: {e})"
+      async_note = f"async rows skipped: rollout.max_staleness = {K} cannot be set ({type(e).__name__}: {e})"
       K = 0
   plan = []
   for name, mode, reward in RUNS:
@@ -398,8 +398,7 @@ def main(argv=None):
   print(
     f"\nstep economics: {args.prompts} prompts × G = {args.group_size}, {args.max_new_tokens} new tokens, "
     f"{args.steps} steps per run ({args.warmup} warm-up steps excluded, {args.measure} measured, the last one "
-    f"excluded), judge latency {latency_s:.3f} s median"
-    + (f"; *_async rows: async_loop.max_staleness = {K}" if K else "")
+    f"excluded), judge latency {latency_s:.3f} s median" + (f"; *_async rows: rollout.max_staleness = {K}" if K else "")
   )
   common.print_table(headers, table)
   print(

@@ -55,6 +55,7 @@ def get_config(arg=None):
       compact_every=16,  # finished rows stop costing compute: the live ones move to a smaller batch
       sample_batch=0,  # the step's 16 prompts in one sampler call
       decode_cache="dense",  # 96-token budgets: each row's whole cache is allocated at the prefill
+      max_staleness=0,  # the lock-step loop; k ≥ 1: the asynchronous one, trajectories at most k updates stale
       pack_tokens=0,  # the update's rows unpacked: one [prompt | completion] row each (train.packing when > 0)
     )
   )
@@ -74,7 +75,7 @@ def get_config(arg=None):
       std_ddof=0,  # population std of a group's rewards, as in GRPO (SPEC §1)
     )
   )
-  # The loop: lock-step, the judge one step behind (pipelined); `async_loop.max_staleness` ≥ 1 would run the
+  # The loop: lock-step, the judge one step behind (pipelined); `rollout.max_staleness` ≥ 1 would run the
   # asynchronous one instead.
   c.lockstep = ml_collections.ConfigDict(
     dict(
@@ -85,7 +86,6 @@ def get_config(arg=None):
   )
   c.async_loop = ml_collections.ConfigDict(
     dict(
-      max_staleness=0,  # the lock-step loop; k ≥ 1: the asynchronous one, trajectories at most k updates stale
       push_every=16,  # new weights reach the sampler every 16 decode steps
       judge_backlog=0,  # at most (k + 1) × the host's prompts per step in the judge
       late_judgment="wait",  # a judgment late for its last admissible step is waited for

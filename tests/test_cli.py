@@ -20,8 +20,8 @@ def launch(*args, cwd=ROOT):
   [
     ("--config.reward.mdoe=arena", "no field 'mdoe'; Did you mean \"mode\""),
     (
-      "--config.rollout.max_staleness=2",
-      "--config.rollout.max_staleness has moved: set --config.async_loop.max_staleness",
+      "--config.rollout.push_every=2",
+      "--config.rollout.push_every has moved: set --config.async_loop.push_every",
     ),
     ("--config.num_steps=0", "config.num_steps: must be an integer ≥ 1, got 0"),
     ("--config.reward.mode=ppo", "config.reward.mode: unknown reward mode 'ppo'"),

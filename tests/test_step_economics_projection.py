@@ -4,7 +4,6 @@ or trained)."""
 
 import json
 
-import ml_collections
 import pytest
 
 from benchmarks import step_economics as se
@@ -209,7 +208,7 @@ class FakeTrainer:
 
   def read_metrics(self, workdir):
     c = self.by_workdir[str(workdir)]
-    mode, k = c.reward.mode, (c.async_loop.max_staleness if "async_loop" in c else 0)
+    mode, k = c.reward.mode, c.rollout.get("max_staleness", 0)
     dapo = mode == "rlvr_dapo"
     wall = {"rlvr": 2.0, "rlvr_dapo": 2.4, "arena_live": 4.0}.get(mode, 2.2) * (0.5 if k else 1.0)
     row = {
@@ -241,10 +240,10 @@ def run_main(monkeypatch, capsys, tmp_path, *, async_field: bool, argv=()):
   def config(mode, **reward):
     """The checkout's config, with or without the asynchronous loop's field, whichever the checkout has."""
     c = real(mode, **reward)
-    if async_field and "async_loop" not in c:
-      c.async_loop = ml_collections.ConfigDict(dict(max_staleness=0))  # what the asynchronous loop's config declares
-    elif not async_field and "async_loop" in c:
-      del c["async_loop"]
+    if async_field and "max_staleness" not in c.rollout:
+      c.rollout.max_staleness = 0  # what the asynchronous loop's config declares
+    elif not async_field and "max_staleness" in c.rollout:
+      del c.rollout["max_staleness"]
     return c
 
   monkeypatch.setattr(se, "mode_config", config)
@@ -258,11 +257,11 @@ def test_main_with_the_async_loop(monkeypatch, capsys, tmp_path):
   fake, out, figures = run_main(monkeypatch, capsys, tmp_path, async_field=True)
   # The warm-up runs first: rlvr as long as a measured run, lock-step and asynchronous; then rlvr (calibration) and
   # each async row after its own.
-  assert [(c.reward.mode, c.async_loop.max_staleness, c.num_steps) for c in fake.configs[:2]] == [
+  assert [(c.reward.mode, c.rollout.max_staleness, c.num_steps) for c in fake.configs[:2]] == [
     ("rlvr", 0, 7),
     ("rlvr", 2, 7),
   ]
-  assert [(c.reward.mode, c.async_loop.max_staleness, c.num_steps) for c in fake.configs[2:]] == [
+  assert [(c.reward.mode, c.rollout.max_staleness, c.num_steps) for c in fake.configs[2:]] == [
     ("rlvr", 0, 7),
     ("rlvr", 2, 7),
     ("rlvr_dapo", 0, 7),
@@ -311,7 +310,7 @@ def test_main_before_the_async_loop_skips_its_rows(monkeypatch, capsys, tmp_path
   assert any(line.startswith("async rows skipped") for line in out)
   assert list(figures["modes"]) == ["rlvr", "rlvr_dapo", "arena_live"]
   assert figures["max_staleness"] == 0 and "max_staleness" in figures["async_note"]
-  assert "async_loop" not in fake.configs[-1]  # nothing was added to the configs silently
+  assert "max_staleness" not in fake.configs[-1].rollout  # nothing was added to the configs silently
   assert figures["targets"] == dict.fromkeys(figures["target_bounds"])
   assert figures["projection_8b"]["modes"]["arena_live"]["wall_vs_dapo"] is not None
 

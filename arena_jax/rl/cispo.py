@@ -66,7 +66,7 @@ def cispo_loss(
     ref_logprobs, kl_coef: optional KL penalty β·KL(π_θ‖π_ref) per token (k3 estimator), default off.
     entropy: optional [B, T] per-token policy entropy, only reported.
     stale: optional [B, T] bool, the tokens sampled by an older policy than π_θ's (the asynchronous loop,
-      `async_loop.max_staleness`); only reported: `ratio_dev/stale` and `ratio_dev/fresh` are the mean |ρ − 1|
+      `rollout.max_staleness`); only reported: `ratio_dev/stale` and `ratio_dev/fresh` are the mean |ρ − 1|
       over the stale and the fresh tokens (the importance weights that correct the staleness, SPEC §2).
 
   Returns:

@@ -1,4 +1,4 @@
-"""The asynchronous RL loop: `async_loop.max_staleness` = k ≥ 1 (docs/architecture.md "The asynchronous loop";
+"""The asynchronous RL loop: `rollout.max_staleness` = k ≥ 1 (docs/architecture.md "The asynchronous loop";
 SPEC §2 for the importance weights that make it correct; issue 30).
 
 The sampler works ahead of the update on the same devices, interleaved on one thread: the update of step s
@@ -236,7 +236,7 @@ class AsyncLoop:
     c = self.config = trainer.config
     self.generator, self.sampler, self.mode = trainer.generator, trainer.sampler, trainer.mode
     self.task, self.tokenizer, self.block = trainer.task, trainer.policy.tokenizer, trainer.block
-    self.g, self.k = trainer.g, c.async_loop.max_staleness
+    self.g, self.k = trainer.g, c.rollout.max_staleness
     self.n_local = self.block.stop - self.block.start
     self.backlog_limit = c.async_loop.judge_backlog or (self.k + 1) * self.n_local
     self.ready: list[Arrival] = []

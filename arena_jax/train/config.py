@@ -42,12 +42,12 @@ def _uses_judge(c: ml_collections.ConfigDict) -> bool:
 
 
 # Fields that moved (issue 43: the loops' scheduling flags, one section per loop): a config or a command line that
-# still sets one fails naming the new field (`config_schema.Section.moved`).
+# still sets one fails naming the new field (`config_schema.Section.moved`). `rollout.max_staleness`, the switch
+# between the two loops, stays where the design names it.
 MOVED = {
   "rollout.stream_every": "lockstep.stream_every",
   "reward.async_lag": "lockstep.judge_lag",
   "reward.live_start": "lockstep.live_start",
-  "rollout.max_staleness": "async_loop.max_staleness",
   "rollout.push_every": "async_loop.push_every",
   "reward.judge_backlog": "async_loop.judge_backlog",
   "reward.late_judgment": "async_loop.late_judgment",
@@ -202,6 +202,15 @@ RUN = cs.Section(
           "`Sampler.decode_cache`.",
           cs.one_of(("dense", "growing")),
         ),
+        max_staleness=field(
+          0,
+          "k: the asynchronous loop (`train.async_loop`, docs/architecture.md \"The asynchronous loop\") when "
+          "≥ 1. The sampler works ahead of the update, new weights reach it between decode segments, and "
+          "every trajectory is trained at most k updates after the policy version that began it; batches "
+          "fill from finished groups. 0 = the lock-step loop (`lockstep`); the asynchronous loop's own knobs are "
+          "`async_loop`.",
+          cs.integer(0, why="0 = the lock-step loop"),
+        ),
       )
     ),
     reward=cs.Section(
@@ -284,7 +293,7 @@ RUN = cs.Section(
       removed=dict(dynamic_sampling="DAPO is its own reward mode: set reward.mode = 'rlvr_dapo'"),
     ),
     # The loops that run the stages, one section each: the lock-step loop (`train.trainer`), unless
-    # `async_loop.max_staleness` ≥ 1 selects the asynchronous one (`train.async_loop`).
+    # `rollout.max_staleness` ≥ 1 selects the asynchronous one (`train.async_loop`).
     lockstep=cs.Section(
       dict(
         judge_lag=field(
@@ -312,21 +321,13 @@ RUN = cs.Section(
           cs.integer(0),
         ),
       ),
-      title="the lock-step loop: sync (judge_lag 0) or pipelined (judge_lag 1); `async_loop.max_staleness` = 0",
+      title="the lock-step loop: sync (judge_lag 0) or pipelined (judge_lag 1); `rollout.max_staleness` = 0",
     ),
     async_loop=cs.Section(
       dict(
-        max_staleness=field(
-          0,
-          "k: the asynchronous loop (`train.async_loop`, docs/architecture.md \"The asynchronous loop\") when "
-          "≥ 1. The sampler works ahead of the update, new weights reach it between decode segments, and "
-          "every trajectory is trained at most k updates after the policy version that began it; batches "
-          "fill from finished groups. 0 = the lock-step loop (`lockstep`).",
-          cs.integer(0, why="0 = the lock-step loop"),
-        ),
         push_every=field(
           16,
-          "With `max_staleness` ≥ 1: decode steps per segment of the sampler working ahead; between two "
+          "With `rollout.max_staleness` ≥ 1: decode steps per segment of the sampler working ahead; between two "
           "segments it takes the newest weights (in-flight updates) and hands back its finished rows. 0 = "
           "no in-flight updates: new weights reach the sampler only when it starts a generation batch.",
           cs.integer(0, why="0 = weights only between generation batches"),
@@ -349,7 +350,7 @@ RUN = cs.Section(
           cs.one_of(("wait", "zero_advantage")),
         ),
       ),
-      title="the asynchronous loop, with `max_staleness` ≥ 1 (docs/architecture.md \"The asynchronous loop\")",
+      title="the asynchronous loop, with `rollout.max_staleness` ≥ 1 (docs/architecture.md \"The asynchronous loop\")",
     ),
     # urls () = the embedded judge server on a free loopback port.
     judge=judges_config.JUDGE.but(documented_apart=True, when=_uses_judge),
@@ -439,7 +440,7 @@ RUN = cs.Section(
         sample_devices=field(
           _MESH.sample_devices,
           "N > 0: the sampler runs on the last N devices, the trainer on the others (data × fsdp × tensor "
-          "of the rest), so that the asynchronous loop (`async_loop.max_staleness` ≥ 1) samples while the update "
+          "of the rest), so that the asynchronous loop (`rollout.max_staleness` ≥ 1) samples while the update "
           "runs; the new weights are copied across once per version. One process only. 0 = the sampler "
           "uses the train mesh's devices.",
           cs.integer(0, why="0 = the train mesh's devices"),

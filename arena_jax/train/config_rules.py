@@ -72,11 +72,11 @@ def speculative_is_for_live_routing(c, report):
 
 
 def async_loop_judges_finished_groups(c, report):
-  """async_loop.max_staleness ≥ 1 judges each group once it has finished: live_start = speculative is lock-step's."""
-  if c.async_loop.max_staleness and c.lockstep.live_start == "speculative":
+  """rollout.max_staleness ≥ 1 judges each group once it has finished: live_start = speculative is lock-step's."""
+  if c.rollout.max_staleness and c.lockstep.live_start == "speculative":
     report(
       "lockstep.live_start",
-      "the asynchronous loop (async_loop.max_staleness ≥ 1) sends each routed group to the judge the moment its "
+      "the asynchronous loop (rollout.max_staleness ≥ 1) sends each routed group to the judge the moment its "
       "last member finishes; 'speculative' is the lock-step loop's: use 'group_done' or 'step_done'",
     )
 

@@ -134,7 +134,7 @@ class Trainer:
     self.schedule = step_lib.make_schedule(config.optim)
     packed = r.pack_tokens > 0  # packed update rows (`train.packing`): one block per micro-batch and batch shard
     # The asynchronous loop marks the tokens an older policy sampled (`Rollout.stale`): reported, not trained on.
-    self.stale = config.async_loop.max_staleness > 0
+    self.stale = config.rollout.max_staleness > 0
     self.shardings = train_sharding.train_shardings(
       self.policy.config, self.optimizer, self.mesh, rules, packed=packed, stale=self.stale
     )
@@ -483,7 +483,7 @@ def train(config, workdir: str) -> dict:
 
   One pass from top to bottom, in phases under banners (as big_vision's `train()`): set-up, build, restore, the
   judge, the step loop (generate → judge → rewards → update → log → checkpoint), finish. The step loop is the
-  lock-step one here, or with `async_loop.max_staleness` ≥ 1 the asynchronous one (`async_loop.AsyncLoop`).
+  lock-step one here, or with `rollout.max_staleness` ≥ 1 the asynchronous one (`async_loop.AsyncLoop`).
   """
   c = config
   # ============================================================================================================
@@ -547,7 +547,7 @@ def train(config, workdir: str) -> dict:
         # ======================================================================================================
         # The step loop: generate → judge → rewards → update → log → checkpoint.
         # ======================================================================================================
-        if c.async_loop.max_staleness:  # the sampler works ahead, at most k updates stale (`async_loop`)
+        if c.rollout.max_staleness:  # the sampler works ahead, at most k updates stale (`async_loop`)
           async_loop.AsyncLoop(trainer, log_step, stop).run(start)
         else:  # lock-step: step t is applied while step t + 1's judgment may still run (lockstep.judge_lag = 1)
           pending = None  # generated, judged in the background, not yet applied

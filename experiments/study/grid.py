@@ -78,7 +78,7 @@ def study_config() -> ml_collections.ConfigDict:
   c.sft_dir = "runs/sft_blind"
   c.sft_config = "configs/sft.py:blind"  # `path[:arg]`; a relative path is read from the repository root
   c.run_arg = ""  # each run is `mode_config(mode, run_arg)`: "" the testbed, "smoke" tiny shapes
-  c.max_staleness = 0  # every run's `async_loop.max_staleness`: ≥ 1 trains with the asynchronous loop (0: lock-step)
+  c.max_staleness = 0  # every run's `rollout.max_staleness`: ≥ 1 trains with the asynchronous loop (0: lock-step)
   # countdown (far out of distribution, 0 for every policy so far) can be added to `benchmarks`.
   c.eval = ml_collections.ConfigDict(
     dict(
@@ -159,7 +159,7 @@ def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = 
   c.checkpoint.every = study.num_steps
   c.log.progress = False
   c.log.tensorboard = False
-  c.async_loop.max_staleness = study.max_staleness
+  c.rollout.max_staleness = study.max_staleness
   if judge_accuracy is not None:
     c.judge.server.flip_rate = 1.0 - judge_accuracy
   return c

@@ -27,6 +27,6 @@ def config(data_dir: str, *, steps: int, resume: bool = False, distributed: bool
   c.rollout.prompts_per_step = 4  # 2 per host
   c.checkpoint.every = 2
   c.mesh.distributed = distributed
-  c.async_loop.max_staleness = max_staleness  # ≥ 1: the asynchronous loop (`train.async_loop`)
+  c.rollout.max_staleness = max_staleness  # ≥ 1: the asynchronous loop (`train.async_loop`)
   c.async_loop.push_every = 4
   return c

@@ -1,4 +1,4 @@
-"""The asynchronous loop (`async_loop.max_staleness`, `train.async_loop`; issue 30): k = 0 is the lock-step loop to
+"""The asynchronous loop (`rollout.max_staleness`, `train.async_loop`; issue 30): k = 0 is the lock-step loop to
 the bit, k ≥ 1 keeps every trajectory within k updates of its policy under a slow, jittery judge, the importance
 weights correct the stale tokens, a stop mid-stream loses and repeats nothing, and the judge's backlog is bounded."""
 
@@ -66,7 +66,7 @@ def test_k0_reproduces_the_lockstep_loop_of_before(data_dir, coin_verifier, tmp_
   for mode, steps in (("arena_live", 3), ("rlvr_dapo", 2)):
     c = smoke_config(mode, data_dir)
     c.num_steps = steps
-    assert c.async_loop.max_staleness == 0
+    assert c.rollout.max_staleness == 0
     train(c, str(tmp_path / mode))
     got = _untimed(read_metrics(str(tmp_path / mode)))
     assert len(got) == len(want[mode]), mode
@@ -84,7 +84,7 @@ def _slow_judge(c, median_ms=150.0):
 @pytest.mark.parametrize("k", [1, 2])
 def test_no_trajectory_exceeds_the_bound_under_a_slow_jittery_judge(k, data_dir, coin_verifier, tmp_path):
   c = _slow_judge(smoke_config("arena_live", data_dir))
-  c.num_steps, c.async_loop.max_staleness, c.async_loop.push_every = 6, k, 4
+  c.num_steps, c.rollout.max_staleness, c.async_loop.push_every = 6, k, 4
   summary = train(c, str(tmp_path))
   rows = read_metrics(str(tmp_path))
   assert [r["step"] for r in rows] == list(range(1, 7)) and not summary["interrupted"]
@@ -103,7 +103,7 @@ def test_importance_weights_leave_one_on_stale_tokens_only(data_dir, coin_verifi
   float32 rounding of two computations of the same log-prob) or all stale (ρ ≠ 1 once the policy moved). With them,
   trajectories carry tokens of two versions."""
   c = smoke_config("rlvr", data_dir)
-  c.num_steps, c.async_loop.max_staleness, c.async_loop.push_every = 5, 1, 0
+  c.num_steps, c.rollout.max_staleness, c.async_loop.push_every = 5, 1, 0
   train(c, str(tmp_path / "whole"))
   rows = read_metrics(str(tmp_path / "whole"))
   assert all(r["gen/versions_per_trajectory"] == 1.0 for r in rows)
@@ -144,7 +144,7 @@ def test_sigterm_mid_stream_then_resume_loses_and_repeats_nothing(data_dir, coin
   def config(resume=False):
     c = _slow_judge(smoke_config("arena_live", data_dir), 50.0)
     c.num_steps, c.resume, c.checkpoint.every = 5, resume, 10
-    c.async_loop.max_staleness, c.async_loop.push_every = 2, 4
+    c.rollout.max_staleness, c.async_loop.push_every = 2, 4
     return c
 
   first = train(config(), str(tmp_path))
@@ -182,7 +182,7 @@ def test_sigterm_mid_stream_then_resume_loses_and_repeats_nothing(data_dir, coin
 
 def test_a_full_backlog_trains_groups_unjudged_and_counts_them(data_dir, coin_verifier, tmp_path):
   c = _slow_judge(smoke_config("arena_live", data_dir), 400.0)
-  c.num_steps, c.async_loop.max_staleness = 4, 1
+  c.num_steps, c.rollout.max_staleness = 4, 1
   c.async_loop.judge_backlog, c.async_loop.late_judgment = 1, "zero_advantage"
   c.rollout.prompts_per_step = 4  # more routed groups than one place in the judge
   train(c, str(tmp_path))
@@ -195,7 +195,7 @@ def test_a_full_backlog_trains_groups_unjudged_and_counts_them(data_dir, coin_ve
 
 def test_speculative_live_start_is_refused_by_the_asynchronous_loop(data_dir):
   c = smoke_config("arena_live", data_dir)
-  c.lockstep.live_start, c.async_loop.max_staleness = "speculative", 1
+  c.lockstep.live_start, c.rollout.max_staleness = "speculative", 1
   with pytest.raises(ValueError, match=r"config.lockstep.live_start: the asynchronous loop"):
     validate_config(c)
 
@@ -208,7 +208,7 @@ def test_the_sampler_on_devices_of_its_own(data_dir, coin_verifier, tmp_path):
   from arena_jax import parallel  # pylint: disable=g-import-not-at-top
 
   c = smoke_config("arena_live", data_dir)
-  c.num_steps, c.async_loop.max_staleness, c.mesh.sample_devices = 3, 1, 4
+  c.num_steps, c.rollout.max_staleness, c.mesh.sample_devices = 3, 1, 4
   train_mesh, sample_mesh = parallel.make_meshes(c.mesh)
   devices = jax.devices()
   assert list(sample_mesh.devices.flat) == devices[-4:] and list(train_mesh.devices.flat) == devices[:-4]

@@ -162,7 +162,7 @@ def test_the_asynchronous_loop_counts_the_completions_that_end_inside_their_thin
   groups handed over as they finish) counts them too, by value, in the step's `Generation`."""
   generator = _generator(2, "dense", "step_done", _ThinkingTokenizer())
   c = generator.config
-  c.async_loop.max_staleness, c.async_loop.push_every = 1, 4
+  c.rollout.max_staleness, c.async_loop.push_every = 1, 4
   trainer = types.SimpleNamespace(
     config=c,
     generator=generator,
