@@ -47,11 +47,15 @@ demo: venv
 # as a failure.
 .PHONY: test-all
 TEST_DEPS := lint $(VENV)/.installed-test $(VENV)/.installed-real-model chromium bubblewrap
+# Each in two pytest processes (tests/conftest.py): the tests marked `mesh` on 8 fake CPU devices, the rest on 1 (a
+# trainer's default mesh fills every device, and 8-way sharding on 2 cores roughly doubles a run's time).
 test: $(TEST_DEPS)
-	$(PY) -m pytest -m "not slow"
+	ARENA_JAX_TEST_DEVICES=1 $(PY) -m pytest -m "not slow and not mesh"
+	ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "not slow and mesh"
 
 test-all: $(TEST_DEPS)
-	$(PY) -m pytest
+	ARENA_JAX_TEST_DEVICES=1 $(PY) -m pytest -m "not mesh"
+	ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "mesh"
 
 .PHONY: lint format
 lint: $(VENV)/.installed-test

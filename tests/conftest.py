@@ -1,6 +1,11 @@
-"""Test-wide JAX set-up, before JAX starts: CPU backend, 8 fake CPU devices for the mesh tests
-(jit without shardings still runs on device 0), and a persistent compilation cache that the xdist
-workers share so a program compiled once is reused across test files.
+"""Test-wide JAX set-up, before JAX starts: CPU backend, `$ARENA_JAX_TEST_DEVICES` fake CPU devices (default 8,
+what the mesh tests need), and a persistent compilation cache that the xdist workers share so a program compiled
+once is reused across test files.
+
+The devices: a trainer's default mesh fills every device (fsdp = −1), and on 2 cores a run sharded 8 ways compiles
+and runs about twice as slowly as on one device (test_modes + test_resume, cold: 135 s on 8, 75 s on 1). So
+`make test` runs the suite in two processes: the tests marked `mesh` with 8 devices, the rest with 1. A plain
+`pytest` runs everything on 8; a mesh test in a process with fewer devices is skipped and says so.
 
 The caches live outside the clone, in `$ARENA_JAX_TEST_CACHE` (default `~/.cache/arena_jax/tests`), as pip's
 wheels do: a second clone on the same machine reuses them. Both are keyed by what they are a function of
@@ -13,8 +18,12 @@ import os
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+MESH_DEVICES = 8  # what the tests marked `mesh` need
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+  _devices = int(os.environ.get("ARENA_JAX_TEST_DEVICES", MESH_DEVICES))
+  os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={_devices}"
+  ).strip()
 
 from tests import cache  # noqa: E402
 
@@ -40,7 +49,8 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 # half of the other's remainder; a long test left for last ends the run on one worker while the other idles. The
 # controller records each file's time in the cache at the end of a run, and the next run starts with the longest;
 # before any record, the tests marked heavy (or slow) go first.
-_DURATIONS = cache.root() / "file_durations.json"
+# One record per device count: `make test`'s two processes run different tests of a file.
+_DURATIONS = cache.root() / f"file_durations_{jax.device_count()}dev.json"
 _file_seconds: dict[str, float] = {}
 
 
@@ -49,6 +59,14 @@ def _file(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
+  if jax.device_count() < MESH_DEVICES:
+    skip = pytest.mark.skip(
+      reason=f"needs {MESH_DEVICES} (fake) devices, this process has {jax.device_count()} "
+      f"(ARENA_JAX_TEST_DEVICES; make test runs the mesh tests with {MESH_DEVICES})"
+    )
+    for item in items:
+      if item.get_closest_marker("mesh"):
+        item.add_marker(skip)
   try:
     recorded = json.loads(_DURATIONS.read_text(encoding="utf-8"))
   except (OSError, ValueError):

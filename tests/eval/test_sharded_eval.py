@@ -27,7 +27,7 @@ CONFIG = models.ModelConfig(
 )
 # The run's recorded mesh: trained on (1, −1, 2), sampled on (2, −1, 2); embed dims replicated.
 RUN_MESH = parallel.mesh_config(1, -1, 2, sample=(2, -1, 2), rules=(("embed", None),))
-NEEDS_8 = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices (tests/conftest.py)")
+NEEDS_8 = pytest.mark.mesh  # 8 (fake) devices (tests/conftest.py)
 
 
 def optim_config():

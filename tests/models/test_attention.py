@@ -105,6 +105,7 @@ def test_auto_picks_the_kernel_of_the_platform_and_bad_names_are_refused():
     tiny_config().replace(attention="flash")
 
 
+@pytest.mark.mesh
 def test_splash_runs_per_shard_of_a_mesh_with_heads_and_batch_split():
   """On a (data 1, fsdp 2, tensor 2) mesh of CPU devices: batch and heads split, one kernel per shard."""
   q, k, v = _inputs(4, 128)

@@ -190,6 +190,7 @@ def test_bfloat16_checkpoint_keeps_its_dtype(hf_checkpoint):
   np.testing.assert_array_equal(np.asarray(upcast.embedding[...]), ref)
 
 
+@pytest.mark.mesh
 def test_load_onto_a_mesh_places_parameters_by_logical_axes(hf_checkpoint):
   _, path = hf_checkpoint(BASE, "LlamaForCausalLM", seed=3)
   mesh = models.make_mesh(data=2, fsdp=2, tensor=2)

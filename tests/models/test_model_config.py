@@ -133,6 +133,7 @@ def test_rope_frequencies_match_transformers(rope):
   assert factor == pytest.approx(ref_factor)
 
 
+@pytest.mark.mesh
 def test_logical_rules_replicate_what_does_not_divide():
   mesh = models.make_mesh(data=2, fsdp=2, tensor=2)
   spec = models.logical_to_spec(("batch", "kv_heads", "head_dim"), (8, 2, 64), mesh)
@@ -143,6 +144,7 @@ def test_logical_rules_replicate_what_does_not_divide():
   assert models.num_batch_shards(mesh) == 4 and models.num_batch_shards(None) == 1
 
 
+@pytest.mark.mesh
 def test_param_shardings_cover_every_parameter():
   mesh = models.make_mesh(data=2, fsdp=2, tensor=2)
   state = nnx.state(models.abstract_model(models.tiny_config()))

@@ -18,7 +18,8 @@ CONFIG = models.ModelConfig(
 MESHES = [(8, 1, 1), (2, 2, 2), (1, 1, 8)]
 # Stop steps (`sampling.ForcedStops`) of the multi-host compacting sampler's 8 rows: 8 rows → 4 at step 5.
 FORCED_STOPS = (0, 11, 3, 7, 1, 5, 2, 9)
-NEEDS_8 = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices (tests/conftest.py)")
+# The mesh tests need 8 (fake) devices; `make test` runs them in a process of their own (tests/conftest.py).
+NEEDS_8 = pytest.mark.mesh
 
 
 def loss_config(kl_coef=0.01):

@@ -135,7 +135,7 @@ def test_invalid_row_offsets_and_caches(model, prompts):
     sampling.Sampler(**_kw(decode_cache="paged"))
 
 
-@pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices")
+@pytest.mark.mesh
 def test_growing_cache_on_a_mesh_gives_the_one_device_samples(model, prompts):
   """3 prompts on 4 batch shards (data × fsdp; a filler prompt pads the batch), heads over `tensor`: the
   appended chunks and the regrouped rows stay laid out as the state, the rows are those of one device."""

@@ -12,7 +12,7 @@ CONFIG = models.ModelConfig(
 )
 
 
-@pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices")
+@pytest.mark.mesh
 def test_mesh_sampling_matches_one_device():
   model = models.init_model(CONFIG, seed=1)
   rng = np.random.default_rng(2)

@@ -200,6 +200,7 @@ def test_speculative_live_start_is_refused_by_the_asynchronous_loop(data_dir):
     validate_config(c)
 
 
+@pytest.mark.mesh  # the sampler on 4 of the 8 devices, the trainer on the other 4
 def test_the_sampler_on_devices_of_its_own(data_dir, coin_verifier, tmp_path):
   """mesh.sample_devices = N: the sampler's mesh is the last N devices, the trainer's the others (programs of two
   devices run at once); the asynchronous loop trains through it within the bound."""

@@ -66,6 +66,7 @@ def _real_smoke(tmp_path, monkeypatch):
   return c, checkpoint
 
 
+@pytest.mark.mesh
 @pytest.mark.heavy  # ≈ 1 min: the real config's smoke path (HF import, chat template, 4 × 2 mesh, embedded judge)
 def test_a_bf16_checkpoint_at_the_papers_lr_moves_its_float32_masters(tmp_path, monkeypatch):
   c, checkpoint = _real_smoke(tmp_path, monkeypatch)
