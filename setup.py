@@ -80,6 +80,16 @@ EXTRAS_REQUIRE = {
     # transformers' own GGUF loader (the reference of the GGUF parity tests) asks for accelerate.
     "accelerate==1.15.0",
   ],
+  # `transformers serve`, the OpenAI-compatible server that ships with transformers: a real LLM judge on this
+  # machine (`judge.serve = "transformers"`, `make real`, the real-judge smoke of `make test`). transformers'
+  # own `serving` extra, pinned to what it resolves to here (torch and transformers are `hf`'s).
+  "serve": [
+    "fastapi==0.165.0",
+    "starlette==1.10.0",
+    "uvicorn==0.55.0",
+    "openai==3.63.0",
+    "rich==15.0.0",
+  ],
   # libtpu for AOT compiles of real-size steps against TPU topologies (launch/aot_compile.py) and for
   # runs on TPU VMs; jax 0.10.2's own `jax[tpu]` extra names libtpu 0.0.42.*. `make aot` installs it
   # into a separate venv, so the default one never loads libtpu.

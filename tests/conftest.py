@@ -114,11 +114,11 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def real_gguf() -> str:
-  """The path of the real model's GGUF (SmolLM2-135M-Instruct, `models.pretrained.smollm2_gguf`). Without its wheel
+  """The path of the real model's GGUF (SmolLM2-135M-Instruct, `pretrained.smollm2_gguf`). Without its wheel
   the test is skipped, saying how to install it; on CI (`$CI` set) it fails instead, so a CI that lost the wheel
   does not pass by skipping."""
   from arena_jax.errors import MissingFileError  # pylint: disable=g-import-not-at-top
-  from arena_jax.models import pretrained  # pylint: disable=g-import-not-at-top
+  from arena_jax import pretrained  # pylint: disable=g-import-not-at-top
 
   try:
     return pretrained.smollm2_gguf()

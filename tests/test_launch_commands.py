@@ -56,6 +56,7 @@ FAST = {
   "launch.sft": ("--config.num_steps=0", "num_steps"),
   "launch.testbed": ("--config.num_steps=0", "num_steps"),
   "launch.demo": ("--sft_config.num_steps=0", "num_steps"),
+  "launch.real": ("--config.rollout.group_size=0", "group_size"),  # --steps would override num_steps
   "launch.compare": ("--study.final_fraction=0", "final_fraction"),
   "launch.serve_judge": ("--server.latency_ms=-1", "latency_ms"),
   # Without libtpu (the `tpu` extra, not in .venv) each stops at its check, before it compiles anything.
@@ -121,7 +122,7 @@ def runnable(argv: list[str], tmp: pathlib.Path) -> list[str]:
     if a == "...":
       continue
     a = PATHLIKE.sub(lambda m: missing(m.group(0)), a)
-    # A model of `make real-model` by name (models.pretrained) would load and run for real: a missing file instead.
+    # A model of `make real-model` by name (pretrained) would load and run for real: a missing file instead.
     a = re.sub(r"pretrained:[\w.-]+", lambda m: missing("pretrained.gguf"), a)  # noqa: B023
     for name in OTHER_PATHS:
       a = re.sub(rf"(^|=){name}$", lambda m: m.group(1) + missing(name), a)  # noqa: B023

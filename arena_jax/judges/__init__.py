@@ -23,6 +23,10 @@
                 hostile    the answers of a judge that tries to break its client (`server.hostile_rate`)
                 simulated  `JudgeLogic`: the rule-based process judge that it answers with (`checking` checks
                            the traces, `replies` writes the answers)
+  formats     `judge.verdict_format`: reasoned (explain, then [[A]]), letter (one letter / word), logprobs (one
+              token's probabilities): templates, answer budgets, parsers
+  transformers_server  `TransformersJudgeServer`: `transformers serve` of a real model on this machine, started
+              and stopped for the run (`judge.serve = "transformers"`)
   files       JSONL batch judging behind `launch/judge_pairs.py` and `launch/jury.py`
 
 Importing this package starts nothing: servers, sessions and event loops are created on use.
@@ -38,6 +42,7 @@ from arena_jax.judges.backends import (
   configured_urls,
   judge_endpoints,
   launched_judge_endpoints,
+  local_server,
   make_judge,
   make_jury,
   register_backend,
@@ -53,8 +58,11 @@ from arena_jax.judges.client import (
   backoff_delay,
   chat_completions_url,
   check_endpoints,
+  check_logprobs,
   models_url,
+  note_context,
   retry_after_seconds,
+  served_context,
   split_urls,
   tokenize_url,
 )
@@ -68,6 +76,9 @@ from arena_jax.judges.config import (
   validate_server_config,
 )
 from arena_jax.judges.embedded import EmbeddedJudgeServer, JudgeLogic, make_app, run_server, serve_in_process
+from arena_jax.judges import formats
+from arena_jax.judges.formats import VERDICT_FORMATS
+from arena_jax.judges.transformers_server import JudgeServerError, TransformersJudgeServer
 from arena_jax.judges.files import format_jury_metrics, judge_pairs_file, jury_file, jury_metrics
 from arena_jax.judges.hygiene import count_tokens, neutralise, sanitize, truncate
 from arena_jax.judges.jury import Claim, Jury, JuryJudge, JuryVerdict

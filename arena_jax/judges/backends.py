@@ -20,11 +20,12 @@ import os
 from typing import Callable, Iterator, Sequence
 
 from arena_jax.judges import config as config_lib
-from arena_jax.judges.client import JudgeClient, check_endpoints, check_tokenize, split_urls
+from arena_jax.judges.client import JudgeClient, check_endpoints, check_logprobs, check_tokenize, split_urls
 from arena_jax.judges.jury import Jury, JuryJudge
 from arena_jax.judges.pairwise import PairwiseJudge
 from arena_jax.judges.pointwise import PointwiseJudge
 from arena_jax.judges.embedded import EmbeddedJudgeServer
+from arena_jax.judges.transformers_server import TransformersJudgeServer
 
 BACKENDS = config_lib.BACKENDS  # where the config check (`judge.backend`) reads the names
 
@@ -95,12 +96,32 @@ def launched_judge_endpoints(config) -> Iterator[Callable[[], tuple[str, ...]]]:
   if not needs:
     yield lambda: tuple(config.urls)
     return
-  server = EmbeddedJudgeServer(config.server, model=config.model)
+  server = local_server(config)
   server.launch()
+  checked = []
+
+  def ready() -> tuple[str, ...]:
+    urls = (server.wait_ready(),)
+    if not checked and config.get("verdict_format") == "logprobs" and config.client.startup_check_s > 0:
+      # a server that ignores logprobs would fail every judgment: stop now
+      check_logprobs(urls, model=config.model, timeout_s=max(config.client.startup_check_s, 60.0))
+    checked.append(True)
+    return urls
+
   try:
-    yield lambda: (server.wait_ready(),)
+    yield ready
   finally:
     server.stop()
+
+
+def local_server(config):
+  """The judge server that `config.serve` names, not yet started: the embedded one (`config.server`'s knobs) or
+  `transformers serve` of `config.serve_model` (`TransformersJudgeServer`), serving `config.model`."""
+  if config.get("serve", "embedded") == "transformers":
+    return TransformersJudgeServer(
+      config.serve_model, name=config.model, port=config.serve_port, startup_timeout_s=config.serve_startup_s
+    )
+  return EmbeddedJudgeServer(config.server, model=config.model)
 
 
 def configured_urls(config) -> tuple[str, ...]:
@@ -123,3 +144,5 @@ def check_judge_urls(config) -> None:
   check_endpoints(configured_urls(config), api_key=api_key, timeout_s=timeout_s, model=config.model)
   if config.get("tokenizer") == "server":  # every URL must count, or every judgment would fail (`judges.tokens`)
     check_tokenize(configured_urls(config), model=config.model, api_key=api_key, timeout_s=timeout_s)
+  if config.get("verdict_format") == "logprobs" and timeout_s > 0:  # every URL must return them, or all fail
+    check_logprobs(configured_urls(config), model=config.model, api_key=api_key, timeout_s=max(timeout_s, 60.0))

@@ -22,12 +22,14 @@ from arena_jax.registry import Registry
 from arena_jax.config_schema import field
 from arena_jax.judges.client import EXTRA_BODY_CHECK
 from arena_jax.judges.client import split_urls
+from arena_jax.judges.formats import VERDICT_FORMATS
 from arena_jax.judges.tokens import TOKENIZER_CHOICES, check_tokenizer
 from arena_jax.tasks import IMPACTS, TRACE_VIEWS
 
 # Judge factories `(config, urls) -> judge` by name; `judges.backends` registers them (`@register_backend`).
 BACKENDS: Registry[Callable] = Registry("judge backend")
 DEBIAS_MODES = ("none", "random", "both")
+SERVERS = ("embedded", "transformers")  # the judge servers a run can start (`backends.launched_judge_endpoints`)
 JURY_MODES = ("consolidation", "deliberation", "vote")
 LATENCY_DISTS = ("fixed", "exponential", "lognormal")
 REPLY_STYLES = ("plain", "reasoning")
@@ -94,6 +96,12 @@ SERVER = cs.Section(
     answer_weight=field(1.0, "Penalty for a wrong or missing final answer.", cs.number(0)),
     verdict_first=field(False, "State the verdict before the evidence (as some judges do).", cs.boolean()),
     emit_reasoning=field(False, "Also return `reasoning_content`, like a vLLM reasoning parser.", cs.boolean()),
+    logprobs=field(
+      True,
+      "Answer a request's `logprobs` / `top_logprobs` (the letter templates' labels, `judge.verdict_format = "
+      "logprobs`), as vLLM, llama.cpp's server and hosted APIs do; False ignores them, as `transformers serve` does.",
+      cs.boolean(),
+    ),
     # How the answers read (docs/judges.md, "The embedded judge"); the verdicts are the same in both styles.
     style=field(
       "plain",
@@ -303,8 +311,29 @@ JUDGE = cs.Section(
     ),
     model=field(
       DEFAULT_MODEL,
-      "The model id sent with every request (vLLM / SGLang: the served model name).",
+      "The model id sent with every request (vLLM / SGLang: the served model name; with `serve = "
+      "transformers`, the name the started server serves `serve_model` under).",
       cs.string(nonempty=True),
+    ),
+    serve=field(
+      "embedded",
+      "The judge server the run starts when `urls` is (): `embedded` = the process checker behind HTTP "
+      "(`server.*`); `transformers` = `transformers serve` of `serve_model`, a real LLM judge on this machine "
+      "(`judges.TransformersJudgeServer`; the `serve` extra). Either is stopped when the run ends.",
+      cs.one_of(SERVERS),
+    ),
+    serve_model=field(
+      "",
+      "With `serve = transformers`: the judge model, an HF checkpoint directory, a .gguf (converted once, "
+      "cached) or `pretrained:<name>` (`arena_jax.pretrained`).",
+      cs.string(),
+    ),
+    serve_port=field(0, "With `serve = transformers`: its port on 127.0.0.1; 0 = a free one.", cs.integer(0, 65535)),
+    serve_startup_s=field(
+      600.0,
+      "With `serve = transformers`: how long the run waits for the server to list the model (loading it on a "
+      "CPU takes seconds to minutes).",
+      cs.number(1),
     ),
     api_key_env=field(
       "ARENA_JUDGE_API_KEY",
@@ -320,6 +349,14 @@ JUDGE = cs.Section(
       "Order debiasing (SPEC §4): none, a seeded random order per query, or both orders "
       "judged and averaged (twice the calls).",
       cs.one_of(DEBIAS_MODES),
+    ),
+    verdict_format=field(
+      "reasoned",
+      "How the judge gives its verdict (`judges.formats`): `reasoned` = explain, then `[[A]]` / `Rating: [[x]]` "
+      "(reasoning judges); `letter` = one letter A / B (pointwise: Yes / No) in a few tokens (small judges); "
+      "`logprobs` = the same in one token with `top_logprobs`, read as P(A) / (P(A) + P(B)) (a server that "
+      "ignores logprobs fails the start-up check). The jury lists flaws: `reasoned` only.",
+      cs.one_of(VERDICT_FORMATS),
     ),
     temperature=field(0.0, "Judge sampling temperature, sent with every request.", cs.number(0, 2)),
     max_tokens=field(
@@ -430,6 +467,27 @@ def _latency_tail(c, report):
   """latency_p99_ms is 0 or ≥ latency_ms (a 99th percentile below the median is no distribution)."""
   if c.latency_p99_ms and c.latency_p99_ms < c.latency_ms:
     report("latency_p99_ms", f"must be 0 (off) or ≥ latency_ms ({c.latency_ms}), got {c.latency_p99_ms!r}")
+
+
+@JUDGE.rule
+def _format_fits_the_backend(c, report):
+  """The jury lists flaws in JSON: it needs the reasoned format (the letter formats ask one label)."""
+  if c.backend == "jury" and c.verdict_format != "reasoned":
+    report(
+      "verdict_format",
+      f"{c.verdict_format!r} asks for one label, but the jury backend lists flaws: use 'reasoned' with the jury, "
+      "or the pairwise / pointwise backend",
+    )
+
+
+@JUDGE.rule
+def _served_model_named(c, report):
+  """`serve = transformers` serves `serve_model` under `model`, a plain name (it is a directory's name)."""
+  if c.serve == "transformers" and not c.urls:
+    if not c.serve_model:
+      report("serve_model", "is empty: name the judge model (an HF directory, a .gguf or pretrained:<name>)")
+    if "/" in c.model or c.model.startswith("."):
+      report("model", f"{c.model!r}: the name a started transformers server serves under must be a plain name")
 
 
 @JURY.rule

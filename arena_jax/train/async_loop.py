@@ -111,6 +111,8 @@ class Judgments:
     self.parts = parts  # (the group's index in the step's batch, its judgment)
     done = [j.finished_at for _, j in parts if j.finished_at is not None]
     self.finished_at = max(done) if done else None
+    started = [j.started_at for _, j in parts if j.started_at is not None]
+    self.started_at = min(started) if started else None
 
   def result(self, timeout: float | None = None) -> judging.JudgeOutcome:
     del timeout  # every part is back (or was cut) before the step is assembled

@@ -123,6 +123,7 @@ class StepJudgment:
     self._done: concurrent.futures.Future | None = None
     self._outcome: JudgeOutcome | None = None
     self.finished_at: float | None = None  # time.perf_counter() when the last judgment came back (or was cut)
+    self.started_at: float | None = None  # time.perf_counter() when the first group started to be judged
 
   # ── feeding it (thread-safe: each call is queued on the loop, in order) ──
 
@@ -168,6 +169,7 @@ class StepJudgment:
     return int(np.random.SeedSequence([self.runner.seed, self.step, index]).generate_state(1)[0])
 
   def _start(self, job: GroupJob) -> None:
+    self.started_at = self.started_at or time.perf_counter()
     try:
       self._start_group(job)
     except Exception as e:  # pylint: disable=broad-except  (counted as the group's failure in `_collect`)
@@ -223,6 +225,7 @@ class StepJudgment:
     self._groups[index] = _Group(index, task, run, traces, arrivals)
 
   def _arrive(self, index, member, trace, problem, reference) -> None:
+    self.started_at = self.started_at or time.perf_counter()
     group = self._groups.get(index)
     if group is None:
       scheduler = self.runner.scheduler(self.g, streaming=True, seed=self._seed(index), **self.runner.options)

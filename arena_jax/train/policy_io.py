@@ -44,7 +44,7 @@ from arena_jax import tokenizer as tokenizer_lib
 from arena_jax.tokenizer import SentencePieceTokenizer
 from arena_jax import parallel
 from arena_jax import tasks as tasks_lib
-from arena_jax.models import pretrained
+from arena_jax import pretrained
 from arena_jax.models import (
   LOGICAL_AXIS_RULES,
   ModelConfig,
@@ -205,7 +205,7 @@ def load_policy(
   """Reads a policy directory written by `save_policy`, a HF checkpoint directory or a `.gguf` file.
 
   Args:
-    path: the directory, or the GGUF file, or `pretrained:<name>` (`models.pretrained.resolve`).
+    path: the directory, or the GGUF file, or `pretrained:<name>` (`pretrained.resolve`).
     mesh: place each parameter with its logical sharding on this mesh (default: the default device).
     rules: logical axis rules for `mesh`.
     weight_dtype: store the parameters in this dtype (a bfloat16 or FP8 checkpoint is upcast tensor by

@@ -74,6 +74,9 @@ class Rewarder:
       m["time/judge_wait"], m["time/bt_fit"] = t1 - t0, time.perf_counter() - t1
       # How long the judge still worked once the step was generated (0 when it finished during decoding).
       m["time/judge_after_gen"] = max(0.0, (pending.judgment.finished_at or t1) - pending.generated_at)
+      # How long the step's judging ran, first group in to last judgment back: the judge's pairs/s is calls / this.
+      started = pending.judgment.started_at
+      m["time/judge"] = max(0.0, (pending.judgment.finished_at or t1) - started) if started else 0.0
       groups, calls, failures, all_failed, tokens, saved, late, late_groups, wasted, abandoned = (
         int(x)
         for x in parallel.host_sum(

@@ -248,13 +248,15 @@ _REQUEST_FIELDS = (
   "tail_fraction",
   "template_dir",
   "extra_body",
+  "verdict_format",
 )
 
 
 def session_row(judge_config, *, mode: str, topology: str | None, start_step: int) -> dict:
   """The row that opens a session: what every request of the run was made of besides its texts and seed."""
   templates = judges.load_templates(judge_config.template_dir)
-  settings = {k: judge_config[k] for k in _REQUEST_FIELDS}
+  settings = {k: judge_config.get(k, "reasoned" if k == "verdict_format" else None) for k in _REQUEST_FIELDS}
+  verdict_format = judges.formats.get(settings["verdict_format"])
   if settings["extra_body"] is not None:
     settings["extra_body"] = json.loads(json.dumps(dict(settings["extra_body"]), default=str))
   return {
@@ -263,7 +265,8 @@ def session_row(judge_config, *, mode: str, topology: str | None, start_step: in
     "mode": mode,
     "topology": topology,
     "judge": settings,
-    "templates": {name: templates.texts[name] for name in ("pairwise", "pointwise")},
+    # The templates of the run's verdict format, under their kind: what a re-judging tool renders.
+    "templates": {name: templates.texts[verdict_format.template(name)] for name in ("pairwise", "pointwise")},
   }
 
 
@@ -271,7 +274,9 @@ def call_record(call: judges.JudgeCall, kind: str, players: Sequence[int]) -> di
   """One judge request: what it was shown (`order_shown`: the members in the order shown, A first) and said."""
   c, u = call.completion, call.completion.usage
   parsed = c.parsed if c.ok else None
-  if kind == "pairwise":
+  if kind == "pairwise" and isinstance(parsed, float):  # the logprobs format: P(A) of the order shown
+    verdict = round(parsed, 6)
+  elif kind == "pairwise":
     verdict = _SHOWN.get(parsed) if parsed is not None else None
   else:
     verdict = float(parsed) if parsed is not None else None
@@ -280,6 +285,7 @@ def call_record(call: judges.JudgeCall, kind: str, players: Sequence[int]) -> di
     "answer": c.content,
     "reasoning": c.reasoning,
     "finish_reason": c.finish_reason,
+    "top_logprobs": [list(t) for t in c.top_logprobs] if c.top_logprobs else None,  # the logprobs format
     "verdict_shown": verdict,
     "failure_reason": c.failure_reason,
     "failure_detail": c.failure_detail or "",
@@ -464,7 +470,9 @@ def read_transcripts(workdir: str, step: int | None = None) -> Iterator[dict]:
     endpoint, seed, latency_s, prompt_tokens, completion_tokens, http_requests, parse_attempts,
     status, cached      the request: where it went and what it cost (the seed is the last one sent)
     answer, reasoning, finish_reason   the judge's answer text and its separate reasoning (or None)
-    verdict_shown       pairwise: "A", "B" or "tie" as the judge saw the order; pointwise: the score
+    verdict_shown       pairwise: "A", "B" or "tie" as the judge saw the order (`judge.verdict_format =
+                        logprobs`: P(A), a number); pointwise: the score
+    top_logprobs        the logprobs format: the first answer token's alternatives [[token, logprob], ...]
     failure_reason, failure_detail     None / "" on success, else the client's reason ("timeout",
                         "http_503", "unparseable", "truncated", "deadline", ...)
   pairwise rows also:

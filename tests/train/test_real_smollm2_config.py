@@ -3,7 +3,7 @@ validate, start from the GGUF of `make real-model`, and a flag swaps the model."
 
 import configs
 from arena_jax.eval import benchmarks, watch
-from arena_jax.models import pretrained
+from arena_jax import pretrained
 from arena_jax.train.config import validate_config
 
 

@@ -56,7 +56,8 @@ The modules, one concern each:
   backoff       which failures are retried and how long to wait: `backoff_delay`, `retry_after_seconds`
   responses     defensive reading of answers: `read_answer` (size caps, decompression), `completion_fields`
   cache         `ResponseCache` and its key, `request_key`
-  probe         `check_endpoints`, the start-up check, and its `JudgeUnreachableError`; `check_tokenize`
+  probe         `check_endpoints`, the start-up check, and its `JudgeUnreachableError`; `check_logprobs` (the
+                logprobs verdict format); `served_context` / `note_context` (what a judge said its context is); `check_tokenize`
   settings      `JudgeClientSettings`: what a client is made with, from the judge config (`from_config`) or its
                 declared defaults (`defaults`); `EXTRA_BODY_CHECK`, what `extra_body` may hold
   results       what calls return and count: `Completion`, `ClientStats`, `TokenizeError`
@@ -71,7 +72,14 @@ from arena_jax.judges.client.backoff import RETRYABLE_STATUSES, backoff_delay, r
 from arena_jax.judges.client.cache import ResponseCache, request_key
 from arena_jax.judges.client.endpoints import chat_completions_url, models_url, split_urls, tokenize_url
 from arena_jax.judges.client.judge_client import JudgeClient
-from arena_jax.judges.client.probe import JudgeUnreachableError, check_endpoints, check_tokenize
+from arena_jax.judges.client.probe import (
+  JudgeUnreachableError,
+  check_endpoints,
+  check_logprobs,
+  check_tokenize,
+  note_context,
+  served_context,
+)
 from arena_jax.judges.client.responses import ACCEPT_ENCODING, completion_fields, count_fields
 from arena_jax.judges.client.results import ClientStats, Completion, TokenizeError
 from arena_jax.judges.client.settings import BODY_KEYS_SET_BY_CLIENT, EXTRA_BODY_CHECK, JudgeClientSettings

@@ -343,8 +343,10 @@ class JudgeClient:
     temperature: float | None = None,
     max_tokens: int | None = None,
     seed: int | None = None,
+    top_logprobs: int = 0,
   ) -> dict:
-    """The request body: model, messages and explicit sampling parameters (plus `extra_body`)."""
+    """The request body: model, messages and explicit sampling parameters (plus `extra_body`); with
+    `top_logprobs` > 0, the OpenAI `logprobs` / `top_logprobs` request."""
     body = {
       "model": self.settings.model,
       "messages": [dict(m) for m in messages],
@@ -352,6 +354,8 @@ class JudgeClient:
       "max_tokens": self.settings.max_tokens if max_tokens is None else int(max_tokens),
       "seed": self.settings.seed if seed is None else int(seed),
     }
+    if top_logprobs:
+      body.update(logprobs=True, top_logprobs=int(top_logprobs))
     body.update(self.settings.extra_body)
     return body
 
@@ -363,16 +367,26 @@ class JudgeClient:
     temperature: float | None = None,
     max_tokens: int | None = None,
     seed: int | None = None,
+    top_logprobs: int = 0,
+    read_cut: bool = False,
   ) -> Completion:
     """One judged answer: requests within the judgment's retry budgets and deadline (`arena_jax.judges.client`).
-    Never raises on judge failures: a final failure is a `Completion` with `failure_reason` set."""
+    Never raises on judge failures: a final failure is a `Completion` with `failure_reason` set.
+
+    With `top_logprobs` = k > 0 the first answer token's k alternatives are asked for, and `parse` reads them
+    (`Completion.top_logprobs`) instead of the text; an answer without them fails (reason `no_logprobs`: a
+    server that ignores the request, which `probe.check_logprobs` finds at start-up). With `read_cut` (the letter
+    formats, whose budget is a few tokens on purpose) an answer cut at max_tokens is parsed like any other, and a
+    cut answer without a label is `unparseable`."""
     self._ensure_loop_state()
     start = time.perf_counter()
-    payload = self.payload(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    payload = self.payload(
+      messages, temperature=temperature, max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs
+    )
     result = Completion()
     self.stats.usage += Usage(calls=1)
     key = request_key(payload) if self.cache is not None else None
-    if key is not None and self._from_cache(key, parse, result):
+    if key is not None and self._from_cache(key, parse, result, bool(top_logprobs)):
       return self._finish(result, start)
     budget = _Budget(self.settings.max_retries, self.settings.max_parse_retries, self.settings.max_truncation_retries)
     base_seed = payload["seed"]
@@ -385,7 +399,7 @@ class JudgeClient:
       self._read_body(body, result)
       self._scrub(result)
       result.parse_attempts += 1
-      if result.finish_reason == "length":
+      if result.finish_reason == "length" and not (top_logprobs or read_cut):  # a letter's budget is tiny on purpose
         result.failure_reason = "truncated"
         result.failure_detail = f"the answer was cut at max_tokens={payload['max_tokens']}"
         if budget.truncation <= 0:
@@ -393,7 +407,11 @@ class JudgeClient:
         budget.truncation -= 1
         self.stats.truncation_retries += 1
         continue
-      parsed, error = safe_parse(parse, result.content)
+      if top_logprobs and result.top_logprobs is None:
+        result.failure_reason = "no_logprobs"
+        result.failure_detail = "the answer holds no logprobs (the server ignores `logprobs`)"
+        return self._finish(result, start)
+      parsed, error = safe_parse(parse, result.top_logprobs if top_logprobs else result.content)
       if parsed is None:
         result.failure_reason = "unparseable"
         if result.content is None or not result.content.strip():
@@ -422,17 +440,21 @@ class JudgeClient:
             "prompt_tokens": result.usage.prompt_tokens,
             "completion_tokens": result.usage.completion_tokens,
             "seed": result.seed,
+            "top_logprobs": result.top_logprobs,
           },
         )
       return self._finish(result, start)
 
-  def _from_cache(self, key: str, parse, result: Completion) -> bool:
+  def _from_cache(self, key: str, parse, result: Completion, asked_logprobs: bool = False) -> bool:
     record = self.cache.get(key)
     if record is None:
       return False
-    parsed, _ = safe_parse(parse, record.get("content"))
+    logprobs = record.get("top_logprobs")
+    logprobs = tuple((str(t), float(lp)) for t, lp in logprobs) if logprobs else None  # JSON made them lists
+    parsed, _ = safe_parse(parse, logprobs if asked_logprobs else record.get("content"))
     if parsed is None:  # e.g. the parser changed since: ask again
       return False
+    result.top_logprobs = logprobs
     result.content, result.reasoning = record.get("content"), record.get("reasoning")
     result.finish_reason, result.seed = record.get("finish_reason"), record.get("seed")
     result.parsed, result.cached = parsed, True
@@ -446,6 +468,7 @@ class JudgeClient:
   def _read_body(body: dict, result: Completion) -> None:
     """Copies the fields `completion_fields` checked into `result`."""
     result.content, result.reasoning, result.finish_reason = body["content"], body["reasoning"], body["finish_reason"]
+    result.top_logprobs = body.get("top_logprobs")
     result.usage += Usage(prompt_tokens=body["prompt_tokens"], completion_tokens=body["completion_tokens"])
 
   def _scrub(self, result: Completion) -> None:

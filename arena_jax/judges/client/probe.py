@@ -18,11 +18,28 @@ from typing import Sequence
 
 from arena_jax.errors import ConfigError, UserError
 from arena_jax.judges.client.backoff import RETRYABLE_STATUSES
-from arena_jax.judges.client.endpoints import models_url, split_urls, tokenize_url
+from arena_jax.judges.client.endpoints import chat_completions_url, models_url, split_urls, tokenize_url
+from arena_jax.judges.client.responses import BadAnswer, completion_fields
 
 
 class JudgeUnreachableError(UserError, ConnectionError):
   """A configured judge endpoint did not answer before training started (see `check_endpoints`)."""
+
+
+# What judges said their context is (base URL → tokens): vLLM lists `max_model_len` with each model in
+# `/v1/models` (read by `check_endpoints`); a server the run starts itself notes its model's (`note_context`).
+_SERVED_CONTEXTS: dict[str, int] = {}
+
+
+def note_context(url: str, tokens: int) -> None:
+  """Records that the judge at `url` holds `tokens` of context (read by `served_context`)."""
+  _SERVED_CONTEXTS[url.rstrip("/")] = int(tokens)
+
+
+def served_context(urls: Sequence[str]) -> int | None:
+  """The smallest context that any of `urls` said it has, or None when none said."""
+  known = [_SERVED_CONTEXTS[u.rstrip("/")] for u in urls if u.rstrip("/") in _SERVED_CONTEXTS]
+  return min(known) if known else None
 
 
 def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: str | None) -> str | None:
@@ -43,6 +60,7 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: 
     try:
       with opener.open(request, timeout=max(min(remaining, 10.0), 0.05)) as resp:
         body = resp.read(1 << 20)
+      _note_listed_context(base, body, model)
       return _model_missing(body, model)
     except urllib.error.HTTPError as e:
       if e.code in (401, 403):
@@ -61,6 +79,63 @@ def _probe(base: str, headers: dict, deadline: float, interval_s: float, model: 
     if time.monotonic() + interval_s >= deadline:
       return reason
     time.sleep(interval_s)
+
+
+def _note_listed_context(base: str, body: bytes, model: str | None) -> None:
+  """Records the `max_model_len` that a `/v1/models` answer gives for `model` (vLLM does), if any."""
+  try:
+    for entry in json.loads(body).get("data") or ():
+      n = entry.get("max_model_len") if isinstance(entry, dict) else None
+      if isinstance(n, int) and not isinstance(n, bool) and n > 0 and (not model or entry.get("id") == model):
+        note_context(base, n)
+        return
+  except (ValueError, AttributeError, TypeError, RecursionError):
+    return
+
+
+def check_logprobs(urls: str | Sequence[str], *, model: str, api_key: str | None = None, timeout_s: float = 60.0):
+  """With `judge.verdict_format = "logprobs"`: fails at start, naming each URL, when a judge's answer to a
+  one-token request with `logprobs` holds none (`transformers serve` ignores them; vLLM, llama.cpp's server and
+  hosted APIs return them). Other failures are left to the run.
+
+  Raises:
+    ConfigError: naming judge.verdict_format, the URLs and the formats that need no logprobs.
+  """
+  urls = split_urls(urls)
+  if not urls or timeout_s <= 0:
+    return
+  headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+  body = {
+    "model": model,
+    "messages": [{"role": "user", "content": "Answer with one letter, A or B."}],
+    "max_tokens": 1,
+    "temperature": 0.0,
+    "logprobs": True,
+    "top_logprobs": 5,
+  }
+  data = json.dumps(body).encode("utf-8")
+  opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+  def probe(base: str) -> str | None:
+    request = urllib.request.Request(chat_completions_url(base), data=data, headers=headers, method="POST")
+    try:
+      with opener.open(request, timeout=timeout_s) as resp:
+        fields = completion_fields(resp.read(1 << 20))
+    except urllib.error.HTTPError as e:
+      return f"HTTP {e.code} to a request with logprobs" if e.code in (400, 422) else None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, BadAnswer):
+      return None  # not answering at all is the models check's business
+    return None if fields["top_logprobs"] else "its answer holds no logprobs"
+
+  with concurrent.futures.ThreadPoolExecutor(len(urls)) as pool:
+    reasons = list(pool.map(probe, urls))
+  bad = [f"{u} ({r})" for u, r in zip(urls, reasons) if r is not None]
+  if bad:
+    raise ConfigError(
+      f"judge.verdict_format = 'logprobs', but the judge at {', '.join(bad)} returns no logprobs (transformers "
+      "serve ignores them; vLLM, llama.cpp's server and hosted APIs return them): use judge.verdict_format = "
+      "'letter' (one letter, a win or a loss) or 'reasoned'"
+    )
 
 
 def _model_missing(body: bytes, model: str | None) -> str | None:

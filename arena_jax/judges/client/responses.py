@@ -21,8 +21,9 @@ ACCEPT_ENCODING = "gzip, deflate"
 
 
 def safe_parse(parse, content) -> tuple[Any, str]:
-  """(parse(content) or None, what the parser raised): an answer the parser chokes on is one without a verdict."""
-  if not isinstance(content, str):
+  """(parse(content) or None, what the parser raised): an answer the parser chokes on is one without a verdict.
+  `content` is the answer's text, or (a logprobs request) its first token's alternatives, a tuple."""
+  if not isinstance(content, (str, tuple)) or (parse is None and not isinstance(content, str)):
     return None, ""
   if parse is None:
     return content, ""
@@ -121,7 +122,28 @@ def completion_fields(raw: bytes) -> dict:
   if not isinstance(usage, dict):
     raise BadAnswer(f"usage is a {type(usage).__name__}, not an object")
   out["prompt_tokens"], out["completion_tokens"] = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+  out["top_logprobs"] = first_token_logprobs(choice.get("logprobs"))
   return out
+
+
+def first_token_logprobs(logprobs: Any) -> tuple[tuple[str, float], ...] | None:
+  """The first answer token's alternatives, `((token, logprob), …)`, from an OpenAI `choices[0].logprobs`
+  (chat: `{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}, …]}, …]}`), or None when
+  the answer holds none (a server that ignores `logprobs`, as `transformers serve` does). The chosen token
+  counts among them when a server leaves it out of its own top list."""
+  if not isinstance(logprobs, dict) or not isinstance(logprobs.get("content"), list) or not logprobs["content"]:
+    return None
+  first = logprobs["content"][0]
+  if not isinstance(first, dict):
+    raise BadAnswer("choices[0].logprobs.content[0] is not an object")
+  entries = list(first.get("top_logprobs") or []) + [first]
+  out = {}
+  for entry in entries:
+    token, logprob = (entry.get("token"), entry.get("logprob")) if isinstance(entry, dict) else (None, None)
+    if not isinstance(token, str) or isinstance(logprob, bool) or not isinstance(logprob, (int, float)):
+      raise BadAnswer("choices[0].logprobs.content[0] holds an entry without a string token and a number logprob")
+    out.setdefault(token, float(logprob))
+  return tuple(out.items())
 
 
 def count_fields(raw: bytes) -> dict | None:

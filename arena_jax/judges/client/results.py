@@ -33,6 +33,7 @@ class Completion:
     answer received (all of them cost tokens); `latency_s` the wall time of the call, waiting for a
     slot, retries and backoff included.
   parse_attempts: answers received (parsed or not, truncated ones included).
+  top_logprobs: with `chat(top_logprobs=k)`, the first answer token's alternatives ((token, logprob), …).
   """
 
   content: str | None = None
@@ -47,6 +48,7 @@ class Completion:
   endpoint: str | None = None
   seed: int | None = None
   cached: bool = False
+  top_logprobs: tuple[tuple[str, float], ...] | None = None
 
   @property
   def ok(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any, Callable, Sequence
 
 from arena_jax.judges import hygiene
@@ -29,6 +30,7 @@ class Reply:
   content: str | None
   reasoning: str | None = None
   finish_reason: str = "stop"
+  top_logprobs: tuple[tuple[str, float], ...] = ()  # the first token's alternatives, for a `logprobs` request
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +48,8 @@ class Judgment:
   conclusion: str = ""
   hidden: str = ""
   options: tuple = ()
+  p_first: float | None = None  # the letter kinds: the probability of the first label (A, Yes)
+  margin: float = 0.0  # pairwise: how much sounder A is than B, as the judge weighs it (> 0: A)
 
 
 def cut_tokens(text: str, max_tokens: int) -> str:
@@ -241,3 +245,13 @@ def _final_answer(kind: str, j: Judgment, draw: Callable[[str], float]) -> str:
     )
   answer = json.dumps(j.final, ensure_ascii=False)
   return f"{j.notes}\n\n```json\n{answer}\n```" if form < 0.5 else answer
+
+
+def letter_reply(kind: str, j: Judgment, max_tokens: int | None) -> Reply:
+  """A letter template's answer (`formats`): the label alone, and its first token's alternatives — the two
+  labels with the judgment's probabilities — for a request that asks for logprobs."""
+  first, second = j.options
+  p = min(max(float(j.p_first), 1e-6), 1 - 1e-6)
+  alternatives = ((first, math.log(p)), (second, math.log(1 - p)))
+  finish = "length" if max_tokens == 1 else "stop"  # one token asked for, one given: cut there
+  return Reply(kind, j.final, None, finish, tuple(sorted(alternatives, key=lambda a: -a[1])))

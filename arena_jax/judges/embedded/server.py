@@ -332,12 +332,21 @@ class _Server:
     if reply.reasoning is not None:
       message["reasoning_content"] = reply.reasoning
     completion_tokens = hygiene.count_tokens(reply.content or "") + hygiene.count_tokens(reply.reasoning or "")
+    logprobs = None
+    if body.get("logprobs") and self.cfg.logprobs and reply.content:  # OpenAI's chat form: the first token
+      # A letter answer's alternatives are the two labels with the judgment's probabilities; any other answer's
+      # first token is certain.
+      first = reply.content if reply.top_logprobs else reply.content.split()[0] if reply.content.split() else " "
+      alternatives = reply.top_logprobs or ((first, 0.0),)
+      top = [{"token": t, "logprob": lp} for t, lp in alternatives[: max(int(body.get("top_logprobs") or 0), 1)]]
+      chosen = dict(alternatives).get(first, 0.0)
+      logprobs = {"content": [{"token": first, "logprob": chosen, "top_logprobs": top}]}
     return {
       "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
       "object": "chat.completion",
       "created": int(time.time()),
       "model": self.cfg.model,
-      "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
+      "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": logprobs}],
       "usage": {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,

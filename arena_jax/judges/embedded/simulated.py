@@ -39,6 +39,7 @@ from typing import Sequence
 import ml_collections
 
 from arena_jax import tasks
+from arena_jax.judges import formats
 from arena_jax.judges import jury
 from arena_jax.judges import prompts
 from arena_jax.judges.embedded import checking
@@ -104,6 +105,8 @@ class JudgeLogic:
     kind = next((k for k, need in _KINDS if need <= sections.keys()), None)
     if kind is None:
       return "unknown", None
+    if formats.LETTER_CUES.get(f"{kind}_letter", "\0") in prompt:
+      kind = f"{kind}_letter"
     return kind, getattr(self, f"_{kind}")(sections, seed)
 
   def answer(self, prompt: str, seed: int) -> tuple[str, str, str]:
@@ -118,6 +121,8 @@ class JudgeLogic:
     text with nothing to parse; an answer longer than `max_tokens` is cut (finish_reason "length")."""
     kind, j = self.judge(prompt, seed)
     cfg = self.cfg
+    if kind.endswith("_letter") and not malformed:  # a letter judge writes its label, whatever the style
+      return replies.letter_reply(kind, j, max_tokens)
     if cfg.style == "reasoning" and j is not None:
       # The style's draws are keyed by (server seed, request seed, prompt): the same request, the same answer.
       digest = hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).hexdigest()
@@ -154,6 +159,7 @@ class JudgeLogic:
       and _unit(cfg.seed, seed, "flip", problem, sections["Trace A"], sections["Trace B"]) < cfg.flip_rate
     ):
       verdict = "B" if verdict == "A" else "A"  # a wrong judge: the verdict on traces that differ is reversed
+      d = -d
     lines = [_summary("A", a), _summary("B", b)]
     for name, s in (("A", a), ("B", b)):
       if s.steps:
@@ -164,7 +170,26 @@ class JudgeLogic:
       "C": "Neither trace is clearly better.",
     }[verdict]
     penalties = f"Penalties: A {a.penalty:g}, B {b.penalty:g}; position bias {cfg.position_bias:g}."
-    return Judgment("\n".join(lines), verdict, conclusion=reason, hidden=penalties, options=("A", "B", "C"))
+    return Judgment("\n".join(lines), verdict, conclusion=reason, hidden=penalties, options=("A", "B", "C"), margin=d)
+
+  def _pairwise_letter(self, sections, seed):
+    """The letter format: A or B, never a tie (a judge made to pick); the probability of A is the logistic of
+    the same margin the reasoned verdict thresholds."""
+    j = self._pairwise(sections, seed)
+    d = j.margin
+    p_a = 1.0 / (1.0 + math.exp(-4.0 * d))
+    label = j.final if j.final != "C" else ("A" if d >= 0 else "B")
+    return replies.Judgment(j.notes, label, conclusion=j.conclusion, hidden=j.hidden, options=("A", "B"), p_first=p_a)
+
+  def _pointwise_letter(self, sections, seed):
+    """The letter format: Yes for a sound trace with the right answer (the reasoned rubric's top level), else
+    No; P(Yes) follows the same quality."""
+    j = self._pointwise(sections, seed)
+    lo, hi = min(j.options), max(j.options)
+    quality = (j.final - lo) / (hi - lo)
+    return replies.Judgment(
+      j.notes, "Yes" if quality >= 0.75 else "No", hidden=j.hidden, options=("Yes", "No"), p_first=0.1 + 0.8 * quality
+    )
 
   def _pointwise(self, sections, seed):
     cfg = self.cfg

