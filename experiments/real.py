@@ -28,7 +28,7 @@ from arena_jax.report import inspector
 from arena_jax.train import checkpoint_steps, load_policy, read_metrics, train, train_sft
 from arena_jax.train.config import validate_config
 
-REAL_EVAL = dict(num_examples=60, num_samples=8)
+REAL_EVAL = dict(num_examples=40, num_samples=8)  # the baseline's size (docs/results/real_model.md)
 
 
 def eval_config(run_config: ml_collections.ConfigDict, **overrides) -> ml_collections.ConfigDict:

@@ -23,7 +23,7 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _ROOT = flags.DEFINE_string("root", "runs", "Where the run is written (<root>/real_arena_live).")
 _STEPS = flags.DEFINE_integer("steps", None, "RL optimizer steps (default: the config's num_steps).")
-_EXAMPLES = flags.DEFINE_integer("examples", None, "Held-out problems evaluated before and after (default 60).")
+_EXAMPLES = flags.DEFINE_integer("examples", None, "Held-out problems evaluated before and after (default 40).")
 
 
 def main(argv):

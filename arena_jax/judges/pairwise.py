@@ -127,7 +127,7 @@ class BaseJudge:
     # Counts the judge's tokens (`judge.tokenizer`) and cuts traces to the budget and the context (the config's,
     # else what the server said: `client.served_context`).
     self.fitter = tokens.TraceFitter(
-      tokens.make_counter(config, client), config, served_context=served_context(client.urls)
+      tokens.make_counter(config, client), config, served_context=served_context(getattr(client, "urls", ()))
     )
 
   def clean(self, text: str, *, budget: bool = True) -> str:

@@ -125,8 +125,10 @@ def test_requests_fit_the_judges_context_by_its_tokenizer_over_http(sp_path, dem
   refused, judged = asyncio.run(main())
   assert refused.failure_reason == "http_400" and "maximum context length is 4000" in refused.failure_detail
   assert judged.ok, (judged.failure_reason, judged.failure_detail)
-  # Without a chat template the count adds 8 per message and 64 per request: a little to spare, not much.
-  assert 4000 - 1024 - 250 <= judged.usage.prompt_tokens <= 4000 - 1024
+  # The answer budget gives way first, down to MIN_ANSWER_TOKENS; then the traces are cut, just enough (without a
+  # chat template the count adds 8 per message and 64 per request: a little to spare, not much).
+  limit = 4000 - judges.tokens.MIN_ANSWER_TOKENS
+  assert limit - 250 <= judged.usage.prompt_tokens <= limit
 
 
 def test_the_server_counts_over_http_and_its_context_bounds_the_request(hf_dir, demos):
@@ -174,7 +176,9 @@ def test_the_server_counts_over_http_and_its_context_bounds_the_request(hf_dir, 
   assert refused.failure_reason == "http_400"  # the estimate's request exceeds the context
   for r in (first, again):
     assert r.ok, (r.failure_reason, r.failure_detail)
-    assert context - 1024 - 200 <= r.usage.prompt_tokens <= context - 1024  # the server's own count
+    # The server's own count: within what the context leaves an answer of MIN_ANSWER_TOKENS (the answer budget gives
+    # way first, the traces are cut after), and the server took the request with its clipped max_tokens.
+    assert r.usage.prompt_tokens <= context - judges.tokens.MIN_ANSWER_TOKENS
   assert asked > 0 and asked_after == asked  # the second, identical judgment was counted from the cache
 
 
@@ -184,13 +188,15 @@ def messages_of(trace):
 
 def test_a_request_that_cannot_fit_fails_without_a_call(sp_path, demos):
   config = fast_config()
-  config.tokenizer, config.max_tokens, config.context_tokens = sp_path, 1024, 1500
-  r, judge = _compare(config, "http://127.0.0.1:9", long_pair(demos))
+  config.tokenizer, config.max_tokens, config.context_tokens = sp_path, 1024, 700
+  r, judge = _compare(config, "http://127.0.0.1:9", long_pair(demos))  # 700 − an answer of 512: the template alone
   assert r.failure_reason == "context" and judge.client.stats.usage.http_requests == 0
-  assert "judge.context_tokens" in r.failure_detail and "judge.max_tokens" in r.failure_detail
-  config.context_tokens = 1000  # below max_tokens
-  r, _ = _compare(config, "http://127.0.0.1:9", _pair(demos, "short"))
-  assert r.failure_reason == "context"
+  assert "judge.context_tokens" in r.failure_detail and "an answer of 512" in r.failure_detail
+  # A context below max_tokens (the default 16,384 against an 8,192-token judge once failed every judgment): the
+  # answer budget is what the prompt leaves, and the request is sent (here to a closed port).
+  config.max_tokens, config.context_tokens = 4096, 2500
+  r, judge = _compare(config, "http://127.0.0.1:9", _pair(demos, "short"))
+  assert r.failure_reason == "connection" and judge.client.stats.usage.http_requests >= 1
 
 
 def test_bad_tokenizer_values_are_errors_naming_the_field(tmp_path):

@@ -260,7 +260,9 @@ def test_a_steps_judgments_carry_every_field_of_the_groups_outcomes(added, monke
     return cls(**{f.name: _other(getattr(empty, f.name), seed) for f in dataclasses.fields(cls)})
 
   parts = [(7, 2), (3, 5)]  # (the group's index in the step, its outcome's seed)
-  judgments = [(i, types.SimpleNamespace(result=lambda s=s: outcome(s), finished_at=float(s))) for i, s in parts]
+  judgments = [
+    (i, types.SimpleNamespace(result=lambda s=s: outcome(s), finished_at=float(s), started_at=0.0)) for i, s in parts
+  ]
   got = async_loop.Judgments(judgments).result()
   assert type(got) is cls
   first, second = outcome(2), outcome(5)

@@ -57,7 +57,8 @@ The modules, one concern each:
   responses     defensive reading of answers: `read_answer` (size caps, decompression), `completion_fields`
   cache         `ResponseCache` and its key, `request_key`
   probe         `check_endpoints`, the start-up check, and its `JudgeUnreachableError`; `check_logprobs` (the
-                logprobs verdict format); `served_context` / `note_context` (what a judge said its context is); `check_tokenize`
+                logprobs verdict format); `served_context` / `note_context` (what a judge said its context
+                is); `check_tokenize`
   settings      `JudgeClientSettings`: what a client is made with, from the judge config (`from_config`) or its
                 declared defaults (`defaults`); `EXTRA_BODY_CHECK`, what `extra_body` may hold
   results       what calls return and count: `Completion`, `ClientStats`, `TokenizeError`
