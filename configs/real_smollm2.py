@@ -86,6 +86,7 @@ def get_config(arg=None):
     c.rollout.prompts_per_step = 2
     c.rollout.group_size = 4
     c.rollout.max_new_tokens = 16
+    c.optim.micro_batches = 1  # 8 short rows fit at once, and split over a mesh of up to 8 devices
     c.checkpoint.every = 2
     c.log.progress = False
     c.log.tensorboard = False
