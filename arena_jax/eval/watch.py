@@ -142,12 +142,15 @@ def evaluate_params(
   progress: bool = True,
   mesh=None,
   rules=None,
+  keep_details: bool = False,
 ) -> dict:
   """{benchmark: metrics} for parameters of `model_config`, one evaluator per benchmark (`benchmarks.resolve`),
   sampling on `mesh` (with logical-axis `rules`) when given.
 
   With `config.samples_per_benchmark` > 0, each benchmark's metrics also carry a few completions under
-  `SAMPLES` (a list of dicts, not a metric: `pop_samples` takes them out).
+  `SAMPLES` (a list of dicts, not a metric: `pop_samples` takes them out). With `keep_details`, they carry the
+  evaluator's per-problem details under `DETAILS` (rewards [E, n], completions; `pop_details` takes them out):
+  what paired comparisons over problems need.
   """
   from arena_jax.eval import evaluators  # pylint: disable=g-import-not-at-top  (the evaluators import this room)
 
@@ -167,11 +170,14 @@ def evaluate_params(
       details = metrics.pop("_details", None)
       if keep > 0 and details is not None:
         metrics[SAMPLES] = _samples(task, tokenizer, examples, details, keep, bench.num_samples)
+      if keep_details and details is not None:
+        metrics[DETAILS] = {**details, "examples": examples}
     out[bench.name] = metrics
   return out
 
 
 SAMPLES = "samples"
+DETAILS = "details"
 
 
 def _samples(task, tokenizer, examples, details: dict, keep: int, n: int) -> list[dict]:
@@ -200,6 +206,11 @@ def _samples(task, tokenizer, examples, details: dict, keep: int, n: int) -> lis
 def pop_samples(results: dict) -> dict:
   """Takes the completions out of `evaluate_params` results: {benchmark: [rows]} (results keep only metrics)."""
   return {bench: metrics.pop(SAMPLES) for bench, metrics in results.items() if SAMPLES in metrics}
+
+
+def pop_details(results: dict) -> dict:
+  """Takes the per-problem details out of `evaluate_params(..., keep_details=True)` results: {benchmark: details}."""
+  return {bench: metrics.pop(DETAILS) for bench, metrics in results.items() if DETAILS in metrics}
 
 
 def run_config(workdir: str, config) -> ml_collections.ConfigDict:
@@ -277,14 +288,21 @@ def _norm(v):
   return list(v) if isinstance(v, (list, tuple)) else v  # JSON turns tuples into lists
 
 
-def evaluate_step(workdir: str, step: int, config) -> dict:
+def evaluate_step(workdir: str, step: int, config, *, keep_details: bool = False) -> dict:
   """{benchmark: metrics} of checkpoint `step` of a run (its policy spec: `policy_io.load_run_policy`), on
   the run's own task settings (`run_config`), its parameters alone restored onto `eval_mesh`."""
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
   mesh, rules = eval_mesh(workdir, step, config)
   params = load_params(workdir, step, model_config, mesh, rules)
   return evaluate_params(
-    params, model_config, tokenizer, run_config(workdir, config), add_bos=add_bos, mesh=mesh, rules=rules
+    params,
+    model_config,
+    tokenizer,
+    run_config(workdir, config),
+    add_bos=add_bos,
+    mesh=mesh,
+    rules=rules,
+    keep_details=keep_details,
   )
 
 

@@ -37,12 +37,13 @@ LETTER_MAX_TOKENS = 8  # "A", "**A**", "The better trace is B": a label in a few
 TOP_LOGPROBS = 20  # the alternatives asked for: the labels are among them for any judge that follows the prompt
 
 # The first word of an answer, after optional markup and a lead-in that names what follows ("Answer:", "The answer is",
-# "The better trace is", "Trace"): small judges write these (SmolLM2: "The answer is A"). A lead-in that says
-# something else ("The trace with a …") leaves its first word, which is no label.
+# "The better trace is", "Trace", "The trace with A is better", "The trace with the letter \"A\""): small judges write
+# these (SmolLM2's own words in `make real`). A lead-in that says something else ("The trace with a …") leaves its first
+# word, which is no label.
 _MARKUP = r"[\s\"'`*_(\[{]*"
 _LEAD_IN = (
   r"(?i:(?:the\s+)?(?:(?:final|correct|better|best)\s+)?(?:answer|verdict|choice|option|trace|solution)"
-  r"(?:\s+is)?\s*[:：]?" + _MARKUP + r"(?:trace\s+|solution\s+|option\s+)?)"
+  r"(?:\s+with(?:\s+the\s+letter)?)?(?:\s+is)?\s*[:：]?" + _MARKUP + r"(?:trace\s+|solution\s+|option\s+)?)"
 )
 _FIRST_LETTER = re.compile(r"^" + _MARKUP + r"(?:" + _LEAD_IN + r")?([A-Za-z]+)\b")
 

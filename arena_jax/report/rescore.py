@@ -24,6 +24,7 @@ skipped and counted. `python -m launch.rescore` is the command line.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 from typing import Iterable, Sequence
 
@@ -59,6 +60,7 @@ class Call:
   new_verdict: str | None = None
   new_outcome: float | None = None  # the rescoring judge's soft score of member i (SPEC §4)
   new_failure: str | None = None
+  new_latency_s: float | None = None  # the rescoring judge's time for this call (with its retries)
 
 
 @dataclasses.dataclass
@@ -101,6 +103,7 @@ class RescoreReport:
   def summary(self) -> dict:
     r = lambda v: None if v is None else round(float(v), 4)
     taus = [t for t in self.taus if t is not None]
+    latency = [c.new_latency_s for c in self.calls if c.new_latency_s is not None]
     return {
       "workdir": self.workdir,
       "steps": self.steps,
@@ -115,6 +118,8 @@ class RescoreReport:
       "tau_groups": len(taus),
       "verdicts": {"run": self.counts("run"), "rescore": self.counts("new")},
       "first_shown_rate": {"run": r(self.first_shown_rate("run")), "rescore": r(self.first_shown_rate("new"))},
+      "rescore_failures_by_kind": dict(collections.Counter(c.new_failure for c in self.calls if c.new_failure)),
+      "rescore_latency_median_s": r(np.median(latency)) if latency else None,
     }
 
   def table(self) -> str:
@@ -183,12 +188,14 @@ async def _replay(judge, stored: list[tuple[dict, Call]]) -> list[Call]:
     res = await judge.compare(
       g["problem"], g["reference"], g["traces"][a], g["traces"][b], key=("rescore", c.step, c.group, c.i, c.j, c.call)
     )
+    latency = res.usage.latency_s
     if not res.ok:
-      return dataclasses.replace(c, new_failure=res.failure_reason)
+      return dataclasses.replace(c, new_failure=res.failure_reason, new_latency_s=latency)
     shown = _SHOWN[res.verdict]
     verdict = _FROM_SHOWN[shown]
     return dataclasses.replace(
       c,
+      new_latency_s=latency,
       new_shown=shown,
       new_verdict=_FLIP[verdict] if c.swapped else verdict,
       new_outcome=1.0 - res.outcome if c.swapped else res.outcome,

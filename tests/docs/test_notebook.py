@@ -41,6 +41,8 @@ def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   monkeypatch.setenv("ARENA_NOTEBOOK_WORKDIR", str(tmp_path / "work"))
   monkeypatch.setenv("ARENA_JAX_DATA_DIR", str(tmp_path / "datasets"))
   monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+  # Section 8 with its real LLM judge: SmolLM2 behind `transformers serve` (the test venv has the serve extra).
+  monkeypatch.setenv("ARENA_NOTEBOOK_REAL_JUDGE", "transformers")
   for key, value in cache.jax_env().items():
     monkeypatch.setenv(key, value)
   flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
@@ -77,3 +79,7 @@ def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   documented = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
   assert not [k for k in sorted(keys) if f"`{k}`" not in documented], "metrics missing from docs/architecture.md"
   assert (tmp_path / "work" / "sft_smoke" / "meta.json").is_file()
+  # Section 8: the real model trained 2 steps against the real judge, whose own words are shown.
+  assert "real model, judge transformers: 2 steps" in text
+  real = [json.loads(line) for line in (tmp_path / "work" / "real_smollm2" / "metrics.jsonl").read_text().splitlines()]
+  assert sum(r["judge/calls"] for r in real) > 0 and "→ judge said " in text

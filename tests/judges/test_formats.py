@@ -28,6 +28,8 @@ WIN, LOSE = verdict_to_outcome(Verdict.FIRST_WINS, 0.4), verdict_to_outcome(Verd
     ("The answer is A", Verdict.FIRST_WINS),  # SmolLM2's own words
     ("The better trace is **B**.", Verdict.SECOND_WINS),
     ("Trace B", Verdict.SECOND_WINS),
+    ("The trace with A is better.", Verdict.FIRST_WINS),  # SmolLM2 in `make real` (docs/results/real.md)
+    ('The trace with the letter "B"', Verdict.SECOND_WINS),
     ("The trace with a", None),  # a lead-in that names no label, cut at max_tokens
     ("The process of tracing", None),
     ("<think>A is wrong</think>B", Verdict.SECOND_WINS),  # thinking is never read
