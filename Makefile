@@ -12,13 +12,13 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Re-install whenever setup.py (the one place that pins versions) changes. The demo needs only the
-# package; tests and benchmarks add the `test` and `hf` (torch + transformers, parity) extras.
+# package; tests and benchmarks add the `test`, `hf` (torch + transformers, parity), `serve` and `wandb` extras.
 $(VENV)/.installed: setup.py | $(VENV)/bin/python
 	$(PY) -m pip install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: setup.py $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test,hf,serve]'
+	$(PY) -m pip install -q -e '.[test,hf,serve,wandb]'
 	touch $@
 
 # `make real`'s own: torch + transformers and `transformers serve` (the `hf` and `serve` extras), without the tests'.

@@ -1,8 +1,9 @@
 """arena_jax: Reasoning Arena (adaptive routing of reward-non-diverse groups to LLM-judge tournaments) in JAX.
 
 Every dependency is pinned here, and only here, to a version that installs on the project's machines.
-Heavy optional stacks are extras: `hf` (torch + transformers, parity tests), `tpu` (libtpu, AOT compiles), `gpu`
-(jax's CUDA 12 plugin and CUDA's wheels, `make device`).
+Heavy optional stacks are extras: `hf` (torch + transformers, parity tests), `serve` (`transformers serve`), `wandb`
+(Weights & Biases tracking), `tpu` (libtpu, AOT compiles), `gpu` (jax's CUDA 12 plugin and CUDA's wheels, `make
+device`).
 """
 
 from setuptools import find_packages, setup
@@ -89,6 +90,11 @@ EXTRAS_REQUIRE = {
     "uvicorn==0.55.0",
     "openai==3.63.0",
     "rich==15.0.0",
+  ],
+  # Weights & Biases tracking (`config.wandb.project`, `arena_jax.train.tracking`): imported only when a project is
+  # named. `make test` installs it (its offline test needs no network).
+  "wandb": [
+    "wandb==0.30.0",
   ],
   # libtpu for AOT compiles of real-size steps against TPU topologies (launch/aot_compile.py) and for
   # runs on TPU VMs; jax 0.10.2's own `jax[tpu]` extra names libtpu 0.0.42.*. `make aot` installs it

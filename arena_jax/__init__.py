@@ -41,6 +41,6 @@ LAYERS = (
   # transcripts).
   ("train",),
   # What reads a run's workdir or compiles the trainer's programs: evaluation, the tournament report,
-  # ahead-of-time compiles, the export of a run or a GGUF to HF format.
-  ("eval", "report", "aot", "export"),
+  # ahead-of-time compiles, the export of a run or a GGUF to HF format, the OpenAI-compatible server of a policy.
+  ("eval", "report", "aot", "export", "serving"),
 )

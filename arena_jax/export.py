@@ -85,13 +85,7 @@ def export_checkpoint(
   if not workdir.is_dir():
     raise MissingFileError(f"{workdir}: no such run directory")
   model_config, tokenizer, add_bos = policy_io.load_run_policy(workdir)
-  steps = checkpoint.checkpoint_steps(workdir)
-  if not steps:
-    raise MissingFileError(f"{workdir / 'checkpoints'} holds no finalised checkpoint")
-  if step is None:
-    step = steps[-1]
-  elif step not in steps:
-    raise MissingFileError(f"{workdir / 'checkpoints'} has no finalised step {step} (it has {steps})")
+  step = checkpoint.resolve_step(workdir, step)
   source = hf_export.source_checkpoint(tokenizer)
   if source is not None and source[0].resolve() == pathlib.Path(out_dir).expanduser().resolve():
     raise hf_export.ExportError(f"{out_dir} is the HF checkpoint the run started from: export to another directory")

@@ -150,6 +150,16 @@ def get_config(arg=None):
       process_checks=64,  # completions per step read by the process checker (process/* metrics)
     )
   )
+  c.wandb = ml_collections.ConfigDict(
+    dict(
+      project="",  # "" = no Weights & Biases; a project name logs there (the `wandb` extra)
+      entity="",  # the account's default entity
+      name="",  # the workdir's name
+      mode="online",  # or "offline": kept in <workdir>/wandb for `wandb sync`
+      tags=(),
+      tables=True,  # the inspector's tables (groups, judge calls, samples) at the end of the run
+    )
+  )
   return common.variant(c, arg)
 
 

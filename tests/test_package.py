@@ -23,7 +23,7 @@ def test_design_public_api_names_exist():
 def test_default_import_is_light_and_quiet(module):
   code = (
     f"import sys, json; import {module}; "
-    "heavy = ('torch', 'transformers', 'libtpu', 'tensorflow', 'jaxopt'); "
+    "heavy = ('torch', 'transformers', 'libtpu', 'tensorflow', 'jaxopt', 'wandb', 'openai'); "
     "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))"
   )
   proc = subprocess.run(
@@ -31,6 +31,16 @@ def test_default_import_is_light_and_quiet(module):
   )
   assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
   assert proc.stderr == "", proc.stderr
+
+
+def test_the_trainer_and_the_server_import_no_optional_stack():
+  """W&B is imported by a run that names a project only; the policy server needs aiohttp alone (no openai, torch)."""
+  code = (
+    "import sys, json; import arena_jax.train, arena_jax.serving; "
+    "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'wandb', 'openai', 'fastapi') if m in sys.modules)))"
+  )
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
 def test_the_real_models_pin_is_setup_pys():

@@ -186,6 +186,7 @@ class TransformersJudgeServer:
     host: str = "127.0.0.1",
     port: int = 0,
     startup_timeout_s: float = 600.0,
+    extra_args: tuple[str, ...] = (),
   ):
     if not name or "/" in name or name.startswith("."):
       raise ConfigError(f"judge.model={name!r}: the served model's name must be a plain name (no '/')")
@@ -194,6 +195,7 @@ class TransformersJudgeServer:
     self.host = host
     self.port = int(port)
     self.startup_timeout_s = float(startup_timeout_s)
+    self.extra_args = tuple(extra_args)  # more `transformers serve` options (e.g. --continuous-batching)
     self.url: str | None = None
     self.context: int | None = None
     self._proc: subprocess.Popen | None = None
@@ -220,6 +222,7 @@ class TransformersJudgeServer:
     command = [sys.executable, "-c", _EXEC_DYING_WITH_PARENT]
     command += [os.path.join(os.path.dirname(sys.executable), "transformers"), "serve", self.model]
     command += ["--host", self.host, "--port", str(port), "--device", "cpu", "--log-level", "warning"]
+    command += list(self.extra_args)
     self._proc = subprocess.Popen(
       command,
       cwd=self._workdir.name,

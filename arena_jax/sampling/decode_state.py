@@ -81,6 +81,10 @@ class StreamChunk:
     rows: int [k] row indices b·G + i, in arrival order (completion step, then row).
     tokens, logprobs: [k, N] as in `SampleOutput`; lengths, completion_step, truncated: [k].
     output: on the last chunk only, the call's whole `SampleOutput` (what `__call__` returns).
+    decoded: with `stream(..., partial=True)`, every row's tokens so far, int [B·G, N] (what a server streams
+      while rows still decode): positions ≥ `end` are not decoded yet, and a finished row's after its stop token
+      are `pad_id`; None otherwise.
+    end: the completion positions decoded so far (the chunk decoded up to position `end` − 1).
   """
 
   index: int
@@ -91,6 +95,8 @@ class StreamChunk:
   completion_step: np.ndarray
   truncated: np.ndarray
   output: SampleOutput | None = None
+  decoded: np.ndarray | None = None
+  end: int = 0
 
 
 @flax.struct.dataclass

@@ -73,7 +73,10 @@ def prefill(
   rows = logits.shape[0]
   row_ids = jnp.arange(rows, dtype=jnp.int32)
   row_offset = jnp.asarray(row_offset, jnp.int32)
-  u = jax.vmap(lambda r: uniforms(jax.random.fold_in(rng, r), (n,)), out_axes=1)(row_offset + row_ids)
+  if rng.ndim == 1:  # a key per row (`Sampler.__call__`'s row keys): each row's own numbers, wherever it sits
+    u = jax.vmap(lambda key: uniforms(key, (n,)), out_axes=1)(rng)
+  else:
+    u = jax.vmap(lambda r: uniforms(jax.random.fold_in(rng, r), (n,)), out_axes=1)(row_offset + row_ids)
   first, first_lp = loop.choose(logits, u[0], jnp.asarray(0, jnp.int32), row_offset + row_ids)
   done0 = ~active
   first = jnp.where(done0, loop.pad_id, first)

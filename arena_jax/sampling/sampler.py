@@ -204,7 +204,8 @@ class Sampler(SamplerPrograms):
     Args:
       params: a `Transformer`, its `nnx.State`, or the pure dict of its parameters.
       prompts: token lists, or (tokens [B, L] right-padded, lengths [B]). Every prompt needs ≥ 1 token.
-      rng: a `jax.random.key`.
+      rng: a `jax.random.key`; or an array of B·G keys, one per row (row r draws its numbers from key r alone,
+        whatever the other rows: a server batching requests that each carry a seed, `arena_jax.serving`).
       row_offset: the index of this call's first row among several calls' (a multiple of G): row r
         samples as row row_offset + r of one call with all their prompts would (module docstring).
     """
@@ -227,6 +228,7 @@ class Sampler(SamplerPrograms):
     every: int = 0,
     row_offset: int = 0,
     refresh: Callable[[int], Any] | None = None,
+    partial: bool = False,
   ) -> Iterator[StreamChunk]:
     """`__call__`, yielding after each chunk of decoding the rows that finished in it (issue 14: judging
     starts while decoding goes on). The last chunk carries the rows cut at `max_new_tokens` and the
@@ -244,7 +246,14 @@ class Sampler(SamplerPrograms):
     when it returns parameters (not None) those decode from then on. The K/V already in the
     cache stay as computed, and each token's behaviour log-prob is the one of the parameters that chose it,
     so the recorded log-probs remain the behaviour policy's (SPEC §2). None: the same parameters throughout.
+
+    `partial` (a server streaming text as it is decoded, `arena_jax.serving`): every chunk also carries every
+    row's tokens so far (`StreamChunk.decoded`, `.end`), read back at each chunk's round trip. Without compaction
+    and with a dense cache only (a compacted state no longer holds every row). A consumer may stop iterating
+    early (closing the generator): no later segment runs.
     """
+    if partial and (self.compact_every or self._growing):
+      raise ValueError("stream(partial=True) needs compact_every = 0 and decode_cache = 'dense'")
     state, tokens, lengths, num_prompts = self._start(params, prompts, rng, row_offset)
     params = pure_params(params)
     real, n = num_prompts * self.num_samples, self.max_new_tokens
@@ -258,13 +267,14 @@ class Sampler(SamplerPrograms):
     peak = state.cache.nbytes
     dense_bytes = peak + (self._chunking[1] - state.cache.num_chunks) * compaction.chunk_bytes(state.cache)
 
-    def chunk(index, view, finish, last=False):
+    def chunk(index, view, finish, end, last=False):
       finish = finish[:real]
       new = ~reported & ((finish < n) | last)
       rows = np.flatnonzero(new)
       rows = rows[np.lexsort((rows, np.where(finish[rows] < n, finish[rows], n - 1)))]  # arrival order
       reported[rows] = True
-      toks, lps = (np.asarray(a) for a in parallel.gather((view.tokens, view.logprobs))) if len(rows) else (None, None)
+      read = len(rows) or partial
+      toks, lps = (np.asarray(a) for a in parallel.gather((view.tokens, view.logprobs))) if read else (None, None)
       lengths = np.where(finish[rows] < n, finish[rows] + 1, n).astype(np.int32)
       return StreamChunk(
         index,
@@ -274,6 +284,8 @@ class Sampler(SamplerPrograms):
         lengths,
         lengths - 1,
         finish[rows] >= n,
+        decoded=toks[:real] if partial else None,
+        end=min(int(end), n),
       )
 
     def run(index, end, read_chunks):
@@ -298,7 +310,7 @@ class Sampler(SamplerPrograms):
     checks = {end for end, _ in self._decode_loop.segments(self.compact_every)} if compacting else set()
     for index, (end, read_chunks) in enumerate(segments[:-1]):
       view, finish = run(index, end, read_chunks)
-      yield chunk(index, view, finish)
+      yield chunk(index, view, finish, end)
       if (finish != n).all():
         break  # the remaining loops would not run a step (every row is done)
       if end in checks:
@@ -310,7 +322,7 @@ class Sampler(SamplerPrograms):
         peak = max(peak, gathering)
     end, read_chunks = segments[-1]
     view, finish = run(len(segments) - 1, end, read_chunks)
-    last = chunk(len(segments) - 1, view, finish, last=True)
+    last = chunk(len(segments) - 1, view, finish, end, last=True)
     out = self._trim(self._finish_fn(view, tokens, lengths), num_prompts)
     last.output = out.replace(peak_cache_bytes=int(peak))
     yield last
@@ -330,6 +342,12 @@ class Sampler(SamplerPrograms):
     tokens, lengths = self.pad_prompts(prompts)
     num_prompts = tokens.shape[0]
     tokens, lengths, active = pad_to_shards(tokens, lengths, num_batch_shards(self.mesh, self.rules), self.pad_id)
+    if jnp.ndim(rng) == 1:  # a key per row: the filler prompts' rows reuse the first key (their rows are dropped)
+      rows = num_prompts * self.num_samples
+      if rng.shape[0] != rows:
+        raise ValueError(f"rng: {rng.shape[0]} row keys for {num_prompts} prompts × G = {self.num_samples} rows")
+      filler = tokens.shape[0] * self.num_samples - rows
+      rng = jnp.concatenate([rng, jnp.repeat(rng[:1], filler)]) if filler else rng
     params = pure_params(params)
     if self.mesh is not None and jax.process_count() > 1:
       # A multi-process jit refuses numpy inputs with non-trivial shardings: every host passes the same

@@ -32,7 +32,7 @@ from etils import epath
 from jax.sharding import SingleDeviceSharding
 
 from arena_jax import fileio
-from arena_jax.errors import UserError
+from arena_jax.errors import MissingFileError, UserError
 
 MANIFEST = "arena_manifest.json"
 DAMAGED_SUFFIX = ".damaged"
@@ -151,6 +151,20 @@ def checkpoint_steps(workdir: str | os.PathLike) -> list[int]:
   """
   directory = os.path.join(workdir, "checkpoints")
   return sorted(int(d) for d in os.listdir(directory) if d.isdigit()) if os.path.isdir(directory) else []
+
+
+def resolve_step(workdir: str | os.PathLike, step: int | None = None) -> int:
+  """`step` if it is a finalised checkpoint of the run, its latest when `step` is None (the readers' choice: the
+  export, the policy server); else `MissingFileError` naming the run's checkpoints and the steps it has."""
+  steps = checkpoint_steps(workdir)
+  where = os.path.join(os.fspath(workdir), "checkpoints")
+  if not steps:
+    raise MissingFileError(f"{where} holds no finalised checkpoint")
+  if step is None:
+    return steps[-1]
+  if step not in steps:
+    raise MissingFileError(f"{where} has no finalised step {step} (it has {steps})")
+  return step
 
 
 class Checkpointer:

@@ -505,6 +505,39 @@ RUN = cs.Section(
         ),
       )
     ),
+    # Weights & Biases (`arena_jax.train.tracking`, the `wandb` extra): off unless a project is named.
+    wandb=cs.Section(
+      dict(
+        project=field(
+          "",
+          "The W&B project the run logs to (metrics, the config, curves, samples and the judge's tables); "
+          '"" = no W&B. Needs the `wandb` extra: pip install -e \'.[wandb]\'.',
+          cs.string(),
+        ),
+        entity=field("", "The W&B entity (team or user); \"\" = the account's default.", cs.string()),
+        name=field("", "The run's display name; \"\" = the workdir's name.", cs.string()),
+        mode=field(
+          "online",
+          "`online` (synced as it runs), `offline` (kept in `<workdir>/wandb`, synced later with `wandb sync`; "
+          "no network needed) or `disabled`.",
+          cs.one_of(("online", "offline", "disabled")),
+        ),
+        tags=field(
+          (),
+          "Tags of the W&B run.",
+          cs.satisfies(
+            "tuple of strings",
+            lambda v: isinstance(v, (tuple, list)) and all(isinstance(t, str) for t in v),
+            "a tuple of strings",
+          ),
+        ),
+        tables=_bool(
+          True,
+          "At the end of the run, the inspector's tables as W&B tables: the groups (verifier and judge "
+          "rewards, advantages), every judge call (pair, order, verdict, outcome, latency) and the samples.",
+        ),
+      )
+    ),
     # What launch/aot_compile.py compiles; only the real-model configs (`pod_config`) have it.
     aot=cs.Section(
       dict(

@@ -1,4 +1,5 @@
-"""Per-step metrics to JSONL and TensorBoard (only process 0 writes), replay-safe on resume."""
+"""Per-step metrics to JSONL and TensorBoard, and to W&B when tracked (`tracking`; only process 0 writes),
+replay-safe on resume."""
 
 from __future__ import annotations
 
@@ -20,8 +21,17 @@ class MetricsWriter:
   checkpoint by a run that then died) are dropped, so replayed steps never appear twice.
   """
 
-  def __init__(self, workdir: str, *, resume_step: int | None = None, tensorboard: bool = True, enabled: bool = True):
+  def __init__(
+    self,
+    workdir: str,
+    *,
+    resume_step: int | None = None,
+    tensorboard: bool = True,
+    enabled: bool = True,
+    tracker=None,
+  ):
     self.enabled = enabled
+    self.tracker = tracker  # a `tracking.WandbTracker` (or anything with `log(step, row)`), or None
     self.path = os.path.join(workdir, "metrics.jsonl")
     self.samples_path = os.path.join(workdir, "samples.jsonl")
     self._tb = None
@@ -53,6 +63,8 @@ class MetricsWriter:
       for k, v in row.items():
         if k != "step" and isinstance(v, (int, float)) and math.isfinite(v):
           self._tb.add_scalar(k, v, step)
+    if self.tracker is not None:
+      self.tracker.log(step, row)
 
   def write_samples(self, step: int, rows: list[dict]) -> None:
     """Appends `rows` (one completion each, with `step`) to `<workdir>/samples.jsonl`, and a markdown

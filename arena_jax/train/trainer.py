@@ -64,6 +64,7 @@ from arena_jax.train import workdir as workdir_lib
 from arena_jax.train.batch import Pending
 from arena_jax.train.checkpoint import CheckpointError, Checkpointer
 from arena_jax.train.config import validate_config
+from arena_jax.train import tracking
 from arena_jax.train.metrics import MetricsWriter
 from arena_jax.train.plot import plot_curves
 from arena_jax.train.policy_io import initial_policy, write_policy_spec
@@ -491,6 +492,7 @@ def train(config, workdir: str) -> dict:
   # ============================================================================================================
   parallel.initialize(c.mesh.distributed)  # multi-host: before anything touches the devices
   validate_config(c)
+  tracking.check_available(c)  # W&B asked for without its package: a one-line error naming the extra
   mode = rl.get_mode(c.reward.mode)
   if mode.uses_judge:
     judges.check_judge_urls(c.judge)  # a configured judge that does not answer stops the run now
@@ -513,8 +515,10 @@ def train(config, workdir: str) -> dict:
     # Restore: the newest checkpoint that verifies (with `resume`); the logs continue from its step.
     # ==========================================================================================================
     start = trainer.restore()
+    tracker = tracking.open_tracker(c, workdir, resume=bool(c.resume), enabled=main)  # W&B, when a project is named
+    run.callback(lambda: tracker is not None and tracker.abort())  # a run that fails ends it too
     writer = MetricsWriter(
-      workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard, enabled=main
+      workdir, resume_step=start if c.resume else None, tensorboard=c.log.tensorboard, enabled=main, tracker=tracker
     )
     if mode.uses_judge and c.judge.transcripts > 0:
       trainer.transcripts = transcripts_lib.open_for_run(
@@ -583,6 +587,8 @@ def train(config, workdir: str) -> dict:
     }
     if c.log.plot and trainer.history and main:
       summary["plot"] = plot_curves(workdir)
+    if tracker is not None:
+      tracker.finish(summary)
     return summary
 
 
