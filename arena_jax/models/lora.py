@@ -1,0 +1,149 @@
+"""LoRA adapters on the policy, through Qwix (issue 44; tunix's LoRA is Qwix's too).
+
+    spec = LoraSpec(rank=16, alpha=32.0, targets=r".*(attn|mlp)")
+    adapted = apply_lora(model, spec)              # the model with adapters: its forward is W x + (α/r) B A x
+    base, adapters = split_adapters(adapted)       # pure dicts: the frozen weights, and the adapters alone
+    merged = merge_adapters(base, adapters, spec)  # the plain model's weights with the adapters folded in
+
+Qwix's `LoraProvider` intercepts the `dot_general` of every module whose path matches `targets` (the decoder's are
+`layers/<i>/attn` and `layers/<i>/mlp`), finds the weight it multiplies and adds a low-rank path beside it: for a
+weight used as a [K, N] matrix, A [K, r] (He-uniform) and B [r, N] (zeros), so the adapted model starts as the base
+model exactly. Our projections reshape their weights to 2-D before the matmul (q_proj [D, N, H] → [D, N·H],
+o_proj [N, H, D] → [N·H, D]); Qwix sees through that reshape only while tracing, so `apply_lora` runs its
+initialising forward pass under `nnx.jit` (run eagerly, only the MLP's weights, whose 2-D view is the weight
+itself, got adapters).
+
+Merging is the same algebra outside the model: W + (α/r) · (A B) reshaped to W's shape, exact up to float round-off
+(the adapted forward computes x W + (α/r)(x A) B, the merged one x (W + (α/r) A B)).
+
+Qwix is imported only here, on use: `import arena_jax` never loads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+DEFAULT_TARGETS = r".*(attn|mlp)"  # every projection of every block: PEFT's "all-linear" but the output head
+_SUFFIX_A, _SUFFIX_B = "_lora_a", "_lora_b"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoraSpec:
+  """rank r, alpha α (the adapters' output is scaled by α / r) and `targets`, a regex over module paths
+  (`layers/3/attn`, `layers/3/mlp`: every projection of the matched modules gets an adapter)."""
+
+  rank: int = 16
+  alpha: float = 32.0
+  targets: str = DEFAULT_TARGETS
+
+  def __post_init__(self):
+    if self.rank < 1:
+      raise ValueError(f"LoRA rank must be ≥ 1 (got {self.rank})")
+    if self.alpha <= 0:
+      raise ValueError(f"LoRA alpha must be > 0 (got {self.alpha})")
+    try:
+      re.compile(self.targets)
+    except re.error as e:
+      raise ValueError(f"LoRA targets {self.targets!r} is not a regular expression: {e}") from None
+
+  @property
+  def scale(self) -> float:
+    return self.alpha / self.rank
+
+
+def apply_lora(model, spec: LoraSpec, *, seed: int = 0):
+  """`model` (a `Transformer`) with Qwix LoRA adapters on the projections of the modules `spec.targets` matches;
+  its logits equal the base model's until the adapters are trained (B starts at zero).
+
+  Raises:
+    ValueError: `spec.targets` matches no projection.
+  """
+  import qwix  # pylint: disable=g-import-not-at-top  (optional: only LoRA runs load it)
+
+  provider = qwix.LoraProvider(module_path=spec.targets, rank=spec.rank, alpha=spec.alpha)
+  tokens = jnp.zeros((1, 1), jnp.int32)
+
+  @nnx.jit
+  def init(m):  # traced: Qwix finds a weight behind our reshapes only through the tracer (module docstring)
+    return qwix.apply_lora_to_model(m, provider, tokens, rngs=nnx.Rngs(seed))
+
+  adapted = init(model)
+  if not jax.tree.leaves(nnx.state(adapted, nnx.LoRAParam)):
+    raise ValueError(
+      f"LoRA targets {spec.targets!r} match no module with a projection (the decoder's are layers/<i>/attn and "
+      "layers/<i>/mlp)"
+    )
+  return adapted
+
+
+def split_adapters(adapted) -> tuple[dict, dict]:
+  """(the frozen weights, the adapters) of an adapted model, as pure dicts."""
+  lora, params = nnx.state(adapted, nnx.LoRAParam, nnx.Param)  # LoRAParam is a Param: taken out first
+  return nnx.to_pure_dict(params), nnx.to_pure_dict(lora)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptedTemplate:
+  """An adapted model's structure without its values: `model(base, adapters)` rebuilds the model from the two
+  pure dicts (inside a jitted loss: the adapters differentiated, the base frozen)."""
+
+  graphdef: Any
+  params: Any  # nnx.State of the base weights (values replaced on each call)
+  lora: Any  # nnx.State of the adapters
+  rest: Any  # whatever else the model holds
+
+  @classmethod
+  def of(cls, adapted) -> "AdaptedTemplate":
+    graphdef, lora, params, rest = nnx.split(adapted, nnx.LoRAParam, nnx.Param, ...)  # LoRAParam ⊂ Param: first
+    return cls(graphdef, params, lora, rest)
+
+  def model(self, base: dict, adapters: dict):
+    params, lora = jax.tree.map(lambda x: x, self.params), jax.tree.map(lambda x: x, self.lora)
+    nnx.replace_by_pure_dict(params, base)
+    nnx.replace_by_pure_dict(lora, adapters)
+    return nnx.merge(self.graphdef, lora, params, self.rest)
+
+
+def adapter_paths(adapters: dict) -> list[tuple[tuple, str]]:
+  """(module path, weight name) of every adapted weight, e.g. (("layers", 0, "attn"), "q_proj")."""
+  out = []
+
+  def walk(node, path):
+    for key, value in node.items():
+      if isinstance(value, dict):
+        walk(value, path + (key,))
+      elif isinstance(key, str) and key.endswith(_SUFFIX_A):
+        out.append((path, key[: -len(_SUFFIX_A)]))
+
+  walk(adapters, ())
+  return out
+
+
+def _at(tree: dict, path: tuple) -> Any:
+  for key in path:
+    tree = tree[key]
+  return tree
+
+
+def merge_adapters(base: dict, adapters: dict, spec: LoraSpec) -> dict:
+  """The base weights with the adapters folded in: W + (α/r) · (A B) reshaped to W's shape, in W's dtype (the
+  product in float32). Traceable (one jit merges every layer's). Returns a new dict; `base` is unchanged."""
+  merged = jax.tree.map(lambda x: x, base)
+  for path, name in adapter_paths(adapters):
+    module, weights = _at(adapters, path), _at(merged, path)
+    w = weights[name]
+    a, b = module[name + _SUFFIX_A], module[name + _SUFFIX_B]
+    delta = jnp.matmul(a.astype(jnp.float32), b.astype(jnp.float32)).reshape(w.shape)
+    weights[name] = (w.astype(jnp.float32) + spec.scale * delta).astype(w.dtype)
+  return merged
+
+
+def adapter_count(adapters: dict) -> int:
+  """The number of adapter parameters (what the optimizer holds moments for)."""
+  return int(sum(x.size for x in jax.tree.leaves(adapters)))
