@@ -80,6 +80,8 @@ EXTRAS_REQUIRE = {
     "transformers==5.24.0",
     # transformers' own GGUF loader (the reference of the GGUF parity tests) asks for accelerate.
     "accelerate==1.15.0",
+    # PEFT loads the LoRA adapters `models.lora.export_peft_adapters` writes (the parity test's reference).
+    "peft==0.21.0",
   ],
   # `transformers serve`, the OpenAI-compatible server that ships with transformers: a real LLM judge on this
   # machine (`judge.serve = "transformers"`, `make real`, the real-judge smoke of `make test`). transformers'

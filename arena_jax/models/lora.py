@@ -4,6 +4,7 @@
     adapted = apply_lora(model, spec)              # the model with adapters: its forward is W x + (α/r) B A x
     base, adapters = split_adapters(adapted)       # pure dicts: the frozen weights, and the adapters alone
     merged = merge_adapters(base, adapters, spec)  # the plain model's weights with the adapters folded in
+    export_peft_adapters(adapters, spec, config, "out/")   # PEFT's layout: `PeftModel.from_pretrained` loads it
 
 Qwix's `LoraProvider` intercepts the `dot_general` of every module whose path matches `targets` (the decoder's are
 `layers/<i>/attn` and `layers/<i>/mlp`), finds the weight it multiplies and adds a low-rank path beside it: for a
@@ -16,18 +17,30 @@ itself, got adapters).
 Merging is the same algebra outside the model: W + (α/r) · (A B) reshaped to W's shape, exact up to float round-off
 (the adapted forward computes x W + (α/r)(x A) B, the merged one x (W + (α/r) A B)).
 
+PEFT's layout (`export_peft_adapters`): adapter_model.safetensors with `base_model.model.<HF module>.lora_A.weight`
+[r, in] and `.lora_B.weight` [out, r] (A and B transposed, their rows and columns placed where the HF checkpoint
+puts the weight's: the same key map and layouts as `launch.export`'s weights), and adapter_config.json (r,
+lora_alpha, the adapted modules as one exact regex). PEFT scales by lora_alpha / r as Qwix does.
+
 Qwix is imported only here, on use: `import arena_jax` never loads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+import os
+import pathlib
 import re
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
+
+from arena_jax import fileio
 
 DEFAULT_TARGETS = r".*(attn|mlp)"  # every projection of every block: PEFT's "all-linear" but the output head
 _SUFFIX_A, _SUFFIX_B = "_lora_a", "_lora_b"
@@ -88,7 +101,7 @@ def split_adapters(adapted) -> tuple[dict, dict]:
   return nnx.to_pure_dict(params), nnx.to_pure_dict(lora)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity: a static argument of `logits`' jit
 class AdaptedTemplate:
   """An adapted model's structure without its values: `model(base, adapters)` rebuilds the model from the two
   pure dicts (inside a jitted loss: the adapters differentiated, the base frozen)."""
@@ -104,10 +117,22 @@ class AdaptedTemplate:
     return cls(graphdef, params, lora, rest)
 
   def model(self, base: dict, adapters: dict):
+    """The adapted model with these values. Run it under tracing only (inside `jax.jit` or `jax.grad`): run eagerly,
+    Qwix cannot see the attention weights behind their reshapes and silently skips their adapters (the MLP's
+    still apply), so an eager forward is neither the base model nor the adapted one. `logits` is the jitted one."""
     params, lora = jax.tree.map(lambda x: x, self.params), jax.tree.map(lambda x: x, self.lora)
     nnx.replace_by_pure_dict(params, base)
     nnx.replace_by_pure_dict(lora, adapters)
     return nnx.merge(self.graphdef, lora, params, self.rest)
+
+  def logits(self, base: dict, adapters: dict, tokens) -> jax.Array:
+    """The adapted model's logits [B, T, V] of `tokens` [B, T] (jitted: every adapter applies)."""
+    return _adapted_logits(self, base, adapters, tokens)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _adapted_logits(template: AdaptedTemplate, base, adapters, tokens):
+  return template.model(base, adapters)(tokens)
 
 
 def adapter_paths(adapters: dict) -> list[tuple[tuple, str]]:
@@ -147,3 +172,74 @@ def merge_adapters(base: dict, adapters: dict, spec: LoraSpec) -> dict:
 def adapter_count(adapters: dict) -> int:
   """The number of adapter parameters (what the optimizer holds moments for)."""
   return int(sum(x.size for x in jax.tree.leaves(adapters)))
+
+
+def export_peft_adapters(
+  adapters: dict,
+  spec: LoraSpec,
+  config,
+  out_dir: str | os.PathLike,
+  *,
+  architecture: str | None = None,
+  base_model: str = "",
+) -> list[str]:
+  """Writes the adapters in PEFT's layout (module docstring) into `out_dir`; returns the file names.
+
+  `config`: the model's `ModelConfig`; `architecture`: the HF architecture the base checkpoint has (default: the
+  config's own, as `launch.export` writes it); `base_model`: adapter_config.json's `base_model_name_or_path`.
+
+  Raises:
+    ValueError: an adapted weight is not a plain matrix in the HF checkpoint (its layout mixes the matmul's input
+      and output axes), or the adapters do not fit `config`.
+  """
+  from arena_jax.models.hf import export as hf_export  # pylint: disable=g-import-not-at-top
+
+  architecture = architecture or hf_export.default_architecture(config)
+  placed = hf_export.hf_placement(config, architecture)
+  from arena_jax.models.hf import convert  # pylint: disable=g-import-not-at-top
+  from arena_jax.models.transformer import abstract_model  # pylint: disable=g-import-not-at-top
+
+  shapes = {k: v.shape for k, v in convert.flat_params(nnx.to_pure_dict(nnx.state(abstract_model(config)))).items()}
+  tensors, modules = [], []
+  for path, name in adapter_paths(adapters):
+    ours = "/".join(str(p) for p in path + (name,))
+    if ours not in placed:
+      raise ValueError(f"adapter of {ours}: the model config has no such weight")
+    hf_name, layout = placed[ours]
+    module = _at(adapters, path)
+    a = np.asarray(module[name + _SUFFIX_A], np.float32)  # [K, r]
+    b = np.asarray(module[name + _SUFFIX_B], np.float32)  # [r, N]
+    k, n = a.shape[0], b.shape[1]
+    # Where each entry of the [K, N] matrix the model multiplies lands in the HF weight [out, in]: the adapters'
+    # rows and columns follow, when each HF column is one K index and each HF row one N index.
+    index = hf_export._to_hf(layout, np.arange(k * n).reshape(shapes[ours]))
+    if index.ndim != 2 or not hf_name.endswith(".weight"):
+      raise ValueError(f"{hf_name}: not a matrix in the HF checkpoint; PEFT cannot adapt it")
+    rows, cols = index % n, index // n
+    if not ((cols == cols[:1]).all() and (rows == rows[:, :1]).all()):
+      raise ValueError(f"{hf_name}: its HF layout mixes the matmul's input and output axes")
+    prefix = "base_model.model." + hf_name[: -len(".weight")]
+    tensors.append((prefix + ".lora_A.weight", a[cols[0], :].T.copy(), hf_export.convert.KEEP))  # [r, in]
+    tensors.append((prefix + ".lora_B.weight", b[:, rows[:, 0]].T.copy(), hf_export.convert.KEEP))  # [out, r]
+    modules.append(hf_name[: -len(".weight")])
+  out = pathlib.Path(out_dir).expanduser().absolute()
+  out.mkdir(parents=True, exist_ok=True)
+  hf_export._write_shard(out / "adapter_model.safetensors", tensors, np.dtype(np.float32))
+  adapter_config = {
+    "peft_type": "LORA",
+    "task_type": "CAUSAL_LM",
+    "r": spec.rank,
+    "lora_alpha": spec.alpha,
+    "lora_dropout": 0.0,
+    "bias": "none",
+    "fan_in_fan_out": False,
+    "use_rslora": False,
+    "init_lora_weights": True,
+    "inference_mode": True,
+    # One exact regex over PEFT's module names: the adapted modules and no other (a name list would reach every
+    # layer's module of that name).
+    "target_modules": "^(" + "|".join(re.escape(m) for m in modules) + ")$",
+    "base_model_name_or_path": base_model,
+  }
+  fileio.atomic_write(out / "adapter_config.json", json.dumps(adapter_config, indent=2))
+  return ["adapter_model.safetensors", "adapter_config.json"]

@@ -69,7 +69,7 @@ def test_merged_and_adapted_logits_agree_after_training_steps():
   template, base, adapters, _, losses = _train_adapters(adapted)
   assert losses[-1] < losses[0]  # the adapters learn
   assert any(np.abs(np.asarray(b)).max() > 0 for b in jax.tree.leaves(adapters))
-  unmerged = np.asarray(jax.jit(lambda b, a: template.model(b, a)(TOKENS))(base, adapters), np.float64)
+  unmerged = np.asarray(template.logits(base, adapters, TOKENS), np.float64)
   merged_params = lora.merge_adapters(base, adapters, SPEC)
   merged = np.asarray(model_from_params(CONFIG, merged_params)(TOKENS), np.float64)
   untouched = np.asarray(models.init_model(CONFIG, 0)(TOKENS), np.float64)
@@ -114,3 +114,36 @@ def test_targets_choose_the_modules_and_bad_targets_are_named():
     lora.LoraSpec(targets="(")
   with pytest.raises(ValueError, match="rank must be ≥ 1"):
     lora.LoraSpec(rank=0)
+
+
+def test_exported_peft_adapters_give_the_same_logits_in_transformers_and_peft(tmp_path):
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  peft = pytest.importorskip("peft")
+  config = CONFIG.replace(rms_norm_eps=1e-5)
+  hf_config = transformers.LlamaConfig(**models.config_to_hf(config, "LlamaForCausalLM"))
+  torch.manual_seed(0)
+  transformers.LlamaForCausalLM(hf_config).save_pretrained(tmp_path / "base")
+  ours = models.load_hf(tmp_path / "base")
+  adapted = lora.apply_lora(ours, SPEC)
+  template = lora.AdaptedTemplate.of(adapted)
+  base, adapters = lora.split_adapters(adapted)
+  rng = np.random.default_rng(1)  # trained-looking adapters: B no longer zero
+  adapters = jax.tree.map(lambda x: jnp.asarray(rng.normal(0, 0.2, x.shape), x.dtype), adapters)
+  logits = np.asarray(template.logits(base, adapters, TOKENS), np.float64)
+
+  files = lora.export_peft_adapters(
+    adapters, SPEC, ours.config, tmp_path / "adapters", base_model=str(tmp_path / "base")
+  )
+  assert files == ["adapter_model.safetensors", "adapter_config.json"]
+  reference = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "base", torch_dtype=torch.float32)
+  reference = peft.PeftModel.from_pretrained(reference, tmp_path / "adapters").eval()
+  names = {n for n, _ in reference.named_parameters() if "lora_" in n}
+  assert len(names) == 2 * 7 * config.num_layers  # every adapter loaded, none left at its init
+  with torch.no_grad():
+    theirs = reference(torch.as_tensor(np.asarray(TOKENS), dtype=torch.long)).logits.double().numpy()
+  assert np.abs(theirs - np.asarray(models.load_hf(tmp_path / "base")(TOKENS))).max() > 1e-3  # adapters matter
+  # Two float32 implementations of the same sums (≤ max(d_model, mlp_dim) terms a matmul, num_layers blocks).
+  n = max(config.d_model, config.mlp_dim, config.num_heads * config.head_dim)
+  tol = 4 * n * 2.0**-24 * config.num_layers * np.abs(logits).max()
+  assert np.abs(theirs - logits).max() <= tol, (np.abs(theirs - logits).max(), tol)

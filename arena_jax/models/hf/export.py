@@ -207,11 +207,23 @@ def hf_tensors(params, config: ModelConfig, architecture: str) -> list[tuple[str
     raise ValueError(
       f"the parameters do not match the model config: missing {missing[:6]}, not in the model {extra[:6]}"
     )
-  rules = [r for r in _family(architecture).key_map(config) if not r.copy]
-  out, names = [], set()
+  placed = hf_placement(config, architecture)
+  out = []
   for path, spec in specs.items():
     if tuple(ours[path].shape) != tuple(spec.shape):
       raise ValueError(f"parameter {path} has shape {tuple(ours[path].shape)}, the model config needs {spec.shape}")
+    name, layout = placed[path]
+    out.append((name, ours[path], layout))
+  return out
+
+
+def hf_placement(config: ModelConfig, architecture: str) -> dict[str, tuple[str, convert.Layout]]:
+  """{our parameter path: (its HF tensor name, layout)} by the family's key map, for every parameter of `config`'s
+  model (what `hf_tensors` writes, and `models.lora.export_peft_adapters` names adapters after)."""
+  specs = convert.flat_params(nnx.to_pure_dict(nnx.state(abstract_model(config))))
+  rules = [r for r in _family(architecture).key_map(config) if not r.copy]
+  out, names = {}, set()
+  for path in specs:
     # The converter's own patterns (`{layer}` → an index), so both directions read a rule alike.
     rule, match = next(
       ((r, m) for r in rules if (m := convert._pattern(r.ours).fullmatch(path)) is not None), (None, None)
@@ -222,7 +234,7 @@ def hf_tensors(params, config: ModelConfig, architecture: str) -> list[tuple[str
     if name in names:
       raise ValueError(f"{architecture}'s key map writes tensor {name!r} twice")
     names.add(name)
-    out.append((name, ours[path], rule.layout))
+    out[path] = (name, rule.layout)
   return out
 
 
