@@ -4,17 +4,15 @@ answering the official `openai` client, and judging a small Arena-Live job for t
 
 import pytest
 
-import configs
 from arena_jax import serving
 from arena_jax.train import read_metrics, read_transcripts, train
+from tests.train.conftest import smoke_config
 
 openai = pytest.importorskip("openai", reason="the `serve` extra: pip install -e '.[serve]'")
 
 
-# Minutes: one RL step of the real model whose judged groups a 135M judge reads at ~500 prompt tokens a call on 2
-# cores (each new batch shape compiles first).
-@pytest.mark.slow
-def test_the_real_model_serves_chats_and_judges_an_arena_live_job(real_gguf, tmp_path):
+@pytest.mark.heavy  # the real model's compiles; the policy it judges is the tiny smoke one (light on memory)
+def test_the_real_model_serves_chats_and_judges_an_arena_live_job(real_gguf, data_dir, coin_verifier, tmp_path):
   del real_gguf
   policy = serving.load_served_policy("pretrained:smollm2-135m-instruct", name="smollm2")
   assert policy.has_chat_template and policy.context == 8192
@@ -28,17 +26,18 @@ def test_the_real_model_serves_chats_and_judges_an_arena_live_job(real_gguf, tmp
     )
     assert "Paris" in r.choices[0].message.content  # the real model's own answer, through its own chat template
 
-    # The same model as the judge of a small Arena-Live run of itself, read by its log-probs of A and B (a server
-    # that ignores `logprobs`, as `transformers serve` does, is refused at start-up: `judges.check_logprobs`).
-    c = configs.get_config("configs/real_smollm2.py", "smoke,llm_judge")
-    c.num_steps = 1
-    c.rollout.max_new_tokens = 24  # short answers: most groups end all wrong, reward-non-diverse, and are judged
+    # The served model as the judge of a small Arena-Live run (the smoke policy: a random tiny one, so that this
+    # test holds one real model in memory, not two), read by its log-probs of A and B (a server that ignores
+    # `logprobs`, as `transformers serve` does, is refused at start-up: `judges.check_logprobs`).
+    c = smoke_config("arena_live", data_dir)
+    c.num_steps = 2
     c.judge.urls = (server.url,)
     c.judge.model = "smollm2"
     c.judge.verdict_format = "logprobs"
+    c.judge.debias = "both"
     c.judge.transcripts = 1.0
     summary = train(c, str(tmp_path))
-    assert summary["steps"] == 1
+    assert summary["steps"] == 2
     batches = server.engine.stats["batch_sizes"]
 
   assert sum(r.get("judge/groups", 0) for r in read_metrics(str(tmp_path))) >= 1
