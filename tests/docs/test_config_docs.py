@@ -4,6 +4,10 @@ field a config has must be declared, and every declared field be in a config."""
 
 import pytest
 
+# Imported now: their `from arena_jax.train.config import base_config` must bind the real function, not the one a
+# test below patches in (imported first under the patch, they kept it, and later tests saw its extra field).
+import configs.common  # noqa: F401
+import configs.pod  # noqa: F401
 from arena_jax import arena
 from arena_jax.train import config as train_config
 from tools import gen_config_docs as gen
