@@ -157,6 +157,7 @@ class Engine:
     self._cond = threading.Condition()
     self._closed = False
     self._running: list[Job] = []
+    self._samplers: dict = {}
     self.stats = {"batches": 0, "rows": 0, "padded_rows": 0, "largest_batch": 0, "cancelled": 0, "errors": 0}
     self.stats["batch_sizes"] = {}
     self._thread = threading.Thread(target=self._serve, name="arena_jax-engine", daemon=True)
@@ -234,15 +235,19 @@ class Engine:
       self._running = jobs
       return jobs
 
-  @functools.lru_cache(maxsize=64)
   def _sampler(self, method, max_new_tokens: int) -> Sampler:
-    return Sampler(
-      config=self.policy.config,
-      max_new_tokens=max_new_tokens,
-      method=method,
-      stop_tokens=self.policy.stop_tokens,
-      pad_id=self.policy.pad_id,
-    )
+    """One sampler per (method, budget), kept by this engine (an lru_cache on the method would keep every engine
+    alive for the process's life)."""
+    key = (method, max_new_tokens)
+    if key not in self._samplers:
+      self._samplers[key] = Sampler(
+        config=self.policy.config,
+        max_new_tokens=max_new_tokens,
+        method=method,
+        stop_tokens=self.policy.stop_tokens,
+        pad_id=self.policy.pad_id,
+      )
+    return self._samplers[key]
 
   def _run(self, jobs: list[Job]) -> None:
     rows = [(job, i * job.n + j, p) for job in jobs for i, p in enumerate(job.prompts) for j in range(job.n)]

@@ -274,11 +274,11 @@ def _chat_logprobs(entries: list[dict] | None) -> dict | None:
   return {"content": entries, "refusal": None}
 
 
-def _legacy_logprobs(entries: list[dict] | None, text_offset0: int = 0) -> dict | None:
+def _legacy_logprobs(entries: list[dict] | None) -> dict | None:
   """OpenAI's `/v1/completions` logprobs: tokens, token_logprobs, top_logprobs (dicts), text_offset."""
   if entries is None:
     return None
-  offsets, at = [], text_offset0
+  offsets, at = [], 0
   for e in entries:
     offsets.append(at)
     at += len(e["token"])
