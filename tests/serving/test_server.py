@@ -113,7 +113,8 @@ def test_a_chat_completion_is_the_chat_templated_prompt_sampled(client, policy):
   (choice,) = r.choices
   prompt = _prompt(policy)
   assert r.usage.prompt_tokens == len(prompt)
-  assert r.usage.completion_tokens == (12 if choice.finish_reason == "length" else r.usage.completion_tokens)
+  # All 12 tokens when cut at the budget; fewer when the model stopped itself.
+  assert (r.usage.completion_tokens == 12) if choice.finish_reason == "length" else (r.usage.completion_tokens < 12)
   assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
   assert choice.finish_reason in ("stop", "length") and choice.message.role == "assistant"
   # Greedy: the same request gives the same text; and the text is the model's own greedy continuation.
