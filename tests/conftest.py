@@ -128,6 +128,29 @@ def real_gguf() -> str:
     pytest.skip(str(e))
 
 
+@pytest.fixture
+def one_real_model_run():
+  """Holds the machine-wide lock of the tests that keep a real model's training or serving in memory (several GB
+  each: the real model's compiled update and sampler, and a `transformers serve` child). The suite's two workers
+  run them one at a time: on CI (2 cores, 24 GiB) the notebook's real run beside the real-judge test OOM-killed
+  a worker. A worker that waits says so, and the other worker goes on meanwhile."""
+  import fcntl  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  path = cache.root() / "one_real_model_run.lock"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with open(path, "a+", encoding="utf-8") as f:
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      print(f"waiting for another real-model test to finish ({path})", file=sys.stderr, flush=True)
+      fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
+
+
 # ── one embedded judge server per worker ──
 # A trainer whose config names no judge URL launches the embedded judge in a child process (seconds of imports) and
 # stops it at the end of the run. In the suite, runs whose server knobs are the same share one server per worker for

@@ -35,7 +35,7 @@ def test_notebook_is_committed_clean():
 
 
 @pytest.mark.slow  # the slow tier: a kernel runs the notebook's training and evaluation cells, minutes of training
-def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
+def test_notebook_runs_top_to_bottom(one_real_model_run, tmp_path, monkeypatch):
   # The kernel inherits this environment: a temporary workdir and data dir, the CPU, the tests' shared
   # compilation cache, and no fake devices (the notebook runs as a user's would).
   monkeypatch.setenv("ARENA_NOTEBOOK_WORKDIR", str(tmp_path / "work"))

@@ -12,7 +12,9 @@ openai = pytest.importorskip("openai", reason="the `serve` extra: pip install -e
 
 
 @pytest.mark.heavy  # the real model's compiles; the policy it judges is the tiny smoke one (light on memory)
-def test_the_real_model_serves_chats_and_judges_an_arena_live_job(real_gguf, data_dir, coin_verifier, tmp_path):
+def test_the_real_model_serves_chats_and_judges_an_arena_live_job(
+  real_gguf, one_real_model_run, data_dir, coin_verifier, tmp_path
+):
   del real_gguf
   policy = serving.load_served_policy("pretrained:smollm2-135m-instruct", name="smollm2")
   assert policy.has_chat_template and policy.context == 8192

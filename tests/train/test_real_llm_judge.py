@@ -28,7 +28,7 @@ def _serving_processes(model: str) -> list[int]:
 
 
 @pytest.mark.heavy  # ≈ 2 min: a real server's start and a real model's two steps
-def test_two_arena_live_steps_of_the_real_model_against_a_real_llm_judge(real_gguf, tmp_path):
+def test_two_arena_live_steps_of_the_real_model_against_a_real_llm_judge(real_gguf, one_real_model_run, tmp_path):
   del real_gguf  # installed: the policy and the judge are both the wheel's GGUF
   c = configs.get_config("configs/real_smollm2.py", "smoke,llm_judge")
   c.rollout.max_new_tokens = 24  # short answers: most groups end all wrong, reward-non-diverse, and are judged
