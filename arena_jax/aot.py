@@ -306,8 +306,12 @@ def lower_train_step(
   std_ddof: int = 0,
   pack_tokens: int = 0,
   packed_rows: int | None = None,
+  lora=None,
 ):
   """`jax.stages.Lowered` of the RL update (`train_step_fn`) for R = `rows` rows of P + N tokens.
+
+  With `lora` (a `models.LoraSpec`): the LoRA update, whose state holds the adapters and their moments and whose
+  frozen base (its `ref_params`) is laid out like the model's weights.
 
   With a reward `mode` (an `rl.RewardMode`): the trainer's program, which also routes and computes the
   advantages of the step's R·minibatches / G groups of G (`StepRewards`) inside the jit.
@@ -317,7 +321,7 @@ def lower_train_step(
   holds as many tokens as the R padded rows (what full-length rows fill when L is a multiple of P + N).
   """
   train_sharding.check_train_batch(rows, micro_batches, mesh, rules)
-  sh = train_sharding.train_shardings(model_config, optimizer, mesh, rules, packed=pack_tokens > 0)
+  sh = train_sharding.train_shardings(model_config, optimizer, mesh, rules, packed=pack_tokens > 0, lora=lora)
   packed = {}
   if pack_tokens:
     blocks = micro_batches * parallel.batch_shards(mesh, rules)
@@ -338,10 +342,14 @@ def lower_train_step(
     std_ddof=std_ddof,
     shardings=sh,
     packed=pack_tokens > 0,
+    lora=lora,
   )
-  ref = parallel.abstract_params(model_config, sh.state.params) if use_reference else None
+  if lora is not None:  # the frozen base, always an input (and the KL reference)
+    ref = parallel.abstract_params(model_config, sh.base)
+  else:
+    ref = parallel.abstract_params(model_config, sh.state.params) if use_reference else None
   args = [
-    train_sharding.abstract_train_state(model_config, optimizer, sh),
+    train_sharding.abstract_train_state(model_config, optimizer, sh, lora=lora),
     train_sharding.abstract_rollout(rows, prompt_len, new_tokens, sh, **packed),
     ref,
   ]
@@ -491,10 +499,11 @@ def aot_compile(
   if "train" in programs:
     rows = r.prompts_per_step * r.group_size // o.minibatches
     optimizer = step_lib.make_optimizer(o)
+    lora = step_lib.lora_spec(config.model.lora)
     lowered.append(
       (
         f"train   {rows}×{p + r.max_new_tokens} tok{' packed' if r.pack_tokens else ''}, "
-        f"{o.micro_batches} micro-batches",
+        f"{o.micro_batches} micro-batches" + (f", LoRA r={lora.rank}" if lora else ""),
         lambda: lower_train_step(
           model_config.replace(
             remat=config.model.remat, quantization=config.model.quantization, attention=config.model.attention
@@ -514,6 +523,7 @@ def aot_compile(
           minibatches=o.minibatches,
           std_ddof=config.reward.std_ddof,
           pack_tokens=r.pack_tokens,
+          lora=lora,
         ),
         "train step",
         rows * (p + r.max_new_tokens),

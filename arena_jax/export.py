@@ -2,6 +2,7 @@
 
     export_checkpoint(workdir, out_dir, step=None)   checkpoint `step` of an RL run, with its tokenizer
     export_gguf(path, out_dir)                       a GGUF file, its weights dequantised
+    export_adapters(workdir, out_dir, step=None)     a LoRA run's adapters alone, in PEFT's layout
     export_tokenizer(workdir or tokenizer, out_dir)  the tokenizer files alone
     restore_params(workdir, step, model_config)      the parameters of one step, onto this host
 
@@ -22,7 +23,7 @@ import pathlib
 import jax
 from flax import nnx
 
-from arena_jax.errors import MissingFileError
+from arena_jax.errors import ConfigError, MissingFileError
 from arena_jax.gguf_file import open_gguf
 from arena_jax import pretrained
 from arena_jax.models.config import ModelConfig
@@ -43,20 +44,17 @@ def export_tokenizer(source, out_dir: str | os.PathLike, *, add_bos: bool | None
 
 
 def restore_params(workdir: str | os.PathLike, step: int, model_config: ModelConfig) -> dict:
-  """The parameters of checkpoint `step` of a run, alone (not the optimizer state), as NumPy arrays on this
-  host (`Checkpointer.restore_params(host=True)`: verified as the trainer verifies a restore, the step's
-  manifest, then finite values).
+  """The parameters of checkpoint `step` of a run (a LoRA run's merged weights), alone (not the optimizer state),
+  as NumPy arrays on this host (`Checkpointer.restore_params(host=True)`: verified as the trainer verifies a
+  restore, the step's manifest, then finite values).
 
   Raises:
     checkpoint.CheckpointError: the step is damaged or does not restore.
   """
   abstract = nnx.to_pure_dict(nnx.state(abstract_model(model_config)))
   target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), abstract)
-  ckpt = checkpoint.Checkpointer(str(pathlib.Path(workdir).absolute() / "checkpoints"))
-  try:
-    return ckpt.restore_params(step, target, host=True)
-  finally:
-    ckpt.close()
+  # A LoRA run's adapters come back merged onto its base (`policy_io.restore_run_params`).
+  return policy_io.restore_run_params(pathlib.Path(workdir).absolute(), step, model_config, target=target, host=True)
 
 
 def export_checkpoint(
@@ -114,6 +112,43 @@ def export_checkpoint(
   return dataclasses.replace(exported, files=exported.files + tuple(names), step=step)
 
 
+def export_adapters(
+  workdir: str | os.PathLike, out_dir: str | os.PathLike, *, step: int | None = None, architecture: str | None = None
+) -> hf_export.Exported:
+  """Exports the adapters of checkpoint `step` (default: the latest) of a LoRA run in PEFT's layout
+  (`models.lora.export_peft_adapters`: adapter_model.safetensors, adapter_config.json), for
+  `PeftModel.from_pretrained(base, out_dir)` on the base the run trained (`base_model_name_or_path`: its recorded
+  path; a GGUF base loads in transformers as `launch.export --gguf` writes it). Only the adapters are read.
+
+  Raises:
+    MissingFileError: `workdir` is not a run directory, has no checkpoint, or not the step.
+    ConfigError: the run is not a LoRA run (`model.lora.rank` = 0).
+  """
+  from arena_jax.models import lora as lora_lib  # pylint: disable=g-import-not-at-top
+
+  workdir = pathlib.Path(workdir).expanduser().absolute()
+  if not workdir.is_dir():
+    raise MissingFileError(f"{workdir}: no such run directory")
+  model_config, tokenizer, _ = policy_io.load_run_policy(workdir)
+  lora = policy_io.read_lora_spec(workdir)
+  if lora is None:
+    raise ConfigError(f"{workdir} is a full-parameter run (no {policy_io.LORA_FILE}): it has no adapters to export")
+  spec, base = lora
+  step = checkpoint.resolve_step(workdir, step)
+  source = hf_export.source_checkpoint(tokenizer)
+  architecture = architecture or (source[2] if source else hf_export.default_architecture(model_config))
+  ckpt = checkpoint.Checkpointer(str(workdir / "checkpoints"))
+  try:
+    adapters = ckpt.restore_params(step, None, host=True)
+  finally:
+    ckpt.close()
+  files = lora_lib.export_peft_adapters(
+    adapters, spec, model_config, out_dir, architecture=architecture, base_model=base.get("path", "")
+  )
+  out = pathlib.Path(out_dir).expanduser().absolute()
+  return hf_export.Exported(out_dir=out, architecture=architecture, dtype="float32", files=tuple(files), step=step)
+
+
 def export_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: str = "float32") -> hf_export.Exported:
   """A GGUF file as a HF checkpoint directory that transformers loads: its weights dequantised (`models.hf.gguf`)
   and stored in `dtype`, config.json of its family (Llama, Qwen2, Qwen3), generation_config.json with its special
@@ -140,4 +175,4 @@ def export_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: s
   return dataclasses.replace(exported, files=exported.files + tuple(names))
 
 
-__all__ = ["export_checkpoint", "export_gguf", "export_tokenizer", "restore_params"]
+__all__ = ["export_adapters", "export_checkpoint", "export_gguf", "export_tokenizer", "restore_params"]

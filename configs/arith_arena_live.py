@@ -42,6 +42,8 @@ def get_config(arg=None):
       dtype="",  # compute in the policy's own dtype (float32 for the embedded policy)
       quantization="",  # no FP8 matmuls: a CPU only emulates them
       attention="auto",  # the platform's kernel: the xla reference on the CPU
+      # Full-parameter training: a 0.4 M-parameter policy's AdamW state is nothing to save (rank > 0: LoRA)
+      lora=ml_collections.ConfigDict(dict(rank=0, alpha=32.0, targets=r".*(attn|mlp)")),
     )
   )
   c.rollout = ml_collections.ConfigDict(
@@ -137,6 +139,7 @@ def get_config(arg=None):
     dict(
       every=20,  # four checkpoints in 80 steps for the evaluator to watch
       keep=3,  # the last three, enough to resume and compare
+      save_merged=False,  # LoRA runs only: the merged weights beside the adapters
     )
   )
   c.resume = False  # a fresh run refuses a workdir that already holds checkpoints

@@ -5,6 +5,7 @@
     vllm serve hf/step40                                                                   # then serve it
     python -m launch.export --gguf=SmolLM2-135M-Instruct.Q4_1.gguf --output=hf/smollm2      # a GGUF, dequantised
     python -m launch.export --gguf=pretrained:smollm2-135m-instruct --output=hf/smollm2     # make real-model's
+    python -m launch.export --workdir=runs/lora --adapters --output=hf/lora_adapters         # PEFT's adapters
 
 The directory holds config.json, model.safetensors (sharded with an index above 5 GB), generation_config.json
 and the tokenizer (tokenizer.json and tokenizer_config.json: a SentencePiece policy's converted, a HF
@@ -13,6 +14,10 @@ checkpoint's the run started from, else the plainest family that expresses the m
 chooses another). `--gguf` exports a GGUF file instead (`export.export_gguf`): its weights dequantised into
 `--dtype`, its family's config.json, and its tokenizer and chat template as tokenizer.json and
 tokenizer_config.json, so that transformers (and vLLM) load it.
+
+A LoRA run (`model.lora.rank` > 0) exports merged weights (its adapters folded into the base it recorded), or with
+`--adapters` the adapters alone in PEFT's layout (adapter_config.json, adapter_model.safetensors), which
+`PeftModel.from_pretrained(base, dir)` loads onto the HF base.
 """
 
 import os
@@ -31,6 +36,9 @@ _OUT = flags.DEFINE_string("output", None, "Where the HF checkpoint directory go
 flags.DEFINE_alias("out_dir", "output")
 _STEP = flags.DEFINE_integer("step", None, "The checkpoint step (default: the latest finalised one).")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"], "The stored dtype of the weights.")
+_ADAPTERS = flags.DEFINE_bool(
+  "adapters", False, "A LoRA run: write its adapters alone, in PEFT's layout, instead of merged weights."
+)
 _ARCH = flags.DEFINE_string(
   "architecture", None, "The HF architecture (e.g. LlamaForCausalLM); default: the run's, else chosen by the config."
 )
@@ -83,17 +91,26 @@ def main(argv):
   from arena_jax.models.hf.export import InexpressibleError  # pylint: disable=g-import-not-at-top
 
   try:
-    out = export.export_checkpoint(workdir, _OUT.value, step=_STEP.value, architecture=_ARCH.value, dtype=_DTYPE.value)
+    if _ADAPTERS.value:
+      out = export.export_adapters(workdir, _OUT.value, step=_STEP.value, architecture=_ARCH.value)
+    else:
+      out = export.export_checkpoint(
+        workdir, _OUT.value, step=_STEP.value, architecture=_ARCH.value, dtype=_DTYPE.value
+      )
   except InexpressibleError as e:  # the flag chooses another architecture
     raise ConfigError(f"--architecture={_ARCH.value or '(the default)'}: {e}") from e
-  _report(f"exported step {out.step} of {workdir} as {out.architecture} ({out.dtype}) to {out.out_dir}:", out)
+  what = "the PEFT adapters" if _ADAPTERS.value else f"{out.architecture} ({out.dtype})"
+  _report(f"exported step {out.step} of {workdir} as {what} to {out.out_dir}:", out)
 
 
 def _report(title: str, out) -> None:
   print(title)
   for name in out.files:
     print(f"  {name:<36} {_size(os.path.getsize(out.out_dir / name)):>10}")
-  print(f"serve it: vllm serve {out.out_dir}")
+  if "adapter_config.json" in out.files:
+    print(f"load it: PeftModel.from_pretrained(base, {str(out.out_dir)!r})")
+  else:
+    print(f"serve it: vllm serve {out.out_dir}")
 
 
 if __name__ == "__main__":

@@ -109,14 +109,11 @@ def default_config() -> ml_collections.ConfigDict:
 def load_params(workdir: str, step: int, model_config=None, mesh=None, rules=None):
   """The parameters of checkpoint `step` of a run, and only those (the optimizer state is never read): placed
   on `mesh` by their logical axes (`rules`) when given, so that each device reads only its shards."""
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
-  try:
-    target = None
-    if mesh is not None:
-      target = parallel.abstract_params(model_config, mesh, rules or parallel.LOGICAL_AXIS_RULES)
-    return ckpt.restore_params(step, target)
-  finally:
-    ckpt.close()
+  target = None
+  if mesh is not None:
+    target = parallel.abstract_params(model_config, mesh, rules or parallel.LOGICAL_AXIS_RULES)
+  # A LoRA run's adapters come back merged onto its base (`policy_io.restore_run_params`).
+  return policy_io.restore_run_params(workdir, step, model_config, target=target)
 
 
 def eval_mesh(workdir: str, step: int, config):

@@ -13,6 +13,7 @@
   pure_params(m)       a Module / nnx.State → the pure parameter dict (what jit, orbax and the sampler take)
   quantize_for_training(m)  the model as a train step with `config.quantization` (FP8, Qwix) runs it
   LoraSpec, apply_lora, split_adapters, merge_adapters, AdaptedTemplate   LoRA adapters through Qwix (lora.py)
+  lora_template, init_adapters, abstract_adapters, adapter_count          the trainer's (abstract, fresh adapters)
   LOGICAL_AXIS_RULES   logical axis names → mesh axes (`make_mesh`, `param_shardings`, `logical_to_spec`)
 
 Importing this room never imports torch or transformers.
@@ -53,7 +54,17 @@ from arena_jax.models.kv_cache import KVCache
 from arena_jax.models.logprobs import chunked_logprobs, packed_token_logprobs, token_logprobs
 from arena_jax.models.params import pure_params
 from arena_jax.models.quantization import quantize_for_training
-from arena_jax.models.lora import AdaptedTemplate, LoraSpec, apply_lora, merge_adapters, split_adapters
+from arena_jax.models.lora import (
+  AdaptedTemplate,
+  LoraSpec,
+  abstract_adapters,
+  adapter_count,
+  apply_lora,
+  init_adapters,
+  lora_template,
+  merge_adapters,
+  split_adapters,
+)
 from arena_jax.models.sharding import (
   LOGICAL_AXIS_RULES,
   MESH_AXES,

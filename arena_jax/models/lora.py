@@ -84,7 +84,10 @@ def apply_lora(model, spec: LoraSpec, *, seed: int = 0):
 
   @nnx.jit
   def init(m):  # traced: Qwix finds a weight behind our reshapes only through the tracer (module docstring)
-    return qwix.apply_lora_to_model(m, provider, tokens, rngs=nnx.Rngs(seed))
+    # `hidden`, the full-sequence forward: `__call__` and the log-prob passes (`models.token_logprobs`) both run
+    # it, and Qwix intercepts one method of an NNX model (its default, `__call__`, the log-prob passes bypass:
+    # adapters that the loss never sees, with zero gradients).
+    return qwix.apply_lora_to_model(m, provider, tokens, rngs=nnx.Rngs(seed), methods=("hidden",))
 
   adapted = init(model)
   if not jax.tree.leaves(nnx.state(adapted, nnx.LoRAParam)):
@@ -93,6 +96,42 @@ def apply_lora(model, spec: LoraSpec, *, seed: int = 0):
       "layers/<i>/mlp)"
     )
   return adapted
+
+
+@functools.lru_cache(maxsize=16)
+def lora_template(config, spec: LoraSpec) -> "AdaptedTemplate":
+  """The adapted model's structure for a model config and spec, built abstractly (`nnx.eval_shape`: no weight is
+  allocated, as a trainer of an 8B model needs) and cached, so that every caller of the same (config, spec) gets
+  the same template (the jitted programs that take it are keyed by its identity).
+
+  Raises:
+    ValueError: `spec.targets` matches no projection (`apply_lora`).
+  """
+  from arena_jax.models.transformer import init_model  # pylint: disable=g-import-not-at-top
+
+  return AdaptedTemplate.of(nnx.eval_shape(lambda: apply_lora(init_model(config, seed=0), spec)))
+
+
+def abstract_adapters(template: "AdaptedTemplate") -> dict:
+  """The adapters' `jax.ShapeDtypeStruct`s (a pure dict) of a template."""
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), nnx.to_pure_dict(template.lora))
+
+
+def init_adapters(template: "AdaptedTemplate", seed: int = 0) -> dict:
+  """Fresh adapters for a template, initialised as Qwix's `LoraProvider` does: A He-uniform over its fan-in K,
+  B zeros, so the adapted model starts as the base model exactly. One key per adapted weight, folded from
+  `seed` by the weight's position in the tree (the same adapters on every host)."""
+  he_uniform = jax.nn.initializers.he_uniform()
+  flat, treedef = jax.tree_util.tree_flatten_with_path(abstract_adapters(template))
+  key = jax.random.key(seed)
+  values = []
+  for i, (path, sds) in enumerate(flat):
+    name = str(path[-1].key)
+    if name.endswith(_SUFFIX_A):
+      values.append(he_uniform(jax.random.fold_in(key, i), sds.shape, sds.dtype))
+    else:
+      values.append(jnp.zeros(sds.shape, sds.dtype))
+  return jax.tree_util.tree_unflatten(treedef, values)
 
 
 def split_adapters(adapted) -> tuple[dict, dict]:

@@ -88,11 +88,7 @@ def load_served_policy(
   if path.is_dir() and _is_run_dir(path):
     config, tokenizer, add_bos = policy_io.load_run_policy(path)
     step = checkpoint_lib.resolve_step(path, step)
-    ckpt = checkpoint_lib.Checkpointer(str(path / "checkpoints"))
-    try:
-      params = ckpt.restore_params(step)
-    finally:
-      ckpt.close()
+    params = policy_io.restore_run_params(path, step, config)  # a LoRA run's: merged onto its base
     source_text = f"{path} (step {step})"
   else:
     if step is not None:

@@ -264,7 +264,7 @@ class AsyncLoop:
     """The sampler's copy of the newest weights (cast and placed by `Sampler.shard_params`; never the train
     state's own buffers, which the next update donates)."""
     if self.sampler_version != self.version:
-      params = self.sampler.shard_params(self.trainer.state.params)
+      params = self.sampler.shard_params(self.trainer.policy_params())  # a LoRA run's: merged onto the base
       own = {id(x) for x in jax.tree.leaves(self.trainer.state.params)}
       self._sampler_params = jax.tree.map(lambda x: jnp.copy(x) if id(x) in own else x, params)
       self.sampler_version = self.version

@@ -16,6 +16,10 @@ with the finiteness check only.
 An evaluator needs the parameters alone: `restore_params` reads the `params` subtree of a step (orbax's
 partial restore: the optimizer state, twice the parameters' size under Adam, is never deserialized) onto
 the devices and shardings its target asks for, with the same checks.
+
+A LoRA run (`model.lora.rank` > 0) checkpoints its adapters as the state's params (with their moments), and with
+`checkpoint.save_merged` also the merged weights, as the item `merged`; `policy_io.restore_run_params` turns either
+into the policy's weights.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from arena_jax.errors import MissingFileError, UserError
 MANIFEST = "arena_manifest.json"
 DAMAGED_SUFFIX = ".damaged"
 _CHUNK = 1 << 24
+
+
+MERGED = "merged"  # the checkpoint item of a LoRA run's merged weights (`checkpoint.save_merged`)
 
 
 class CheckpointError(UserError, ValueError):
@@ -191,11 +198,14 @@ class Checkpointer:
   def step_dir(self, step: int) -> str:
     return os.path.join(self.directory, str(step))
 
-  def save(self, step: int, state, meta: dict, *, main: bool = True) -> None:
-    """Saves and waits; then the main process (`main`) writes the step's manifest."""
-    self._manager.save(
-      step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True
-    )
+  def save(self, step: int, state, meta: dict, *, main: bool = True, merged=None) -> None:
+    """Saves and waits; then the main process (`main`) writes the step's manifest. `merged`: a LoRA run's merged
+    weights (`checkpoint.save_merged`), saved beside the state as the item `merged` ({"params": ...}), which
+    `restore_params(item="merged")` reads without the base."""
+    items = dict(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+    if merged is not None:
+      items[MERGED] = ocp.args.StandardSave({"params": merged})
+    self._manager.save(step, args=ocp.args.Composite(**items), force=True)
     self._manager.wait_until_finished()
     if main:
       write_manifest(self.step_dir(step))
@@ -221,8 +231,13 @@ class Checkpointer:
     self._check_finite(step, out["state"])
     return out["state"], out["meta"]
 
-  def restore_params(self, step: int, target=None, *, host: bool = False):
+  def has_merged(self, step: int) -> bool:
+    """Step `step` holds a LoRA run's merged weights (`save(merged=...)`)."""
+    return os.path.isdir(os.path.join(self.step_dir(step), MERGED))
+
+  def restore_params(self, step: int, target=None, *, host: bool = False, item: str = "state"):
     """The parameters of checkpoint `step` alone, verified like `restore` (manifest, finite values).
+    `item`: "state" (the trained parameters: a LoRA run's adapters) or "merged" (a LoRA run's merged weights).
 
     Only the `params` subtree is read (orbax `PyTreeRestore(partial_restore=True)`): the optimizer state
     and the step counter are never deserialized, so an evaluator holds no Adam moments and each device
@@ -245,7 +260,7 @@ class Checkpointer:
     OCDBT data files mix parameters and moments, so the parameters' own files cannot be told apart.
     """
     self.verify_files(step)
-    path = epath.Path(self.step_dir(step)) / "state"
+    path = epath.Path(self.step_dir(step)) / item
     # A checkpointer of its own: the manager's item `state` is bound to StandardCheckpointHandler, whose
     # restore has no partial mode; PyTreeCheckpointHandler reads the same files.
     reader = ocp.PyTreeCheckpointer()

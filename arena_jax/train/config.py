@@ -11,6 +11,8 @@ named rules of `train.config_rules`.
 
 from __future__ import annotations
 
+import re
+
 import ml_collections
 
 from arena_jax import arena
@@ -19,6 +21,7 @@ from arena_jax import parallel
 from arena_jax.config_schema import field
 from arena_jax.judges import config as judges_config
 from arena_jax.models import ATTENTION_CHOICES, MODEL_CONFIGS, MODEL_DTYPES, QUANTIZATIONS, REMAT_POLICIES
+from arena_jax.models.lora import DEFAULT_TARGETS as LORA_TARGETS
 from arena_jax.rl import cispo
 from arena_jax.rl import modes as reward_modes
 from arena_jax.tasks import config as tasks_config
@@ -27,6 +30,16 @@ from arena_jax.train import sharding as train_sharding
 from arena_jax.train import workdir as workdir_lib
 
 _MESH = parallel.mesh_config()  # the mesh defaults are `parallel.mesh_config`'s own
+
+
+def _is_regex(v) -> bool:
+  if not isinstance(v, str) or not v:
+    return False
+  try:
+    re.compile(v)
+  except re.error:
+    return False
+  return True
 
 
 def _bool(default: bool, meaning: str) -> cs.Field:
@@ -149,6 +162,27 @@ RUN = cs.Section(
           "scores of the whole [T, T] block). `auto` picks by the platform: splash on TPU, cudnn on GPU, "
           "xla on the CPU. Same values within float32 round-off.",
           cs.one_of(ATTENTION_CHOICES),
+        ),
+        # LoRA (issue 44, `models.lora`): off at rank 0.
+        lora=cs.Section(
+          dict(
+            rank=field(
+              0,
+              "LoRA rank r (Qwix adapters, `models.lora`); 0 = full-parameter training. With r > 0 the base "
+              "weights are frozen: only the adapters are trained, in the optimizer state and in the "
+              "checkpoints, the sampler decodes the merged weights (W + (α/r)·A·B, merged once per step) "
+              "and the KL reference (`loss.kl_coef`) is the base model.",
+              cs.integer(0),
+            ),
+            alpha=field(32.0, "LoRA alpha α: the adapters' output is scaled by α / r.", cs.number(0.0, lo_open=True)),
+            targets=field(
+              LORA_TARGETS,
+              "A regex over module paths (`layers/<i>/attn`, `layers/<i>/mlp`): every projection of a "
+              "matched module gets an adapter. The default adapts every projection of every block (PEFT's "
+              '"all-linear" but the output head); r"layers/\\d+/attn" adapts attention alone.',
+              cs.satisfies("regex", _is_regex, "a regular expression"),
+            ),
+          )
         ),
       )
     ),
@@ -467,6 +501,13 @@ RUN = cs.Section(
           cs.integer(1),
         ),
         keep=field(3, "Checkpoints kept (the oldest are deleted).", cs.integer(1)),
+        save_merged=_bool(
+          False,
+          "With `model.lora.rank` > 0: each checkpoint also writes the merged weights (base + adapters) "
+          "as a policy directory, `<workdir>/merged/<step>` (what `launch.serve`, `launch.eval` and "
+          "`launch.export` load without the base). Off: checkpoints hold the adapters alone, and readers "
+          "merge them onto the base the run recorded (`lora.json`).",
+        ),
       )
     ),
     resume=_bool(

@@ -111,6 +111,17 @@ def packed_rows_hold_a_whole_completion(c, report):
     )
 
 
+def lora_is_not_quantized(c, report):
+  """model.lora.rank > 0 trains adapters on frozen weights; model.quantization (FP8 matmuls of the trained weights)
+  is for full-parameter runs: both rewrite the same projections through Qwix."""
+  if c.model.lora.rank and c.model.quantization:
+    report(
+      "model.quantization",
+      f"{c.model.quantization!r} with model.lora.rank = {c.model.lora.rank}: FP8 training and LoRA adapters are not "
+      "combined; leave model.quantization empty with LoRA",
+    )
+
+
 RULES = (
   one_policy_source,
   std_ddof_below_group_size,
@@ -122,4 +133,5 @@ RULES = (
   pairwise_modes_get_a_pairwise_judge,
   update_splits_the_rollout,
   packed_rows_hold_a_whole_completion,
+  lora_is_not_quantized,
 )

@@ -435,3 +435,87 @@ def initial_policy(config, workdir: str, mesh=None, rules=LOGICAL_AXIS_RULES) ->
   )
   tokenizer.check_vocab(model_config.vocab_size)
   return InitialPolicy(model_config, pure_params(init_model(model_config, seed=config.seed)), tokenizer)
+
+
+# ─────────────────────────────────────── a LoRA run's weights ───────────────────────────────────────
+
+LORA_FILE = "lora.json"  # in a LoRA run directory: the adapters' spec and the base they are merged onto
+
+
+def write_lora_spec(workdir: str | os.PathLike, spec, config) -> None:
+  """Records what a LoRA run's checkpoints (adapters alone) are merged onto: `spec` (a `models.LoraSpec`) and
+  the base, `config.init`'s policy directory or HF checkpoint (its absolute path), or its random model (its seed:
+  `init_model` is deterministic)."""
+  init = config.init
+  if init.policy_dir or init.hf_path:
+    base = {"path": str(pathlib.Path(pretrained.resolve(init.policy_dir or init.hf_path)).expanduser().absolute())}
+  else:
+    base = {"random_model": init.random_model, "seed": int(config.seed)}
+  record = {"rank": spec.rank, "alpha": spec.alpha, "targets": spec.targets, "base": base}
+  fileio.atomic_write(os.path.join(os.fspath(workdir), LORA_FILE), json.dumps(record, indent=2))
+
+
+def read_lora_spec(workdir: str | os.PathLike) -> tuple[Any, dict] | None:
+  """(`models.LoraSpec`, base record) of a LoRA run directory (`write_lora_spec`), or None for a full one."""
+  from arena_jax.models import LoraSpec  # pylint: disable=g-import-not-at-top
+
+  path = os.path.join(os.fspath(workdir), LORA_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    record = json.load(f)
+  return LoraSpec(rank=record["rank"], alpha=record["alpha"], targets=record["targets"]), record["base"]
+
+
+def lora_base_params(base: dict, model_config: ModelConfig, mesh=None, rules=LOGICAL_AXIS_RULES) -> dict:
+  """The frozen base weights a LoRA run recorded (`write_lora_spec`), in `model_config`'s storage dtype.
+
+  Raises:
+    MissingFileError: the recorded base checkpoint is gone (named, with what to do).
+  """
+  if "path" in base:
+    if not os.path.exists(base["path"]):
+      raise MissingFileError(
+        f"{base['path']}: the base this LoRA run's adapters apply to is missing; restore it there, or save merged "
+        "weights with checkpoint.save_merged=True"
+      )
+    loaded = load_policy(base["path"], mesh=mesh, rules=rules, weight_dtype=model_config.param_dtype)
+    return pure_params(loaded.model)
+  params = pure_params(init_model(model_config, seed=base["seed"]))
+  return params if mesh is None else jax.device_put(params, param_shardings(abstract_model(model_config), mesh, rules))
+
+
+def restore_run_params(
+  workdir: str | os.PathLike, step: int, model_config: ModelConfig | None = None, *, target=None, host: bool = False
+) -> dict:
+  """The policy's weights at checkpoint `step` of a run directory, alone (`Checkpointer.restore_params`, verified).
+
+  A full run: the checkpointed parameters. A LoRA run (`LORA_FILE`): its merged weights when the step saved them
+  (`checkpoint.save_merged`), else its adapters merged onto the recorded base (`lora_base_params`,
+  `models.merge_adapters`: W + (α/r)·A·B in float32, stored in W's dtype).
+
+  Args:
+    target: the parameters' pure dict of `jax.ShapeDtypeStruct`s with shardings (None: as saved, on this
+      process's first device); `host`: NumPy arrays on this host (`Checkpointer.restore_params`).
+  """
+  from arena_jax.models import merge_adapters  # pylint: disable=g-import-not-at-top
+  from arena_jax.train import checkpoint  # pylint: disable=g-import-not-at-top
+
+  ckpt = checkpoint.Checkpointer(os.path.join(os.fspath(workdir), "checkpoints"))
+  try:
+    lora = read_lora_spec(workdir)
+    if lora is None:
+      return ckpt.restore_params(step, target, host=host)
+    if ckpt.has_merged(step):
+      return ckpt.restore_params(step, target, host=host, item=checkpoint.MERGED)
+    adapters = ckpt.restore_params(step, None, host=host)
+  finally:
+    ckpt.close()
+  spec, base = lora
+  model_config = model_config or load_run_policy(workdir)[0]
+  merged = jax.jit(merge_adapters, static_argnums=2)(lora_base_params(base, model_config), adapters, spec)
+  if host:
+    return jax.device_get(merged)
+  if target is not None and all(getattr(t, "sharding", None) is not None for t in jax.tree.leaves(target)):
+    return jax.device_put(merged, jax.tree.map(lambda t: t.sharding, target))
+  return merged

@@ -3,7 +3,8 @@
 `arena_jax.parallel` builds the mesh and maps logical axes to it; this module lays the trainer's own
 arrays out on that mesh (docs/tpu.md "How it scales"):
 
-  params           by their logical axes (`parallel.param_shardings`)
+  params           by their logical axes (`parallel.param_shardings`); with LoRA the state's params are the
+                   adapters, replicated (r·(K + N) per weight: small), and the frozen base keeps the layout
   optimizer state  each moment like its parameter (`optax.tree_map_params`); counters replicated
   rollout          rows over the batch axes (data, fsdp); every micro-batch of the [M, R / M, …]
                    split spread over them too, so no micro-batch runs on a subset of the devices;
@@ -26,6 +27,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from arena_jax import parallel
 from arena_jax import program_cache
+from arena_jax.models import LoraSpec
+from arena_jax.models import lora as lora_lib
 from arena_jax.models import sharding as sharding_lib
 from arena_jax.models.attention import traced_on_mesh
 from arena_jax.models.config import ModelConfig
@@ -42,6 +45,7 @@ class TrainShardings(NamedTuple):
   rollout: Any  # Rollout: rows over the batch axes
   micro_batches: Any  # Rollout of the [micro_batches, R / M, …] split: rows of every micro-batch spread
   replicated: NamedSharding
+  base: Any = None  # the model's weights by their logical axes: with LoRA, the frozen base (the update's ref_params)
 
 
 def opt_state_shardings(optimizer, params, param_sh, mesh: Mesh):
@@ -59,14 +63,19 @@ def train_shardings(
   *,
   packed: bool = False,
   stale: bool = False,
+  lora: LoraSpec | None = None,
 ) -> TrainShardings:
   """Where every input and output of the RL update lives on `mesh` (see the module docstring); `packed`:
   for a rollout with packed rows (`rollout.pack_tokens` > 0); `stale`: with the per-token staleness mask of
-  the asynchronous loop (`Rollout.stale`)."""
+  the asynchronous loop (`Rollout.stale`); `lora`: the state's params are these adapters (`trained_abstract`)."""
   psh = parallel.param_shardings(model_config, mesh, rules)
   replicated = NamedSharding(mesh, PartitionSpec())
-  opt = opt_state_shardings(optimizer, parallel.abstract_params(model_config), psh, mesh)
-  state = step_lib.TrainState(replicated, psh, opt)
+  trained, trained_sh = parallel.abstract_params(model_config), psh
+  if lora is not None:
+    trained = trained_abstract(model_config, lora)
+    trained_sh = jax.tree.map(lambda _: replicated, trained)
+  opt = opt_state_shardings(optimizer, trained, trained_sh, mesh)
+  state = step_lib.TrainState(replicated, trained_sh, opt)
   batch = sharding_lib.logical_to_spec(("batch",), None, mesh, rules)[0]
 
   def rows(ndim, lead=()):
@@ -90,7 +99,15 @@ def train_shardings(
     rollout=jax.tree.map(rows, dims),
     micro_batches=jax.tree.map(lambda n: rows(n, (None,)), dims),
     replicated=replicated,
+    base=psh,
   )
+
+
+def trained_abstract(model_config: ModelConfig, lora: LoraSpec | None = None):
+  """The `jax.ShapeDtypeStruct`s of what the update trains: the model's parameters, or with `lora` its adapters."""
+  if lora is None:
+    return parallel.abstract_params(model_config)
+  return lora_lib.abstract_adapters(lora_lib.lora_template(model_config, lora))
 
 
 def check_train_batch(
@@ -120,6 +137,7 @@ def train_step_fn(
   std_ddof: int = 0,
   shardings: TrainShardings | None = None,
   packed: bool = False,
+  lora: LoraSpec | None = None,
 ):
   """`arena_jax.train.step.make_update_fn`'s update, jitted with shardings on `mesh`.
 
@@ -130,9 +148,10 @@ def train_step_fn(
   `StepRewards` and the minibatch index replicated (they are small), routed inside the jit (SPEC §3).
   `shardings`: `train_shardings(...)` when the caller has them already. `packed`: the rollouts carry packed
   rows (`train.packing.pack_rollout` with `shards = parallel.batch_shards(mesh, rules)`; one program per
-  bucket of packed rows).
+  bucket of packed rows). `lora`: the state trains these adapters; `ref_params` is then always the frozen base,
+  laid out like the model's weights (`make_update_fn`).
   """
-  sh = shardings or train_shardings(model_config, optimizer, mesh, rules, packed=packed)
+  sh = shardings or train_shardings(model_config, optimizer, mesh, rules, packed=packed, lora=lora)
   if (sh.rollout.packed is not None) != packed:
     raise ValueError(f"train_step_fn(packed={packed}) needs train_shardings(..., packed={packed})")
   update = step_lib.make_update_fn(
@@ -147,8 +166,9 @@ def train_step_fn(
     jit=False,
     micro_batch_sharding=sh.micro_batches,
     grad_sharding=sh.state.params,
+    lora=None if lora is None else lora_lib.lora_template(model_config, lora),
   )
-  ref = sh.state.params if use_reference else None
+  ref = sh.base if lora is not None else sh.state.params if use_reference else None
   in_shardings = (sh.state, sh.rollout, ref)
   if mode is not None:
     rep = sh.replicated
@@ -180,7 +200,7 @@ def shared_train_step_fn(
 
   def build():
     optimizer = spec.optimizer()
-    sh = shardings or train_shardings(model_config, optimizer, mesh, rules, packed=packed, stale=stale)
+    sh = shardings or train_shardings(model_config, optimizer, mesh, rules, packed=packed, stale=stale, lora=spec.lora)
     return train_step_fn(
       model_config,
       optimizer,
@@ -194,6 +214,7 @@ def shared_train_step_fn(
       std_ddof=spec.std_ddof,
       shardings=sh,
       packed=packed,
+      lora=spec.lora,
     )
 
   return program_cache.shared(key, build)
@@ -206,10 +227,13 @@ def init_train_state(params, optimizer, shardings: TrainShardings):
   return jax.jit(lambda p: step_lib.init_state(p, optimizer), out_shardings=shardings.state)(params)
 
 
-def abstract_train_state(model_config: ModelConfig, optimizer, shardings: TrainShardings | None = None):
+def abstract_train_state(
+  model_config: ModelConfig, optimizer, shardings: TrainShardings | None = None, *, lora: LoraSpec | None = None
+):
   """`TrainState` of `jax.ShapeDtypeStruct`s (with shardings): the orbax restore target of a sharded
-  run (each host reads only its shards) and the AOT compiler's input."""
-  params = parallel.abstract_params(model_config)
+  run (each host reads only its shards) and the AOT compiler's input. `lora`: the state of a LoRA run (its
+  params are the adapters)."""
+  params = trained_abstract(model_config, lora)
   state = jax.eval_shape(lambda p: step_lib.init_state(p, optimizer), params)
   if shardings is None:
     return state

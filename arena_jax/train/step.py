@@ -33,7 +33,7 @@ import numpy as np
 import optax
 
 from arena_jax.errors import UserError
-from arena_jax.models import packed_token_logprobs, quantize_for_training, token_logprobs
+from arena_jax.models import LoraSpec, packed_token_logprobs, quantize_for_training, token_logprobs
 from arena_jax.rl import cispo_loss, get_mode, metric_values
 from arena_jax.sampling import model_from_params
 
@@ -136,6 +136,7 @@ class UpdateSpec:
   reward_aggregation: str  # reward.aggregation: the mode's judge aggregation ("" = its own)
   std_ddof: int  # reward.std_ddof
   temperature: float  # of the behaviour log-probs the loss scores (the sampler's `logprob_temperature`)
+  lora: LoraSpec | None = None  # model.lora: the update trains these adapters on frozen weights (None: full)
 
   @classmethod
   def from_config(cls, config, *, temperature: float) -> UpdateSpec:
@@ -148,6 +149,7 @@ class UpdateSpec:
       r.aggregation,
       r.std_ddof,
       float(temperature),
+      lora_spec(config.model.lora),
     )
 
   @property
@@ -177,6 +179,13 @@ def judged_signal(mode, verifier, judged, advantages) -> dict:
     "judge/signal_rows": (rows & (size > NONZERO)).mean(),
     "judge/grad_share": jnp.where(rows, size, 0.0).sum() / jnp.maximum(size.sum(), 1e-12),
   }
+
+
+def lora_spec(lora) -> LoraSpec | None:
+  """`config.model.lora` as a `models.LoraSpec`, or None at rank 0 (full-parameter training)."""
+  if not lora.rank:
+    return None
+  return LoraSpec(rank=int(lora.rank), alpha=float(lora.alpha), targets=str(lora.targets))
 
 
 def make_schedule(optim) -> optax.Schedule:
@@ -216,9 +225,15 @@ def make_update_fn(
   jit: bool = True,
   micro_batch_sharding=None,
   grad_sharding=None,
+  lora=None,
 ):
   """Returns jitted `update(state, rollout, ref_params, rewards=None, minibatch=0) -> (state, metrics)`
   (state donated).
+
+  LoRA (`lora`, a `models.AdaptedTemplate` of `model_config`): the state's params are the adapters alone, the
+  optimizer's moments theirs, and `ref_params` is always the frozen base: the policy is the adapted model
+  (the base and the adapters through Qwix, differentiated in the adapters only), and the KL reference
+  (`use_reference`) is the base model, the policy the run started from.
 
   `loss_config` (`config.loss` or a `LossSpec`) is read once, here (`LossSpec.of`): tracing, which happens at
   the first call and again at each new input shape, reads that copy, not a config that may have changed since.
@@ -249,8 +264,11 @@ def make_update_fn(
     return jax.tree.map(lambda x: x.reshape(mb.mask.shape), out)
 
   def loss_fn(params, ref_params, mb: Rollout):
-    # With `model_config.quantization`, the projections and the MLP run as FP8 matmuls (the masters as they are).
-    model = quantize_for_training(model_from_params(model_config, params))
+    if lora is not None:  # Qwix adds (α/r)·(x A) B beside each adapted projection of the frozen base
+      model = lora.model(jax.lax.stop_gradient(ref_params), params)
+    else:
+      # With `model_config.quantization`, the projections and the MLP run as FP8 matmuls (the masters as they are).
+      model = quantize_for_training(model_from_params(model_config, params))
     lp, entropy = logprobs(model, mb, True)
     ref_lp = None
     if use_reference:

@@ -32,6 +32,7 @@ global batch; the arrays every update needs are gathered, so every host holds th
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -67,7 +68,7 @@ from arena_jax.train.config import validate_config
 from arena_jax.train import tracking
 from arena_jax.train.metrics import MetricsWriter
 from arena_jax.train.plot import plot_curves
-from arena_jax.train.policy_io import initial_policy, write_policy_spec
+from arena_jax.train.policy_io import LORA_FILE, initial_policy, write_lora_spec, write_policy_spec
 from arena_jax.train.rewards import JudgeOutageError  # noqa: F401  (raised by the loop; callers catch it here)
 from arena_jax.train.step_metrics import StepReporter
 
@@ -136,21 +137,35 @@ class Trainer:
     packed = r.pack_tokens > 0  # packed update rows (`train.packing`): one block per micro-batch and batch shard
     # The asynchronous loop marks the tokens an older policy sampled (`Rollout.stale`): reported, not trained on.
     self.stale = config.rollout.max_staleness > 0
+    # LoRA (`model.lora.rank` > 0, `models.lora`): the state trains adapters on the frozen base.
+    self.lora = self.update_spec.lora
     self.shardings = train_sharding.train_shardings(
-      self.policy.config, self.optimizer, self.mesh, rules, packed=packed, stale=self.stale
+      self.policy.config, self.optimizer, self.mesh, rules, packed=packed, stale=self.stale, lora=self.lora
     )
     self.batch_shards = parallel.batch_shards(self.mesh, rules)
     use_ref = self.update_spec.use_reference
-    # A frozen copy, placed like the params: the live params are donated to the update.
-    self.ref_params = (
-      jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params) if use_ref else None
-    )
-    self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
     # Only the update rematerialises (`model.remat`) and quantizes (`model.quantization`); both programs use
     # `model.attention`'s kernel.
     update_model = self.policy.config.replace(
       remat=config.model.remat, quantization=config.model.quantization, attention=config.model.attention
     )
+    if self.lora is not None:
+      # The base is never donated (the state holds the adapters): the update's ref_params, the policy's frozen
+      # weights and its KL reference at once, without a copy.
+      self.ref_params = jax.device_put(self.policy.params, self.shardings.base)
+      adapters = models.init_adapters(models.lora_template(update_model, self.lora), seed=config.seed)
+      self.state = train_sharding.init_train_state(adapters, self.optimizer, self.shardings)
+      self._merge = jax.jit(functools.partial(models.merge_adapters, spec=self.lora), out_shardings=self.shardings.base)
+      if parallel.is_main_process():
+        write_lora_spec(workdir, self.lora, config)
+    else:
+      if parallel.is_main_process() and os.path.exists(os.path.join(workdir, LORA_FILE)):
+        os.remove(os.path.join(workdir, LORA_FILE))  # a full run's checkpoints are no adapters: readers must know
+      # A frozen copy, placed like the params: the live params are donated to the update.
+      self.ref_params = (
+        jax.device_put(jax.tree.map(jnp.copy, self.policy.params), self.shardings.state.params) if use_ref else None
+      )
+      self.state = train_sharding.init_train_state(self.policy.params, self.optimizer, self.shardings)
     # An equal run in this process (same spec, model, mesh and layout) reuses the program (`program_cache`).
     self.update_fn = train_sharding.shared_train_step_fn(
       self.update_spec, update_model, self.mesh, rules, shardings=self.shardings, packed=packed, stale=self.stale
@@ -192,7 +207,7 @@ class Trainer:
     if not self.config.resume or latest is None:
       return 0
     # Each device reads only its shards, onto this run's mesh (which may differ from the saving run's).
-    target = train_sharding.abstract_train_state(self.policy.config, self.optimizer, self.shardings)
+    target = train_sharding.abstract_train_state(self.policy.config, self.optimizer, self.shardings, lora=self.lora)
     bad: list[tuple[int, str]] = []
     for step in reversed(self.checkpointer.all_steps()):
       reason = None
@@ -252,7 +267,8 @@ class Trainer:
         f"the train state after step {step} holds non-finite values ({', '.join(bad[:3])}); it was not saved. "
         + self.good_checkpoint_hint()
       )
-    self.checkpointer.save(step, self.state, meta, main=parallel.is_main_process())
+    merged = self.policy_params() if self.lora is not None and self.config.checkpoint.save_merged else None
+    self.checkpointer.save(step, self.state, meta, main=parallel.is_main_process(), merged=merged)
     self.verified_steps.add(step)
 
   def time_to_save(self, step: int) -> bool:
@@ -287,7 +303,15 @@ class Trainer:
     """Step `step`'s groups (`rollout.Generator.generate`), sampled from a compute-dtype copy of the current
     policy (`Sampler.shard_params`, cast once per step after the last update)."""
     judgment = self.judge_runner.open(step, self.g) if self.streams else None
-    return self.generator.generate(step, self.sampler.shard_params(self.state.params), judgment)
+    return self.generator.generate(step, self.sampler.shard_params(self.policy_params()), judgment)
+
+  def policy_params(self):
+    """The policy's weights now: the trained params, or a LoRA run's base with its adapters merged in (once per
+    step, one jitted program: W + (α/r)·A·B, laid out like the base). The sampler decodes the merged weights: see
+    benchmarks/lora_sampling.py for merged against applied on the fly."""
+    if self.lora is None:
+      return self.state.params
+    return self._merge(self.ref_params, self.state.params)
 
   # ── judge → rewards ──
 
