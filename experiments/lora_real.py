@@ -1,6 +1,7 @@
 """A LoRA RL run on the real model (issue 44): does training adapters alone move SmolLM2's reward on arithmetic?
 
-    python -m experiments.lora_real [--root runs/lora_real] [--steps 8] [--rank 16] [--lr 2e-4]
+    python -m experiments.lora_real [--root runs/lora_real] [--steps 8] [--rank 16] [--lr 2e-4] [--prompts 4]
+        [--max-ops 2] [--new-tokens 128]
 
 SmolLM2-135M-Instruct (`configs/real_smollm2.py`, the GGUF of `make real-model`) trained with RLVR (`reward.mode =
 rlvr`: the verifier alone, no judge) on the arithmetic task, with `model.lora.rank` adapters on every projection
@@ -27,8 +28,17 @@ from arena_jax.train import read_metrics, train, validate_config
 from experiments import real, real_arms
 
 
-def lora_config(steps: int, rank: int, lr: float, seed: int = 0):
-  c = real_arms.arm_config("rlvr", seed, {"num_steps": steps, "lr": lr, "group_size": 8})
+def lora_config(
+  steps: int, rank: int, lr: float, *, prompts: int = 4, max_ops: int = 2, new_tokens: int = 128, seed: int = 0
+):
+  sizes = {"num_steps": steps, "lr": lr, "group_size": 8, "prompts_per_step": prompts, "max_new_tokens": new_tokens}
+  c = real_arms.arm_config("rlvr", seed, sizes)
+  c.tasks.arithmetic.max_ops = max_ops
+  c.tasks.arithmetic.min_ops = min(c.tasks.arithmetic.min_ops, max_ops)
+  if (
+    max_ops == 1
+  ):  # one operation on operands ≤ 10 makes ~100 distinct problems: operands ≤ 20 make ~400: 300 to train on, 40 held out
+    c.tasks.arithmetic.update(dict(max_operand=20, num_train=300, num_test=40))
   c.model.lora.rank = rank
   c.model.lora.alpha = 2.0 * rank
   c.checkpoint.every = steps
@@ -41,9 +51,14 @@ def main(argv=None) -> dict:
   parser.add_argument("--steps", type=int, default=8)
   parser.add_argument("--rank", type=int, default=16)
   parser.add_argument("--lr", type=float, default=2e-4)
+  parser.add_argument("--prompts", type=int, default=4, help="prompts per step (× G = 8 samples)")
+  parser.add_argument("--max-ops", type=int, default=2, help="operations per problem (the preset's: 1-2)")
+  parser.add_argument("--new-tokens", type=int, default=128)
   args = parser.parse_args(argv)
 
-  c = lora_config(args.steps, args.rank, args.lr)
+  c = lora_config(
+    args.steps, args.rank, args.lr, prompts=args.prompts, max_ops=args.max_ops, new_tokens=args.new_tokens
+  )
   validate_config(c)
   ec = real.eval_config(c, **real_arms.EVAL)
   workdir = os.path.join(args.root, f"rlvr_lora_r{args.rank}")
@@ -60,7 +75,10 @@ def main(argv=None) -> dict:
   diff = np.asarray([after["problems"]["pass_ratio"]]) - np.asarray([before["problems"]["pass_ratio"]])
   d, lo, hi = real_arms.cluster_bootstrap(diff)
   half = len(reward) // 2
-  print(f"\nLoRA r={args.rank} (α={2 * args.rank}), lr {args.lr:g}, {args.steps} RLVR steps in {train_min:.1f} min")
+  print(
+    f"\nLoRA r={args.rank} (α={2 * args.rank}), lr {args.lr:g}, {args.steps} RLVR steps of {args.prompts} prompts × 8 "
+    f"({args.max_ops} operation(s) at most) in {train_min:.1f} min"
+  )
   print("step  reward/verifier  update/rel_rms")
   for r in rows:
     print(f"{r['step']:4d}  {r['reward/verifier']:15.3f}  {r['update/rel_rms']:14.2e}")
@@ -69,6 +87,8 @@ def main(argv=None) -> dict:
     f"{np.mean(after['problems']['pass_ratio']):.3f}, Δ {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
   )
   figures = {
+    "max_ops": args.max_ops,
+    "prompts_per_step": args.prompts,
     "rank": args.rank,
     "lr": args.lr,
     "steps": args.steps,

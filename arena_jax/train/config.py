@@ -503,10 +503,10 @@ RUN = cs.Section(
         keep=field(3, "Checkpoints kept (the oldest are deleted).", cs.integer(1)),
         save_merged=_bool(
           False,
-          "With `model.lora.rank` > 0: each checkpoint also writes the merged weights (base + adapters) "
-          "as a policy directory, `<workdir>/merged/<step>` (what `launch.serve`, `launch.eval` and "
-          "`launch.export` load without the base). Off: checkpoints hold the adapters alone, and readers "
-          "merge them onto the base the run recorded (`lora.json`).",
+          "With `model.lora.rank` > 0: each checkpoint also holds the merged weights (base + adapters), as "
+          "its item `merged`, which `launch.serve`, `launch.eval` and `launch.export` read without the base. "
+          "Off: checkpoints hold the adapters alone (and their moments), and readers merge them onto the base "
+          "the run recorded in `<workdir>/lora.json`.",
         ),
       )
     ),

@@ -31,6 +31,11 @@ GUARDED_FIELDS = (
   "rollout.group_size",
   "rollout.prompts_per_step",
   "rollout.max_new_tokens",
+  # A LoRA run's checkpoints are its adapters: another rank or target set does not restore, another alpha is
+  # another policy.
+  "model.lora.rank",
+  "model.lora.alpha",
+  "model.lora.targets",
 )
 
 
