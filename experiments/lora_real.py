@@ -35,9 +35,8 @@ def lora_config(
   c = real_arms.arm_config("rlvr", seed, sizes)
   c.tasks.arithmetic.max_ops = max_ops
   c.tasks.arithmetic.min_ops = min(c.tasks.arithmetic.min_ops, max_ops)
-  if (
-    max_ops == 1
-  ):  # one operation on operands ≤ 10 makes ~100 distinct problems: operands ≤ 20 make ~400: 300 to train on, 40 held out
+  # One operation on operands ≤ 10 makes ~100 distinct problems; on operands ≤ 20, ~400: 300 to train, 40 held out.
+  if max_ops == 1:
     c.tasks.arithmetic.update(dict(max_operand=20, num_train=300, num_test=40))
   c.model.lora.rank = rank
   c.model.lora.alpha = 2.0 * rank
