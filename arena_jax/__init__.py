@@ -43,4 +43,7 @@ LAYERS = (
   # What reads a run's workdir or compiles the trainer's programs: evaluation, the tournament report,
   # ahead-of-time compiles, the export of a run or a GGUF to HF format, the OpenAI-compatible server of a policy.
   ("eval", "report", "aot", "export", "serving"),
+  # A student judge distilled from a teacher: pairs from a run's transcripts or a policy's samples, exported as a
+  # HF directory (export) that the judge servers serve.
+  ("distill",),
 )

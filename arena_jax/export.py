@@ -159,20 +159,57 @@ def export_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: s
   """
   path = pretrained.resolve(path)
   policy = policy_io.load_policy(path, weight_dtype="float32")
-  architecture = gguf.architecture_of(open_gguf(path)).architecture
-  token_ids = tokenizer_files.special_token_ids(policy.tokenizer)
+  return export_policy(
+    nnx.to_pure_dict(nnx.state(policy.model, nnx.Param)), policy.config, policy.tokenizer, out_dir,
+    architecture=source_architecture(path), dtype=dtype,
+  )
+
+
+def source_architecture(path: str | os.PathLike) -> str | None:
+  """The HF architecture of a policy source: a GGUF file's family, a HF directory's config.json `architectures[0]`;
+  None for anything else (a policy directory: `default_architecture` of its config)."""
+  path = pathlib.Path(pretrained.resolve(path))
+  if path.is_file():
+    return gguf.architecture_of(open_gguf(path)).architecture
+  config_json = path / "config.json"
+  if config_json.is_file():
+    return (json.loads(config_json.read_text(encoding="utf-8")).get("architectures") or [None])[0]
+  return None
+
+
+def export_policy(
+  params,
+  model_config: ModelConfig,
+  tokenizer,
+  out_dir: str | os.PathLike,
+  *,
+  architecture: str | None = None,
+  dtype: str = "float32",
+  chat_template: str | None = None,
+) -> hf_export.Exported:
+  """Parameters in memory (`models.pure_params`), with their config and tokenizer, as a HF checkpoint directory
+  that transformers loads (`export_gguf`'s layout); `chat_template` for a tokenizer without one
+  (`tokenizer_files.export_tokenizer`)."""
   exported = hf_export.export_params(
-    jax.device_get(nnx.to_pure_dict(nnx.state(policy.model, nnx.Param))),
-    policy.config,
+    jax.device_get(params),
+    model_config,
     out_dir,
     architecture=architecture,
     dtype=dtype,
-    special_token_ids=token_ids,
+    special_token_ids=tokenizer_files.special_token_ids(tokenizer),
   )
   names = tokenizer_files.export_tokenizer(
-    policy.tokenizer, exported.out_dir, model_max_length=policy.config.max_position_embeddings
+    tokenizer, exported.out_dir, chat_template=chat_template, model_max_length=model_config.max_position_embeddings
   )
   return dataclasses.replace(exported, files=exported.files + tuple(names))
 
 
-__all__ = ["export_adapters", "export_checkpoint", "export_gguf", "export_tokenizer", "restore_params"]
+__all__ = [
+  "export_adapters",
+  "export_checkpoint",
+  "export_gguf",
+  "export_policy",
+  "export_tokenizer",
+  "restore_params",
+  "source_architecture",
+]

@@ -96,12 +96,22 @@ def test_merged_and_adapted_logits_agree_after_training_steps(lora_run):
   tol = n * 2.0**-24 * config.num_layers * np.abs(adapted).max()
   assert np.abs(plain - adapted).max() <= tol, (np.abs(plain - adapted).max(), tol)
   # The checkpoint's merged weights (`checkpoint.save_merged`) are the trainer's merge of the same adapters, and
-  # the readers' merge (`restore_run_params`) is the same program of the same inputs.
-  for (key, a), (_, b) in zip(_named(saved_merged), _named(merged)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=key)
+  # the readers' merge (`restore_run_params`) is the same program of the same inputs. The trainer merges on its
+  # mesh, this process on one device: XLA may split or fuse A·B's r-term sum differently there, so they agree to
+  # float32 round-off, W + s·A·B with |error| ≤ (r + 2)·2⁻²⁴·(|W| + s·|A|·|B|) per element.
+  bound = _merge_roundoff(base, adapters, spec)
   read = policy_io.restore_run_params(workdir, 3, config)
-  for (key, a), (_, b) in zip(_named(read), _named(merged)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=key)
+  for other in (saved_merged, read):
+    for (key, a), (_, b), (_, tol) in zip(_named(other), _named(merged), _named(bound)):
+      assert np.all(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)) <= tol), key
+
+
+def _merge_roundoff(base, adapters, spec):
+  """Per element of the merged weights: the float32 round-off bound of W + s·(A B) (the comment at its use)."""
+  abs_adapters = jax.tree.map(lambda x: np.abs(np.asarray(x, np.float64)), adapters)
+  abs_base = jax.tree.map(lambda x: np.abs(np.asarray(x, np.float64)), base)
+  magnitude = lora.merge_adapters(abs_base, abs_adapters, spec)  # |W| + s·|A|·|B|, in float64
+  return jax.tree.map(lambda m: (spec.rank + 2) * 2.0**-24 * np.asarray(m, np.float64), magnitude)
 
 
 def _named(tree):

@@ -93,6 +93,7 @@ def ministral3_checkpoint(path):
 
 # The slow tier: about 2 minutes per config on 2 CPU cores: two compiles on a 4 × 2 mesh, then the evaluation.
 @pytest.mark.slow
+@pytest.mark.mesh  # a 4 × 2 mesh (tensor = 2): 8 fake devices
 @pytest.mark.parametrize(
   "name, build", [("real_ministral3_8b", ministral3_checkpoint), ("real_qwen3_8b", qwen3_checkpoint)]
 )

@@ -1,0 +1,46 @@
+"""A judge distilled for the real run (`make real-judge`, `launch.distill_judge`; SPEC §10): SmolLM2-135M-Instruct
+taught to judge its own arithmetic traces by the embedded process checker.
+
+    python -m launch.distill_judge --out_dir=runs/real_judge                        # this config
+    python -m launch.distill_judge --config=configs/distill_judge.py:smoke --out_dir=/tmp/dj   # seconds of each step
+    python -m launch.distill_judge --config.student.lora_rank=16 --out_dir=...
+
+The traces are the real policy's own, sampled on the real run's task (configs/real_smollm2.py: its difficulty,
+chat prompts and temperature), G = 8 per problem, and only the non-diverse groups' pairs are kept: the pairs that
+`make real` sends to its judge. Off the shelf, SmolLM2 answers `A` to every pair (docs/results/real.md), so the
+student starts at chance with the largest position bias there is.
+"""
+
+from arena_jax import distill
+from configs import real_smollm2
+
+
+def get_config(arg=None):
+  c = distill.default_config()
+  c.source = "pretrained:smollm2-135m-instruct"  # the policy samples its own traces
+  c.tasks = real_smollm2.tasks_config()
+  c.sample.num_prompts = 160  # × G = 8: 1,280 traces, about 10 minutes of sampling on 2 cores
+  c.sample.group_size = 8
+  c.sample.max_new_tokens = 128  # the real run's budget
+  c.sample.temperature = real_smollm2.TEMPERATURE
+  c.sample.batch_size = 16
+  c.pairs_per_group = 4
+  c.student.source = "pretrained:smollm2-135m-instruct"
+  c.student.max_tokens = 768
+  c.student.max_trace_chars = 600  # ≈ 128 tokens of a trace: the sampler's budget, never cut in practice
+  c.train.lr = 3e-5  # the torch probe's rate (issue 47): full fine-tuning of a 135 M model
+  c.train.batch_pairs = 4  # 8 rows, both orders of 4 pairs
+  c.train.max_steps = 300
+  c.train.eval_every = 25
+  c.train.patience = 4
+  c.train.max_minutes = 30.0
+  if arg == "smoke":  # every step of the path in a few minutes: a handful of problems, a few training steps
+    c.sample.num_prompts = 12
+    c.sample.max_new_tokens = 48
+    c.pairs_per_group = 6
+    c.min_decisive = 4
+    c.train.max_steps = 4
+    c.train.eval_every = 2
+  elif arg:
+    raise ValueError(f"unknown config argument {arg!r}; use none or 'smoke'")
+  return c
