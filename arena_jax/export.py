@@ -160,8 +160,12 @@ def export_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: s
   path = pretrained.resolve(path)
   policy = policy_io.load_policy(path, weight_dtype="float32")
   return export_policy(
-    nnx.to_pure_dict(nnx.state(policy.model, nnx.Param)), policy.config, policy.tokenizer, out_dir,
-    architecture=source_architecture(path), dtype=dtype,
+    nnx.to_pure_dict(nnx.state(policy.model, nnx.Param)),
+    policy.config,
+    policy.tokenizer,
+    out_dir,
+    architecture=source_architecture(path),
+    dtype=dtype,
   )
 
 

@@ -1,9 +1,9 @@
 """A distilled judge measured against its teacher: the student before and after distillation, side by side, on
 held-out pairs of the real policy's own non-diverse groups (`arena_jax.distill`, SPEC §10; issue 47).
 
-    python -m benchmarks.distilled_judge                          # configs/distill_judge.py: SmolLM2 taught by the checker
+    python -m benchmarks.distilled_judge                     # configs/distill_judge.py: SmolLM2 taught by the checker
     python -m benchmarks.distilled_judge --config-arg smoke       # every step in minutes (no file written)
-    python -m benchmarks.distilled_judge --out-dir runs/real_judge    # reuse make real-judge's labels
+X
 
 Teacher: the embedded process checker (the real run's default judge), asked in both orders. Student:
 SmolLM2-135M-Instruct, the `letter` verdict token, trained on 2 CPU cores. On the test pairs (problems never trained
@@ -72,8 +72,15 @@ def figures(report: dict) -> dict:
 def markdown(f: dict, command: str, seconds: float) -> str:
   b, a = f["before"], f["after"]
   rows = [
-    ("agreement with the teacher (decisive test pairs)", b, a, lambda m: f"{m['agreement_vs_teacher']:.3f} "
-     f"[{m['agreement_lo95']:.3f}, {m['agreement_hi95']:.3f}] of {m['decisive_pairs']}"),
+    (
+      "agreement with the teacher (decisive test pairs)",
+      b,
+      a,
+      lambda m: (
+        f"{m['agreement_vs_teacher']:.3f} "
+        f"[{m['agreement_lo95']:.3f}, {m['agreement_hi95']:.3f}] of {m['decisive_pairs']}"
+      ),
+    ),
     ("one order only (first trace shown as A)", b, a, lambda m: f"{m['first_order_agreement']:.3f}"),
     ("position bias", b, a, lambda m: f"{m['position_bias']:.3f}"),
     ("Brier score of the soft outcomes", b, a, lambda m: f"{m['brier']:.4f}"),
@@ -94,9 +101,13 @@ def markdown(f: dict, command: str, seconds: float) -> str:
   ]
   lines += [f"| {name} | {fmt(x)} | {fmt(y)} |" for name, x, y, fmt in rows]
   for kind in sorted(set(b["per_kind"]) | set(a["per_kind"])):
+
     def cell(m):
       return f"{m['agreement']:.3f} [{m['lo95']:.3f}, {m['hi95']:.3f}] of {m['pairs']}" if m else "–"
-    lines.append(f"| agreement, flaw kind `{kind}` | {cell(b['per_kind'].get(kind))} | {cell(a['per_kind'].get(kind))} |")
+
+    lines.append(
+      f"| agreement, flaw kind `{kind}` | {cell(b['per_kind'].get(kind))} | {cell(a['per_kind'].get(kind))} |"
+    )
   lines += [
     "",
     f"Speed (pairs per second, both orders, 2 cores): student {f['student_pairs_per_s']:.2f}, teacher "
@@ -108,9 +119,11 @@ def markdown(f: dict, command: str, seconds: float) -> str:
 
 
 def main(argv=None) -> dict:
-  args = common.parse_flags(__doc__, argv, {"--config-arg": "", "--out-dir": "runs/bench_distilled_judge", "--smoke": False})
+  args = common.parse_flags(__doc__, argv, {"--config-arg": "", "--out-dir": "runs/real_judge", "--smoke": False})
   smoke = args.smoke or args.config_arg == "smoke"
-  config = configs.get_config("configs/distill_judge.py" + (":smoke" if smoke else (f":{args.config_arg}" if args.config_arg else "")))
+  config = configs.get_config(
+    "configs/distill_judge.py" + (":smoke" if smoke else (f":{args.config_arg}" if args.config_arg else ""))
+  )
   start = time.perf_counter()
   report = distill.distill(config, args.out_dir, log=lambda m: print(m, flush=True))
   seconds = time.perf_counter() - start
@@ -124,7 +137,10 @@ def main(argv=None) -> dict:
       ["decisive pairs", f["before"]["decisive_pairs"], f["after"]["decisive_pairs"]],
     ],
   )
-  print(f"student {f['student_pairs_per_s']:.3g} pairs/s, teacher {f['teacher_pairs_per_s']:.3g} pairs/s; train {f['train_s']:.0f} s")
+  print(
+    f"student {f['student_pairs_per_s']:.3g} pairs/s, teacher {f['teacher_pairs_per_s']:.3g} pairs/s; "
+    f"train {f['train_s']:.0f} s"
+  )
   if not smoke:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "distilled_judge.json").write_text(json.dumps(f) + "\n", encoding="utf-8")

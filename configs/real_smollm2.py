@@ -16,8 +16,14 @@ difficulty and sampling temperature are the ones at which the model is mixed bef
 4 prompts × G = 8 completions of ≤ 128 tokens and takes one CISPO update on them.
 """
 
+import pathlib
+
 from arena_jax import tasks
+from arena_jax.errors import MissingFileError
 from configs import arith_arena_live
+
+# The student judge that `make real-judge` distils (configs/distill_judge.py) and `make real` judges with.
+DISTILLED_JUDGE = pathlib.Path(__file__).resolve().parent.parent / "runs" / "real_judge" / "export"
 
 # The difficulty at which SmolLM2-135M-Instruct is mixed before RL (docs/results/real_model.md): 1-2 additions
 # and subtractions of operands up to 10, sampled at T = 0.7.
@@ -77,11 +83,15 @@ def get_config(arg=None):
   c.log.process_checks = 32  # every completion of a step read by the process checker
 
   args = [a for a in (arg or "").split(",") if a]
-  unknown = sorted(set(args) - {"smoke", "llm_judge"})
-  if unknown:
-    raise ValueError(f"unknown config argument(s) {unknown}; use none, 'smoke', 'llm_judge' or 'smoke,llm_judge'")
+  unknown = sorted(set(args) - {"smoke", "llm_judge", "distilled_judge"})
+  if unknown or {"llm_judge", "distilled_judge"} <= set(args):
+    raise ValueError(
+      f"bad config argument(s) {args}; use none, 'smoke', 'llm_judge' or 'distilled_judge', and 'smoke,' before either"
+    )
   if "llm_judge" in args:
     llm_judge(c.judge)
+  if "distilled_judge" in args:
+    distilled_judge(c.judge)
   if "smoke" in args:  # every code path of the real run in seconds: 2 steps of 2 prompts × 4 short samples
     c.num_steps = 2
     c.rollout.prompts_per_step = 2
@@ -107,3 +117,22 @@ def llm_judge(judge):
   judge.verdict_format = "letter"
   judge.debias = "both"
   judge.token_budget = 1024  # a 8,192-token judge: two traces and the problem fit many times over
+
+
+def distilled_judge(judge):
+  """The real LLM judge that can judge: SmolLM2-135M-Instruct distilled from the process checker (`make real-judge`,
+  docs/results/distilled_judge.md), behind `transformers serve` in the `letter` format, both orders (what it was
+  trained on). `llm_judge` is the same model off the shelf."""
+  llm_judge(judge)
+  judge.serve_model = str(DISTILLED_JUDGE)
+  judge.model = "smollm2-135m-distilled-judge"
+
+
+def check_distilled_judge(judge) -> None:
+  """Raises MissingFileError naming `make real-judge` when `judge` serves the distilled student and it is not built."""
+  if judge.get("serve") == "transformers" and judge.serve_model == str(DISTILLED_JUDGE):
+    if not (DISTILLED_JUDGE / "config.json").exists():
+      raise MissingFileError(
+        f"judge.serve_model={DISTILLED_JUDGE}: the distilled judge is not built; run `make real-judge` first "
+        "(or judge with SmolLM2 off the shelf: --config=configs/real_smollm2.py:llm_judge)"
+      )

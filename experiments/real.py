@@ -4,12 +4,14 @@
      so no SFT (a config that names an SFT policy directory has it trained first, once);
   2. its accuracy on held-out arithmetic of the run's difficulty (greedy and mean pass ratio, 95% intervals);
   3. Reasoning Arena-Live RL on it, its reward-non-diverse groups judged by a real LLM judge: `transformers serve`
-     of the same model, started and stopped by the run (`judge.serve`), asked for one letter in both orders;
+     of the same model distilled into a judge by `make real-judge` (`configs/real_smollm2.py:distilled_judge`; the
+     model off the shelf with `:llm_judge`), started and stopped by the run (`judge.serve`), asked for one letter
+     in both orders;
   4. the RL policy on the same problems; a before/after table with what the judge did (the groups it judged, its
      failures by kind, its pairs/s, the share of the wall time spent waiting for it); `curves.png` and the
      inspector's pages.
 
-The configs are arguments: `launch/real.py` reads `configs/real_smollm2.py:llm_judge` by default.
+The configs are arguments: `launch/real.py` reads `configs/real_smollm2.py:distilled_judge` by default.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from arena_jax.eval import watch
 from arena_jax.report import inspector
 from arena_jax.train import checkpoint_steps, load_policy, read_metrics, train, train_sft
 from arena_jax.train.config import validate_config
+from configs import real_smollm2
 
 REAL_EVAL = dict(num_examples=40, num_samples=8)  # the baseline's size (docs/results/real_model.md)
 
@@ -54,7 +57,7 @@ def run_real(
   """Runs the real run under `root` (module docstring); returns the summary it prints.
 
   Args:
-    config: the RL run's config (`configs/real_smollm2.py:llm_judge`); not modified.
+    config: the RL run's config (`configs/real_smollm2.py:distilled_judge`); not modified.
     root: where the run (`<root>/real_arena_live`, trained afresh) and any SFT policy are written.
     steps: RL optimizer steps (default: `config.num_steps`).
     sft_config: trained first when `config.init.policy_dir` names a directory that holds no policy yet.
@@ -65,6 +68,7 @@ def run_real(
   if steps is not None:
     rc.num_steps = steps
   validate_config(rc)  # a bad field stops here, in one line, before a model is loaded or a server started
+  real_smollm2.check_distilled_judge(rc.judge)  # `make real-judge` first, named
   ec = eval_config(rc, **(eval_overrides or {}))
 
   # ── 1. the starting policy: SFT only when the config asks for a policy that is not there ──

@@ -6,8 +6,11 @@ Every arm starts from SmolLM2-135M-Instruct (`configs/real_smollm2.py`) with the
   rlvr        RLVR: non-diverse groups get no signal (the reference of every paired difference)
   checker     Reasoning Arena-Live judged by the embedded process checker (SPEC §3, §4)
   reversed    the same checker with every verdict on pairs that differ in process reversed (`flip_rate = 1`)
-  llm_judge   Arena-Live judged by a real LLM: SmolLM2 itself behind `transformers serve`, in the format `make real`
-              uses (`configs/real_smollm2.py:llm_judge`)
+  llm_judge   Arena-Live judged by a real LLM: SmolLM2 itself behind `transformers serve`, off the shelf, in the
+              `letter` format (`configs/real_smollm2.py:llm_judge`)
+  distilled   the same, judged by SmolLM2 distilled from the process checker (`make real-judge`, what `make real`
+              uses: `configs/real_smollm2.py:distilled_judge`)
+  distilled_reversed  the distilled judge with every verdict reversed (`judge.reverse_verdicts`)
 
 Two runs that share a seed share the starting policy, the prompt order and the sampling key; so do their
 evaluations (the same held-out problems and evaluation key). The paired differences against RLVR are taken per
@@ -48,9 +51,9 @@ from arena_jax.train.transcripts import read_groups
 from configs import real_smollm2
 from experiments import real
 
-ARMS = ("rlvr", "checker", "reversed", "llm_judge")
+ARMS = ("rlvr", "checker", "reversed", "llm_judge", "distilled", "distilled_reversed")
 REFERENCE = "rlvr"
-JUDGED = ("checker", "reversed", "llm_judge")
+JUDGED = ("checker", "reversed", "llm_judge", "distilled", "distilled_reversed")
 
 # The sizes that fit 4 arms × 3 seeds into about an hour of this 2-core CPU (the issue: "fewer prompts, smaller G,
 # fewer steps. State the sizes."). lr is 10× the preset's: at the preset's 1e-6 three steps move nothing at all.
@@ -66,7 +69,8 @@ def arm_config(arm: str, seed: int, sizes: dict | None = None) -> ml_collections
   if arm not in ARMS:
     raise ValueError(f"unknown arm {arm!r}; arms are {', '.join(ARMS)}")
   s = {**SIZES, **(sizes or {})}
-  c = real_smollm2.get_config("llm_judge" if arm == "llm_judge" else None)
+  judge = {"llm_judge": "llm_judge", "distilled": "distilled_judge", "distilled_reversed": "distilled_judge"}
+  c = real_smollm2.get_config(judge.get(arm))
   c.seed = seed
   c.data_seed = 0  # every arm and seed sees the same prompts in the same order
   c.num_steps = s["num_steps"]
@@ -84,6 +88,8 @@ def arm_config(arm: str, seed: int, sizes: dict | None = None) -> ml_collections
     c.reward.mode = "rlvr"
   if arm == "reversed":
     c.judge.server.flip_rate = 1.0
+  if arm == "distilled_reversed":
+    c.judge.reverse_verdicts = True
   return c
 
 
@@ -240,6 +246,7 @@ def run_arm(arm: str, seed: int, root: str, ec, sizes: dict | None = None) -> di
     shutil.rmtree(workdir)
   c = arm_config(arm, seed, sizes)
   validate_config(c)
+  real_smollm2.check_distilled_judge(c.judge)
   t0 = time.time()
   summary = train(c, workdir)
   train_s = time.time() - t0

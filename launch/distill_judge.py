@@ -23,7 +23,10 @@ from arena_jax import cli
 from arena_jax import distill
 
 _CONFIG = config_flags.DEFINE_config_file(
-  "config", "configs/distill_judge.py", "Distillation config (`distill.default_config()` and its fields).", lock_config=True
+  "config",
+  "configs/distill_judge.py",
+  "Distillation config (`distill.default_config()` and its fields).",
+  lock_config=True,
 )
 _OUT = flags.DEFINE_string("out_dir", None, "Where the labels, the report and the exported student go.", required=True)
 

@@ -29,6 +29,7 @@ import ml_collections
 
 from arena_jax import arena, rl
 from arena_jax import config_schema as cs
+from arena_jax import distill
 from arena_jax.eval import watch
 from arena_jax.judges import config as judges_config
 from arena_jax.tasks import config as tasks_config
@@ -74,7 +75,7 @@ def rl_config_files() -> list[pathlib.Path]:
   return sorted(
     p
     for p in (ROOT / "configs").glob("*.py")
-    if p.name not in ("sft.py", "common.py", "pod.py") and not p.name.startswith("_")
+    if p.name not in ("sft.py", "common.py", "pod.py", "distill_judge.py") and not p.name.startswith("_")
   )
 
 
@@ -181,6 +182,7 @@ def generate_configuration() -> str:
     sft_path = ROOT / "configs" / "sft.py"
     sft_demo, sft_smoke = flatten(load_config_file(sft_path)), flatten(load_config_file(sft_path, "smoke"))
     evaluation = flatten(watch.default_config())
+    distillation = flatten(distill.default_config())
 
   extras: dict[str, Any] = {}  # fields the RL config files add to base_config() (first file's value)
   for values in files.values():
@@ -196,9 +198,12 @@ def generate_configuration() -> str:
   )
   sft_ch = Chapter(sft.SFT, _own(sft_defaults, "tasks."), "SFT config (arena_jax/train/sft.py SFT)")
   eval_ch = Chapter(watch.EVAL, _own(evaluation, "tasks."), "eval config (arena_jax/eval/watch.py EVAL)")
+  distill_ch = Chapter(
+    distill.DISTILL, _own(distillation, "tasks.", "teacher."), "distillation config (arena_jax/distill/run.py DISTILL)"
+  )
   errors: list[str] = []
   check_declared(run_ch, errors, extra=_own(extras, "tasks.", "judge."))
-  for ch in (tasks_ch, judge_ch, sft_ch, eval_ch):
+  for ch in (tasks_ch, judge_ch, sft_ch, eval_ch, distill_ch):
     check_declared(ch, errors)
   if errors:
     raise DocsError("\n".join(errors))
@@ -295,6 +300,13 @@ def generate_configuration() -> str:
     "Its `tasks` is `arena_jax.tasks.default_config()`: set it to the run's own (for the "
     "demo policy, `tasks.demo_config()`: `--config.tasks.arithmetic.max_operand=15 "
     "--config.tasks.arithmetic.max_value=100`).",
+  )
+  out += ["## Distilling a judge (`launch/distill_judge.py`)", ""]
+  out += render(
+    distill_ch,
+    "Its `teacher` is a judge config (the `judge` section above: the embedded process checker by default) and its "
+    "`tasks` the tasks section (the traces' task when they are sampled from a policy). `configs/distill_judge.py` "
+    "(what `make real-judge` runs) sets the real model's: SmolLM2-135M-Instruct's own traces on the real run's task.",
   )
   return "\n".join(out).rstrip() + "\n"
 

@@ -1,10 +1,10 @@
 """A judge that can judge on a laptop: a small pairwise judge distilled from any teacher (SPEC §10).
 
-    pairs.py    the pairs the router would judge: non-diverse groups from a run, a file or a policy; split by problem
-    teacher.py  the teacher's soft labels, both orders asked (any judge config), and the flaw kind of each pair
-    student.py  the student: the `letter` verdict token, the soft cross-entropy, both orders in one batch
-    measure.py  agreement with the teacher (95% intervals, per flaw kind), position bias, Brier score
-    run.py      `distill(config, out_dir)`: the whole path to an exported, servable HF directory (`launch.distill_judge`)
+pairs.py    the pairs the router would judge: non-diverse groups from a run, a file or a policy; split by problem
+teacher.py  the teacher's soft labels, both orders asked (any judge config), and the flaw kind of each pair
+student.py  the student: the `letter` verdict token, the soft cross-entropy, both orders in one batch
+measure.py  agreement with the teacher (95% intervals, per flaw kind), position bias, Brier score
+run.py      `distill(config, out_dir)`: the whole path to an exported, servable HF directory (`launch.distill_judge`)
 """
 
 from arena_jax.distill.measure import judge_measures

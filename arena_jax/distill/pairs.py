@@ -101,7 +101,9 @@ def groups_from_jsonl(path: str | os.PathLike) -> list[Group]:
       try:
         row = json.loads(line)
         traces = row["traces"]
-        if not (isinstance(row["problem"], str) and isinstance(traces, list) and all(isinstance(t, str) for t in traces)):
+        if not (
+          isinstance(row["problem"], str) and isinstance(traces, list) and all(isinstance(t, str) for t in traces)
+        ):
           raise TypeError("'problem' must be a string and 'traces' a list of strings")
         rewards = row.get("rewards")
         if rewards is not None and len(rewards) != len(traces):

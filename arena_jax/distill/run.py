@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import pathlib
@@ -79,12 +78,18 @@ DISTILL = cs.Section(
     student=cs.Section(
       dict(
         source=_f("pretrained:smollm2-135m-instruct", "path", "The student: any policy the project loads."),
-        prompt_format=_f("auto", "auto | chat | plain", "chat: its chat template; plain: none; auto: chat if it has one."),
+        prompt_format=_f(
+          "auto", "auto | chat | plain", "chat: its chat template; plain: none; auto: chat if it has one."
+        ),
         lora_rank=_f(0, "int ≥ 0", "LoRA rank of the adapters trained; 0 = every weight."),
         lora_alpha=_f(32.0, "> 0", "LoRA α (the adapters' scale is α / r)."),
         lora_targets=_f(r".*(attn|mlp)", "regex", "Modules that get adapters."),
-        remat=_f("minimal", "none | dots_saveable | minimal | full", "Rematerialisation of each block in the "
-          "backward pass (`ModelConfig.remat`): minimal recomputes the attention, whose scores grow with T²."),
+        remat=_f(
+          "minimal",
+          "none | dots_saveable | minimal | full",
+          "Rematerialisation of each block in the "
+          "backward pass (`ModelConfig.remat`): minimal recomputes the attention, whose scores grow with T².",
+        ),
         max_tokens=_f(768, "int ≥ 16", "Longest prompt trained or measured; longer pairs are left out (counted)."),
         max_trace_chars=_f(1200, "int ≥ 0", "Each trace's view cut to this many characters; 0 = whole."),
       ),
@@ -239,8 +244,15 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
       m = validate(trainable)
       elapsed = time.perf_counter() - start
       key = (m["agreement_vs_teacher"], -m["brier"])
-      history.append({"step": steps, "loss": float(loss), "grad_norm": float(gnorm), "seconds": elapsed, **{
-        k2: m[k2] for k2 in ("agreement_vs_teacher", "position_bias", "brier")}})
+      history.append(
+        {
+          "step": steps,
+          "loss": float(loss),
+          "grad_norm": float(gnorm),
+          "seconds": elapsed,
+          **{k2: m[k2] for k2 in ("agreement_vs_teacher", "position_bias", "brier")},
+        }
+      )
       log(
         f"step {steps}: loss {float(loss):.4f}, validation agreement {m['agreement_vs_teacher']:.3f} "
         f"({m['decisive_pairs']} pairs), position bias {m['position_bias']:.3f}, {elapsed:.0f} s"

@@ -115,7 +115,10 @@ async def _label(judge, backend: str, pairs: Sequence[Pair], chunk: int, progres
     part = pairs[start : start + chunk]
     if backend == "pairwise":
       results = await judge.judge_pairs(
-        [judges.PairRequest(p.problem, p.reference, p.first, p.second, key=(p.group, start + i)) for i, p in enumerate(part)]
+        [
+          judges.PairRequest(p.problem, p.reference, p.first, p.second, key=(p.group, start + i))
+          for i, p in enumerate(part)
+        ]
       )
       out += [(r.outcome, r.failure_reason) for r in results]
     else:
@@ -135,7 +138,9 @@ async def _label(judge, backend: str, pairs: Sequence[Pair], chunk: int, progres
   return out
 
 
-def label_pairs(pairs: Sequence[Pair], judge_config, *, chunk: int = 64, progress=None) -> tuple[list[Label], TeacherStats]:
+def label_pairs(
+  pairs: Sequence[Pair], judge_config, *, chunk: int = 64, progress=None
+) -> tuple[list[Label], TeacherStats]:
   """Every pair's `Label` from the teacher `judge_config` (its URLs, or the embedded server started for the call:
   `judges.judge_endpoints`), and what asking cost.
 
@@ -173,4 +178,13 @@ def label_pairs(pairs: Sequence[Pair], judge_config, *, chunk: int = 64, progres
   return labels, stats
 
 
-__all__ = ["DECISIVE", "FLAW_KINDS", "Label", "TeacherError", "TeacherStats", "flaw_kind", "label_pairs", "teacher_config"]
+__all__ = [
+  "DECISIVE",
+  "FLAW_KINDS",
+  "Label",
+  "TeacherError",
+  "TeacherStats",
+  "flaw_kind",
+  "label_pairs",
+  "teacher_config",
+]

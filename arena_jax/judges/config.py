@@ -350,6 +350,13 @@ JUDGE = cs.Section(
       "judged and averaged (twice the calls).",
       cs.one_of(DEBIAS_MODES),
     ),
+    reverse_verdicts=field(
+      False,
+      "Reverse every pairwise verdict (the first trace's outcome s becomes 1 − s) after it is read, whatever the "
+      "judge: an ablation arm, the reversed judge that must move a judged property the other way "
+      "(docs/results/real.md).",
+      cs.boolean(),
+    ),
     verdict_format=field(
       "reasoned",
       "How the judge gives its verdict (`judges.formats`): `reasoned` = explain, then `[[A]]` / `Rating: [[x]]` "

@@ -251,6 +251,8 @@ class PairwiseJudge(BaseJudge):
         s = formats.shown_outcome(shown, self.margin)
         outcomes.append(1.0 - s if swapped else s)
     outcome = outcomes[0] if len(outcomes) == 1 else 0.5 * (outcomes[0] + outcomes[1])
+    if self.config.get("reverse_verdicts", False):  # the reversed judge of an ablation (`judge.reverse_verdicts`)
+      outcome = 1.0 - outcome
     return JudgeResult(outcome, outcome_to_verdict(outcome), **totals)
 
   async def judge_pairs(self, requests: Sequence[PairRequest]) -> list[JudgeResult]:

@@ -36,10 +36,18 @@ def _student_dir(path, chat_template=CHAT):
   config = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
   if chat_template:
     config["chat_template"] = chat_template
-  write_bpe_tokenizer(path, vocab_size=400, special_tokens=["<|endoftext|>", "<|im_end|>", "<|im_start|>"], config=config)
+  write_bpe_tokenizer(
+    path, vocab_size=400, special_tokens=["<|endoftext|>", "<|im_end|>", "<|im_start|>"], config=config
+  )
   tokenizer = load_tokenizer(path)
   config = models.ModelConfig(
-    vocab_size=416, d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=128,
+    vocab_size=416,
+    d_model=64,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    head_dim=16,
+    mlp_dim=128,
     max_position_embeddings=1024,
   )
   params = models.pure_params(models.init_model(config, jax.random.key(0)))
@@ -188,7 +196,9 @@ def test_too_few_decisive_pairs_say_how_many_there_are_and_are_needed(tmp_path):
   student = _student_dir(tmp_path / "s")
   c = _config(tmp_path, _groups_file(tmp_path / "g.jsonl", 6), student)
   c.min_decisive = 1000
-  with pytest.raises(distill.TooFewPairsError, match=r"^\d+ decisive training pairs .*, 1000 needed \(config\.min_decisive\)"):
+  with pytest.raises(
+    distill.TooFewPairsError, match=r"^\d+ decisive training pairs .*, 1000 needed \(config\.min_decisive\)"
+  ):
     distill.distill(c, tmp_path / "out", log=lambda m: None)
   assert (tmp_path / "out" / "labels.jsonl").exists()  # the teacher's labels are kept for the next try
 
@@ -197,13 +207,17 @@ def test_a_teacher_that_fails_every_judgment_is_named(tmp_path):
   c = _config(tmp_path, _groups_file(tmp_path / "g.jsonl", 4), tmp_path / "unused")
   c.teacher.server.error_rate = 1.0
   c.teacher.client.max_retries = 0
-  with pytest.raises(distill.TeacherError, match=r"the teacher \(judge\.model='arena-judge' .*\) failed all \d+ judgments: http_5\d\d"):
+  with pytest.raises(
+    distill.TeacherError, match=r"the teacher \(judge\.model='arena-judge' .*\) failed all \d+ judgments: http_5\d\d"
+  ):
     distill.distill(c, tmp_path / "out", log=lambda m: None)
 
 
 def test_a_student_without_a_chat_template_is_refused_for_the_chat_format(tmp_path):
   path = _student_dir(tmp_path / "s", chat_template=None)
-  with pytest.raises(distill.StudentError, match=r"config\.student\.prompt_format='chat': the student .* has no chat template"):
+  with pytest.raises(
+    distill.StudentError, match=r"config\.student\.prompt_format='chat': the student .* has no chat template"
+  ):
     student_lib.load_student(str(path), prompt_format="chat")
   assert student_lib.load_student(str(path)).prompt_format == "plain"  # auto: plain, exported with its template
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from arena_jax.train.config import validate_config
+from configs import real_smollm2
 from experiments import real_arms
 
 
@@ -20,6 +21,11 @@ def test_each_arm_is_the_real_preset_with_its_judge(real_gguf):
   assert configs["rlvr"].reward.mode == "rlvr" and configs["checker"].reward.mode == "arena_live"
   assert configs["reversed"].judge.server.flip_rate == 1.0 and configs["checker"].judge.server.flip_rate == 0.0
   assert configs["llm_judge"].judge.serve == "transformers" and configs["llm_judge"].judge.verdict_format == "letter"
+  # The distilled judge (`make real-judge`) in the same format, and its reversal client-side.
+  for arm in ("distilled", "distilled_reversed"):
+    j = configs[arm].judge
+    assert j.serve_model == str(real_smollm2.DISTILLED_JUDGE) and j.verdict_format == "letter" and j.debias == "both"
+  assert configs["distilled_reversed"].judge.reverse_verdicts and not configs["distilled"].judge.reverse_verdicts
   with pytest.raises(ValueError, match="unknown arm"):
     real_arms.arm_config("rlhf", 0)
 
@@ -107,3 +113,13 @@ def test_analyse_pairs_every_arm_with_rlvr_by_seed(tmp_path):
   assert a["arms"]["checker"]["checker_parse_share"] == pytest.approx(0.9)
   json.dumps(a)  # the figures are one JSON object
   assert not os.listdir(tmp_path)
+
+
+def test_a_missing_distilled_judge_names_make_real_judge(monkeypatch, tmp_path):
+  monkeypatch.setattr(real_smollm2, "DISTILLED_JUDGE", tmp_path / "export")
+  c = real_smollm2.get_config("distilled_judge")
+  with pytest.raises(FileNotFoundError, match=r"the distilled judge is not built; run `make real-judge` first"):
+    real_smollm2.check_distilled_judge(c.judge)
+  (tmp_path / "export").mkdir()
+  (tmp_path / "export" / "config.json").write_text("{}")
+  real_smollm2.check_distilled_judge(c.judge)  # built: nothing to say

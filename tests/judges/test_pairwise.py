@@ -164,3 +164,16 @@ def test_over_long_traces_are_truncated_with_a_marker(server, demos):
   assert "tokens omitted" in shown and shown.endswith(d.completion.split("\n\n")[-1])
   (r,) = compare_all(server.url, config, [(d.prompt, d.example.answer, long_trace, d.example.solution, 0)])
   assert r.ok
+
+
+def test_a_reversed_judge_gives_every_pair_the_other_outcome(server, demos):
+  """`judge.reverse_verdicts`: the ablation's reversed judge, for any judge (here the embedded one, both orders)."""
+  config = fast_config()
+  config.debias = "both"
+  pairs = clean_vs_slip(demos, 2)
+  honest = compare_all(server.url, config, pairs)
+  config.reverse_verdicts = True
+  reversed_ = compare_all(server.url, config, pairs)
+  assert [r.outcome for r in honest] == [WIN, WIN]
+  assert [r.outcome for r in reversed_] == [pytest.approx(1.0 - WIN)] * 2
+  assert all(r.verdict == Verdict.SECOND_WINS for r in reversed_)
