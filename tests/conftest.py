@@ -177,7 +177,12 @@ def shared_judge_servers():
 
   @contextlib.contextmanager
   def shared(config):
-    own = config.urls or (config.backend == "jury" and config.jury.jurors) or not _shareable(config.server)
+    own = (
+      config.urls
+      or (config.backend == "jury" and config.jury.jurors)
+      or config.get("serve", "embedded") != "embedded"  # a real LLM judge (`transformers serve`) is its own
+      or not _shareable(config.server)
+    )
     if own:
       with launched(config) as urls:
         yield urls

@@ -221,7 +221,9 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
   """The best student by validation agreement (module docstring) and the training's record."""
   t = config.train
   optimizer = student_lib.make_optimizer(t.lr, t.weight_decay, t.warmup_steps, t.max_steps)
-  step = student_lib.step_program(student.config, student.template, student.label_ids, optimizer)
+  step = student_lib.step_program(
+    student.config, student.template, student.label_ids, int(student.tokenizer.eos_id), optimizer
+  )
   trainable = jax.tree.map(np.array, student.trainable)  # donated by each step: our own copy
   opt_state = optimizer.init(trainable)
   frozen = student.base if student.lora is not None else None
@@ -237,7 +239,9 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
   stopped = "max_steps"
   while steps < t.max_steps:
     batch = next(batches)
-    tokens, lengths, targets, weights = student_lib.pad_batch(batch, 2 * t.batch_pairs, student_lib.pad_id(student))
+    tokens, lengths, targets, weights = student_lib.pad_batch(
+      batch, 2 * t.batch_pairs, student_lib.pad_id(student), student.label_ids
+    )
     trainable, opt_state, loss, gnorm = step(trainable, opt_state, frozen, tokens, lengths, targets, weights)
     steps += 1
     if steps % t.eval_every == 0 or steps == t.max_steps:

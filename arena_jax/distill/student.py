@@ -8,7 +8,8 @@ computed (the hidden state of the prompt's last token times the output projectio
 transformer body and one row of the vocabulary projection per prompt.
 
 The loss (`soft_cross_entropy`) is the cross-entropy of the full-vocabulary distribution at the verdict position
-against the teacher's soft outcome: target p on `A` and 1 − p on `B`, so all mass moves onto the two labels. Both
+against the teacher's soft outcome: target p on `A` and 1 − p on `B`, so all mass moves onto the two labels; plus
+−log P(end of turn) after the label (`stop_loss`), so that the served judge answers one letter and stops. Both
 orders of every pair go in the same batch, with targets s and 1 − s (`pair_rows`): a student that prefers a
 position pays for it within each batch.
 
@@ -222,10 +223,12 @@ def pair_batches(rows: Sequence[Row], batch_pairs: int, seed: int = 0):
     yield [r for i in take for r in pairs[i]]
 
 
-def pad_batch(rows: Sequence[Row], size: int, pad_id: int):
+def pad_batch(rows: Sequence[Row], size: int, pad_id: int, label_ids: tuple[int, int] = (0, 0)):
   """(tokens [size, T], lengths [size], targets [size], weights [size]) with T a length bucket; rows past
-  `len(rows)` are padding (weight 0)."""
-  longest = max(len(r.tokens) for r in rows)
+  `len(rows)` are padding (weight 0). Each row's prompt is followed by the label its target prefers (`A` at
+  p ≥ 1/2): the position after it is where the student learns to stop (`stop_logprobs`); causal attention keeps it
+  out of the verdict position's view."""
+  longest = max(len(r.tokens) for r in rows) + 1
   t = next((b for b in _LENGTH_BUCKETS if b >= longest), -(-longest // 256) * 256)
   tokens = np.full((size, t), pad_id, np.int32)
   lengths = np.ones((size,), np.int32)
@@ -233,6 +236,7 @@ def pad_batch(rows: Sequence[Row], size: int, pad_id: int):
   weights = np.zeros((size,), np.float32)
   for k, r in enumerate(rows):
     tokens[k, : len(r.tokens)] = r.tokens
+    tokens[k, len(r.tokens)] = label_ids[0] if r.target >= 0.5 else label_ids[1]
     lengths[k], targets[k], weights[k] = len(r.tokens), r.target, 1.0
   return tokens, lengths, targets, weights
 
@@ -241,12 +245,14 @@ def pad_batch(rows: Sequence[Row], size: int, pad_id: int):
 
 
 def verdict_logprobs(config, template, base, adapters, tokens, lengths):
-  """log-softmax over the whole vocabulary [B, V] at each row's verdict position (after its last prompt token)."""
+  """log-softmax over the whole vocabulary [B, 2, V]: at each row's verdict position (after its last prompt token,
+  index 0) and after the label that `pad_batch` appended (index 1: where the served judge must stop)."""
   model = template.model(base, adapters) if template is not None else model_from_params(config, base)
-  valid = jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]
+  valid = jnp.arange(tokens.shape[1])[None, :] < (lengths + 1)[:, None]
   h = model.hidden(tokens, valid=valid)
-  last = jnp.take_along_axis(h, (lengths - 1)[:, None, None], axis=1)[:, 0]
-  return jax.nn.log_softmax(model.logits(last).astype(jnp.float32), axis=-1)
+  at = jnp.stack([lengths - 1, lengths], axis=1)[:, :, None]
+  picked = jnp.take_along_axis(h, at, axis=1)
+  return jax.nn.log_softmax(model.logits(picked).astype(jnp.float32), axis=-1)
 
 
 def soft_cross_entropy(logp, label_ids, targets, weights):
@@ -256,19 +262,26 @@ def soft_cross_entropy(logp, label_ids, targets, weights):
   return jnp.sum(ce * weights) / jnp.maximum(jnp.sum(weights), 1.0)
 
 
+def stop_loss(logp_after, stop_id, weights):
+  """−log P(stop) after the label, averaged over the rows of weight 1: a served `letter` judge then answers its one
+  letter and ends its turn (a student that learned only the verdict token may go on: "BAAAAAAA" is no label)."""
+  return jnp.sum(-logp_after[:, stop_id] * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+
+
 def _params_of(template, trainable, frozen):
   return (frozen, trainable) if template is not None else (trainable, None)
 
 
 @functools.lru_cache(maxsize=8)
-def step_program(config, template, label_ids, optimizer):
-  """The jitted training step of a student's model, labels and optimizer: (trainable, opt_state, frozen, tokens,
-  lengths, targets, weights) → (trainable, opt_state, loss, gradient norm); `frozen` is the base under LoRA."""
+def step_program(config, template, label_ids, stop_id, optimizer):
+  """The jitted training step of a student's model, labels, stop token and optimizer: (trainable, opt_state, frozen,
+  tokens, lengths, targets, weights) → (trainable, opt_state, loss, gradient norm); `frozen` is the base under LoRA.
+  The loss is the verdict's soft cross-entropy plus the stop term (`stop_loss`)."""
 
   def loss_fn(trainable, frozen, tokens, lengths, targets, weights):
     base, adapters = _params_of(template, trainable, frozen)
     logp = verdict_logprobs(config, template, base, adapters, tokens, lengths)
-    return soft_cross_entropy(logp, label_ids, targets, weights)
+    return soft_cross_entropy(logp[:, 0], label_ids, targets, weights) + stop_loss(logp[:, 1], stop_id, weights)
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))
   def step(trainable, opt_state, frozen, tokens, lengths, targets, weights):
@@ -284,7 +297,7 @@ def _prob_program(config, template, label_ids):
   @jax.jit
   def prob_a(trainable, frozen, tokens, lengths):
     base, adapters = _params_of(template, trainable, frozen)
-    logp = verdict_logprobs(config, template, base, adapters, tokens, lengths)
+    logp = verdict_logprobs(config, template, base, adapters, tokens, lengths)[:, 0]
     la, lb = logp[:, label_ids[0]], logp[:, label_ids[1]]
     return jax.nn.sigmoid(la - lb), jnp.exp(la) + jnp.exp(lb)  # P(A) / (P(A) + P(B)), and their mass
 
@@ -304,7 +317,7 @@ def predict(student: Student, rows: Sequence[Row], batch_rows: int = 8) -> tuple
   start = time.perf_counter()
   for i in range(0, len(rows), batch_rows):
     part = rows[i : i + batch_rows]
-    tokens, lengths, _, _ = pad_batch(part, batch_rows, pad_id(student))
+    tokens, lengths, _, _ = pad_batch(part, batch_rows, pad_id(student), student.label_ids)
     p, mass = prob_a(student.trainable, frozen, tokens, lengths)
     out_p.append(np.asarray(p)[: len(part)])
     out_mass.append(np.asarray(mass)[: len(part)])
@@ -331,6 +344,7 @@ __all__ = [
   "pair_rows",
   "predict",
   "soft_cross_entropy",
+  "stop_loss",
   "step_program",
   "verdict_logprobs",
   "verdict_messages",

@@ -237,3 +237,34 @@ def test_a_bad_groups_line_is_named_by_its_number(tmp_path):
   path.write_text(json.dumps({"problem": "p", "traces": ["a", "b"]}) + "\n" + json.dumps({"problem": "p"}) + "\n")
   with pytest.raises(Exception, match=r"g\.jsonl:2: not a group \(KeyError"):
     distill.groups_from_jsonl(path)
+
+
+@pytest.mark.heavy  # a `transformers serve` start (torch, about 20 s)
+def test_the_exported_student_is_served_by_transformers_serve_and_judges_a_pair(distilled):
+  """The `letter` format through `transformers serve` (which ignores logprobs): the student's sampled first token."""
+  pytest.importorskip("fastapi", reason="the `serve` extra (transformers serve): pip install -e '.[serve]'")
+  import asyncio  # noqa: PLC0415
+
+  c, out, _ = distilled
+  judge_config = c.teacher.copy_and_resolve_references()
+  judge_config.update(
+    dict(serve="transformers", serve_model=str(out / "export"), model="tiny-student", verdict_format="letter")
+  )
+  judge_config.update(dict(debias="both", temperature=0.0))
+  pairs = [l for l in map(json.loads, (out / "labels.jsonl").read_text().splitlines()[1:]) if l["outcome"] != 0.5][:4]
+  with judges.judge_endpoints(judge_config) as urls:
+
+    async def ask():
+      judge = judges.make_judge(judge_config, urls)
+      try:
+        return await judge.judge_pairs(
+          [judges.PairRequest(p["problem"], p["reference"], p["first"], p["second"]) for p in pairs]
+        )
+      finally:
+        await judge.close()
+
+    results = asyncio.run(ask())
+  assert all(r.ok for r in results), [(r.failure_reason, r.failure_detail) for r in results]
+  assert all(c.completion.content.strip()[:1] in ("A", "B") for r in results for c in r.calls)
+  agree = [np.sign(r.outcome - 0.5) == np.sign(p["outcome"] - 0.5) for r, p in zip(results, pairs)]
+  assert sum(agree) >= 3, [(r.outcome, p["outcome"]) for r, p in zip(results, pairs)]
