@@ -3,7 +3,7 @@ taught to judge its own arithmetic traces by the embedded process checker.
 
     python -m launch.distill_judge --out_dir=runs/real_judge                        # this config
     python -m launch.distill_judge --config=configs/distill_judge.py:smoke --out_dir=/tmp/dj   # seconds of each step
-    python -m launch.distill_judge --config.student.lora_rank=16 --out_dir=...
+    python -m launch.distill_judge --config.student.lora_rank=16 --out_dir=runs/real_judge_lora
 
 The traces are the real policy's own, sampled on the real run's task (configs/real_smollm2.py: its difficulty,
 chat prompts and temperature), G = 8 per problem, and only the non-diverse groups' pairs are kept: the pairs that

@@ -2,9 +2,9 @@
 
     python -m launch.distill_judge --out_dir=runs/real_judge        # configs/distill_judge.py: the real model
     python -m launch.distill_judge --config.source=runs/arena_live --out_dir=runs/judge   # a run's judged groups
-    python -m launch.distill_judge --config.source=groups.jsonl --config.student.lora_rank=16 --out_dir=...
+    python -m launch.distill_judge --config.source=groups.jsonl --config.student.lora_rank=16 --out_dir=runs/judge_lora
     python -m launch.distill_judge --config.source=... --config.teacher.urls=http://judge:8000 \\
-        --config.teacher.model=Qwen/Qwen3-32B --out_dir=...                         # any OpenAI-compatible teacher
+        --config.teacher.model=Qwen/Qwen3-32B --out_dir=runs/judge_q       # any OpenAI-compatible teacher
 
 The pairs are the ones the router would send to the judge (non-diverse groups), labelled by the teacher
 (`--config.teacher.*`, any judge config: the embedded process checker by default) in both orders; the student

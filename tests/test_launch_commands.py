@@ -61,6 +61,7 @@ FAST = {
   "launch.compare": ("--study.final_fraction=0", "final_fraction"),
   "launch.serve_judge": ("--server.latency_ms=-1", "latency_ms"),
   "launch.serve": ("--max_rows=0", "max_rows"),
+  "launch.distill_judge": ("--config.train.max_steps=0", "max_steps"),
   # Without libtpu (the `tpu` extra, not in .venv) each stops at its check, before it compiles anything.
   "launch.aot_compile": ("--programs=none", "--programs") if importlib.util.find_spec("libtpu") else (None, "libtpu"),
 }

@@ -120,6 +120,42 @@ def default_config() -> ml_collections.ConfigDict:
   return DISTILL.defaults()
 
 
+def validate(config) -> None:
+  """Checks the fields that nothing else checks before work starts; raises ConfigError naming the first bad one."""
+  from arena_jax.errors import ConfigError  # pylint: disable=g-import-not-at-top
+
+  def need(ok: bool, name: str, what: str):
+    if not ok:
+      raise ConfigError(f"config.{name}={config_value(name)!r}: {what}")
+
+  def config_value(name):
+    value = config
+    for part in name.split("."):
+      value = value[part]
+    return value
+
+  need(bool(config.source), "source", "give an RL run directory, a groups .jsonl or a policy to sample from")
+  for name in ("sample.num_prompts", "sample.max_new_tokens", "sample.batch_size", "pairs_per_group", "min_decisive"):
+    need(config_value(name) >= 1, name, "must be ≥ 1")
+  need(config.sample.group_size >= 2, "sample.group_size", "must be ≥ 2 (a pair needs two traces)")
+  need(config.sample.temperature > 0, "sample.temperature", "must be > 0")
+  need(0 < config.test_fraction < 1, "test_fraction", "must be in (0, 1)")
+  need(0 <= config.valid_fraction < 1 - config.test_fraction, "valid_fraction", "must be in [0, 1 − test_fraction)")
+  need(
+    config.student.prompt_format in student_lib.PROMPT_FORMATS,
+    "student.prompt_format",
+    f"must be one of {student_lib.PROMPT_FORMATS}",
+  )
+  need(config.student.lora_rank >= 0, "student.lora_rank", "must be ≥ 0 (0 = every weight)")
+  need(config.student.max_tokens >= 16, "student.max_tokens", "must be ≥ 16")
+  for name in ("train.max_steps", "train.batch_pairs", "train.eval_every", "train.patience"):
+    need(config_value(name) >= 1, name, "must be ≥ 1")
+  need(config.train.lr > 0, "train.lr", "must be > 0")
+  need(config.train.max_minutes > 0, "train.max_minutes", "must be > 0")
+  need(config.export_dtype in ("float32", "bfloat16"), "export_dtype", "must be float32 or bfloat16")
+  judge_config_lib.validate_config(config.teacher, "teacher")
+
+
 # ───────────────────────────────────────────────── steps ─────────────────────────────────────────────────
 
 
@@ -318,6 +354,7 @@ def distill(config, out_dir: str | os.PathLike, log: Callable[[str], None] = pri
     TooFewPairsError: fewer than `min_decisive` decisive training pairs (the counts are named).
     teacher.TeacherError, student.StudentError, MissingFileError, InputError: bad input, named.
   """
+  validate(config)
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   labels, teacher_stats, num_groups = labelled_pairs(config, out, log)
@@ -446,4 +483,5 @@ __all__ = [
   "report_markdown",
   "serve_commands",
   "train_student",
+  "validate",
 ]
