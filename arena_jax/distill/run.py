@@ -104,7 +104,9 @@ DISTILL = cs.Section(
         batch_pairs=_f(4, "int ≥ 1", "Pairs per step (each in both orders: 2 × rows)."),
         eval_every=_f(25, "int ≥ 1", "Steps between validation measures."),
         patience=_f(3, "int ≥ 1", "Validation measures without a better agreement before stopping."),
-        max_minutes=_f(30.0, "> 0", "Training stops after this long (the best student so far is kept)."),
+        max_minutes=_f(
+          30.0, "> 0", "Training stops at the first validation after this long (the best student so far is kept)."
+        ),
         include_ties=_f(True, "bool", "Also train on the teacher's ties (target 1/2 in both orders)."),
       ),
       title="training the student",
