@@ -42,9 +42,12 @@ def test_two_arena_live_steps_of_the_real_model_against_a_real_llm_judge(real_gg
   calls = list(read_transcripts(str(tmp_path)))
   assert calls and all(r["form"] == "pairwise" for r in calls)
   answered = [r for r in calls if r["failure_reason"] is None]
-  # Real verdicts: the judge's own words are one letter each, read as the verdict of the order it was shown.
+  # Real verdicts: the judge's own words name a letter (alone, or after a lead-in such as "The trace with A is
+  # better", which the letter parser reads), taken as the verdict of the order it was shown.
   assert answered, [(r["failure_reason"], r["failure_detail"]) for r in calls]
-  assert all(r["answer"].strip()[:1] in ("A", "B") and r["verdict_shown"] in ("A", "B") for r in answered)
+  assert all(
+    judges.formats.parse_letter(r["answer"]) is not None and r["verdict_shown"] in ("A", "B") for r in answered
+  ), [r["answer"] for r in answered]
   assert {r["call"] for r in calls} == {0, 1}  # debias = both: each pair asked in both orders
   assert not _serving_processes(c.judge.model)  # the server stopped with the run
 
