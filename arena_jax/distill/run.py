@@ -167,7 +167,7 @@ def load_groups(config, log: Callable[[str], None]) -> list[pairs_lib.Group]:
   if not source:
     raise MissingFileError("config.source is empty: give an RL run directory, a groups .jsonl or a policy")
   path = pathlib.Path(source).expanduser()
-  if path.is_dir() and (path / "transcripts").exists() or path.is_dir() and (path / "metrics.jsonl").exists():
+  if path.is_dir() and ((path / "transcripts").exists() or (path / "metrics.jsonl").exists()):  # an RL run
     return pairs_lib.groups_from_transcripts(path)
   if source.endswith(".jsonl"):
     return pairs_lib.groups_from_jsonl(path)
@@ -239,15 +239,16 @@ def labelled_pairs(config, out_dir: pathlib.Path, log) -> tuple[list[teacher_lib
   return labels, head["teacher"], len(groups)
 
 
-def _measure(student, labels, config) -> tuple[dict, float]:
-  """The measures of `student` on `labels` (both orders), and its pairs per second."""
-  rows = student_lib.pair_rows(
-    student,
-    labels,
-    config.teacher,
-    max_trace_chars=config.student.max_trace_chars,
-    max_tokens=config.student.max_tokens,
+def _rows(student, labels, config) -> list:
+  """Both orders of every pair of `labels` as the student's prompts (`student.pair_rows`), encoded once."""
+  s = config.student
+  return student_lib.pair_rows(
+    student, labels, config.teacher, max_trace_chars=s.max_trace_chars, max_tokens=s.max_tokens
   )
+
+
+def _measure(student, labels, rows) -> tuple[dict, float]:
+  """The measures of `student` on `labels` from their `rows` (both orders), and its pairs per second."""
   p, _, seconds = student_lib.predict(student, rows)
   kept = [labels[r.pair_index] for r in rows[::2]]
   out = measure.judge_measures(kept, p[0::2], p[1::2])
@@ -269,9 +270,10 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
   best, best_key, best_step, waited, history = None, None, 0, 0, []
   start, steps = time.perf_counter(), 0
 
+  valid_rows = _rows(student, valid_labels, config)
+
   def validate(current):
-    candidate = student.with_trainable(current)
-    m, _ = _measure(candidate, valid_labels, config)
+    m, _ = _measure(student.with_trainable(current), valid_labels, valid_rows)
     return m
 
   stopped = "max_steps"
@@ -395,14 +397,13 @@ def distill(config, out_dir: str | os.PathLike, log: Callable[[str], None] = pri
     remat=s.remat,
     seed=config.seed,
   )
-  before, _ = _measure(student, by["test"], config)
+  test_rows = _rows(student, by["test"], config)
+  before, _ = _measure(student, by["test"], test_rows)
   log(f"before: agreement {before['agreement_vs_teacher']:.3f}, position bias {before['position_bias']:.3f}")
   train_labels = [l for l in by["train"] if l.decisive or config.train.include_ties]
-  train_rows = student_lib.pair_rows(
-    student, train_labels, config.teacher, max_trace_chars=s.max_trace_chars, max_tokens=s.max_tokens
-  )
+  train_rows = _rows(student, train_labels, config)
   trained, record = train_student(student, train_rows, by["valid"], config, log)
-  after, student_pairs_per_s = _measure(trained, by["test"], config)
+  after, student_pairs_per_s = _measure(trained, by["test"], test_rows)
   log(f"after: agreement {after['agreement_vs_teacher']:.3f}, position bias {after['position_bias']:.3f}")
   export_dir = export_student(trained, out / EXPORT_DIR, config.export_dtype)
   report = {
