@@ -44,6 +44,7 @@ def figures(report: dict) -> dict:
       "decisive_pairs": m["decisive_pairs"],
       "per_kind": m["per_kind"],
       "first_order_agreement": m["first_order_agreement"],
+      "single_order_agreement": m["single_order_agreement"],
       "position_bias": m["position_bias"],
       "brier": m["brier"],
     }
@@ -82,6 +83,7 @@ def markdown(f: dict, command: str, seconds: float) -> str:
       ),
     ),
     ("one order only (first trace shown as A)", b, a, lambda m: f"{m['first_order_agreement']:.3f}"),
+    ("each order on its own (both orders' verdicts)", b, a, lambda m: f"{m['single_order_agreement']:.3f}"),
     ("position bias", b, a, lambda m: f"{m['position_bias']:.3f}"),
     ("Brier score of the soft outcomes", b, a, lambda m: f"{m['brier']:.4f}"),
   ]

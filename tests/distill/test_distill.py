@@ -7,6 +7,7 @@ import importlib
 import json
 import random
 import shutil
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -108,6 +109,17 @@ def test_the_soft_cross_entropy_is_the_cross_entropy_against_p_on_a_and_1_minus_
   np.testing.assert_allclose(np.asarray(grad), want_grad, atol=1e-6)
 
 
+def test_a_judge_that_leans_to_a_position_loses_single_order_agreement_and_shows_its_bias():
+  labels = [SimpleNamespace(outcome=o, kind="slip") for o in (1.0, 0.0, 1.0, 0.5)]
+  fair = distill.judge_measures(labels, np.asarray([0.9, 0.2, 0.7, 0.5]), np.asarray([0.1, 0.8, 0.3, 0.5]))
+  assert fair["agreement_vs_teacher"] == fair["single_order_agreement"] == 1.0 and fair["decisive_pairs"] == 3
+  assert fair["position_bias"] == pytest.approx(0.0, abs=1e-12)
+  # Says A with 3/4 whatever it is shown: right in one order of each pair, its debiased outcome exactly 1/2 (a miss).
+  leaning = distill.judge_measures(labels, np.full(4, 0.75), np.full(4, 0.75))
+  assert leaning["single_order_agreement"] == 0.5 and leaning["agreement_vs_teacher"] == 0.0
+  assert leaning["position_bias"] == pytest.approx(0.25, abs=1e-12)
+
+
 def test_both_orders_of_a_pair_land_in_the_same_batch(tmp_path):
   student = student_lib.load_student(str(_student_dir(tmp_path / "s")))
   pair = distill.Pair("Compute 1 + 2.", "3", "1 + 2 = 3.\n\nAnswer: 3", "Answer: 3", 0)
@@ -159,6 +171,17 @@ def test_the_rerun_reads_the_labels_and_lora_trains_the_adapters_only(distilled,
   assert any("reading the teacher's labels" in m for m in said)
   assert again["pairs"] == report["pairs"]
   assert again["student"]["lora_rank"] == 4 and (tmp_path / "again" / "export" / "config.json").exists()
+
+
+def test_a_spent_time_limit_ends_training_with_a_last_validation(distilled, tmp_path):
+  """train.max_minutes covers the last validation: out of time after the first step, the run validates and stops."""
+  c, out, _ = distilled
+  c = c.copy_and_resolve_references()
+  c.train.max_minutes = 1e-6
+  shutil.copy(out / distill.run.LABELS_FILE, tmp_path)
+  training = distill.distill(c, tmp_path, log=lambda m: None)["training"]
+  assert training["stopped"] == "max_minutes" and training["steps"] == 1
+  assert [h["step"] for h in training["history"]] == [1] and training["best_step"] == 1
 
 
 def test_the_exported_student_judges_through_the_judge_client_behind_launch_serve(distilled):
