@@ -328,7 +328,9 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
         if waited >= t.patience:
           stopped = "patience"
           break
-      if out_of_time:
+      # Out of time now, or after this validation no step and validation fit: the student just measured is
+      # the last one.
+      if out_of_time or time.perf_counter() - start + step_s + valid_s > budget:
         stopped = "max_minutes"
         break
   seconds = time.perf_counter() - start
