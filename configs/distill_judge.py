@@ -29,7 +29,8 @@ def get_config(arg=None):
   c.student.max_tokens = 768
   c.student.max_trace_chars = 600  # ≈ 128 tokens of a trace: the sampler's budget, never cut in practice
   c.student.remat = "none"  # ≈ 15% faster steps than "minimal"; the whole run peaks at 11 GB of RSS (measured)
-  # 30 minutes of training on 2 cores is ≈ 140 steps of 2 pairs (4 rows, both orders of each), ≈ 11 s a step: more,
+  # 2 pairs a step (4 rows, both orders of each), at most 140: 30 minutes on 2 cores held 113 of them at ≈ 15 s a step
+  # and 82 at ≈ 22 s on a slower day (docs/results/distilled_judge.md). More,
   # smaller steps than the 75 of 4 pairs at 3e-5 that left a position bias of 0.094 (docs/results/distilled_judge.md),
   # at a rate that a full fine-tuning of a 135 M model takes, decayed to 0 by the last step.
   c.train.lr = 1e-4

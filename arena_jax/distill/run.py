@@ -282,6 +282,15 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
 
   stopped = "max_steps"
   budget, step_times, valid_s = 60.0 * t.max_minutes, [], None
+
+  def no_room() -> bool:
+    """Whether one more step and a validation would pass the time limit: a step's time is the median one (a new
+    length bucket compiles); a validation's is the last one, or before any, a forward pass (≈ 1/3 of a step) over
+    the validation rows."""
+    step_s = float(np.median(step_times)) if step_times else 0.0
+    valid_guess = valid_s if valid_s is not None else step_s * len(valid_rows) / (2 * t.batch_pairs) / 3
+    return time.perf_counter() - start + step_s + valid_guess > budget
+
   while steps < t.max_steps:
     batch = next(batches)
     tokens, lengths, targets, weights = student_lib.pad_batch(
@@ -294,11 +303,8 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
       step_times.append(time.perf_counter() - before_step)
     steps += 1
     # The time limit holds for the whole training, its last validation included: stop (and validate) when one
-    # more step and a validation would not fit. A step's time is the median one (a new length bucket compiles);
-    # a validation's is the last one, or before any, a forward pass (≈ 1/3 of a step) over the validation rows.
-    step_s = float(np.median(step_times)) if step_times else 0.0
-    valid_guess = valid_s if valid_s is not None else step_s * len(valid_rows) / (2 * t.batch_pairs) / 3
-    out_of_time = time.perf_counter() - start + step_s + valid_guess > budget
+    # more step and a validation would not fit.
+    out_of_time = no_room()
     if steps % t.eval_every == 0 or steps == t.max_steps or out_of_time:
       before_valid = time.perf_counter()
       m = validate(trainable)
@@ -330,7 +336,7 @@ def train_student(student, train_rows, valid_labels, config, log) -> tuple[objec
           break
       # Out of time now, or after this validation no step and validation fit: the student just measured is
       # the last one.
-      if out_of_time or time.perf_counter() - start + step_s + valid_s > budget:
+      if out_of_time or no_room():
         stopped = "max_minutes"
         break
   seconds = time.perf_counter() - start
