@@ -272,22 +272,36 @@ def _params_of(template, trainable, frozen):
   return (frozen, trainable) if template is not None else (trainable, None)
 
 
+def average_weights(average, trainable, decay: float, steps):
+  """SPEC §10: the exponential moving average of the trained weights after `steps` steps, with TensorFlow's
+  `ExponentialMovingAverage(num_updates=...)` warm-up: the rate is min(decay, (1 + t) / (10 + t)), so the first
+  steps are nearly a running mean and the starting weights fade out within a few dozen steps."""
+  t = jnp.asarray(steps, jnp.float32)
+  rate = jnp.minimum(decay, (1.0 + t) / (10.0 + t))
+  return jax.tree.map(lambda a, w: (rate * a + (1.0 - rate) * w.astype(a.dtype)).astype(a.dtype), average, trainable)
+
+
 @functools.lru_cache(maxsize=8)
-def step_program(config, template, label_ids, stop_id, optimizer):
-  """The jitted training step of a student's model, labels, stop token and optimizer: (trainable, opt_state, frozen,
-  tokens, lengths, targets, weights) → (trainable, opt_state, loss, gradient norm); `frozen` is the base under LoRA.
-  The loss is the verdict's soft cross-entropy plus the stop term (`stop_loss`)."""
+def step_program(config, template, label_ids, stop_id, optimizer, average_decay: float = 0.0):
+  """The jitted training step of a student's model, labels, stop token and optimizer: (trainable, opt_state,
+  average, frozen, tokens, lengths, targets, weights, steps) → (trainable, opt_state, average, loss, gradient norm);
+  `frozen` is the base under LoRA; `average` is the weights' moving average (`average_weights`, after `steps`
+  steps; None when `average_decay` is 0). The loss is the verdict's soft cross-entropy plus the stop term
+  (`stop_loss`)."""
 
   def loss_fn(trainable, frozen, tokens, lengths, targets, weights):
     base, adapters = _params_of(template, trainable, frozen)
     logp = verdict_logprobs(config, template, base, adapters, tokens, lengths)
     return soft_cross_entropy(logp[:, 0], label_ids, targets, weights) + stop_loss(logp[:, 1], stop_id, weights)
 
-  @functools.partial(jax.jit, donate_argnums=(0, 1))
-  def step(trainable, opt_state, frozen, tokens, lengths, targets, weights):
+  @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+  def step(trainable, opt_state, average, frozen, tokens, lengths, targets, weights, steps):
     loss, grads = jax.value_and_grad(loss_fn)(trainable, frozen, tokens, lengths, targets, weights)
     updates, opt_state = optimizer.update(grads, opt_state, trainable)
-    return optax.apply_updates(trainable, updates), opt_state, loss, optax.tree.norm(grads)
+    trainable = optax.apply_updates(trainable, updates)
+    if average is not None:
+      average = average_weights(average, trainable, average_decay, steps)
+    return trainable, opt_state, average, loss, optax.tree.norm(grads)
 
   return step
 
@@ -337,6 +351,7 @@ __all__ = [
   "Row",
   "Student",
   "StudentError",
+  "average_weights",
   "load_student",
   "make_optimizer",
   "pad_batch",

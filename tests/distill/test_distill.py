@@ -184,6 +184,43 @@ def test_a_spent_time_limit_ends_training_with_a_last_validation(distilled, tmp_
   assert [h["step"] for h in training["history"]] == [1] and training["best_step"] == 1
 
 
+def test_the_weights_average_warms_up_then_decays_at_its_rate():
+  """SPEC §10: rate min(decay, (1 + t) / (10 + t)) on the kept average, 1 − rate on the new weights."""
+  a, w = {"x": jnp.full((3,), 2.0)}, {"x": jnp.full((3,), 4.0)}
+  for t, rate in ((1, 2 / 11), (2, 3 / 12), (1000, 0.9)):
+    got = student_lib.average_weights(a, w, 0.9, t)["x"]
+    np.testing.assert_allclose(np.asarray(got), 2.0 * rate + 4.0 * (1 - rate), rtol=1e-6)  # float32, 2 terms
+
+
+def test_the_student_kept_is_the_weights_average_when_asked(tmp_path):
+  """train.average > 0: the student validated and kept is the moving average of the trained weights, not the last
+  weights. Two steps (the first at the warm-up's learning rate 0 leaves the weights as they were): the average is
+  1/4 of the start and 3/4 of the weights after step 2, the rate at t = 2."""
+  student = student_lib.load_student(str(_student_dir(tmp_path / "s")))
+  pair = distill.Pair("Compute 1 + 2.", "3", "1 + 2 = 3.\n\nAnswer: 3", "1 + 2 = 3.\n\n1 + 2 = 3.\n\nAnswer: 3", 0)
+  labels = [distill.Label(dataclasses.replace(pair, group=i), 1.0, "redundant") for i in range(4)]
+  c = _config(tmp_path, tmp_path / "unused.jsonl", tmp_path / "s", max_steps=2, eval_every=2, batch_pairs=2)
+  rows = student_lib.pair_rows(student, labels, c.teacher, max_trace_chars=0, max_tokens=4096)
+  start = jax.device_get(student.trainable)
+  last, _ = distill.run.train_student(student, rows, labels, c, log=lambda m: None)
+  c.train.average = 0.9
+  averaged, record = distill.run.train_student(student, rows, labels, c, log=lambda m: None)
+  assert record["best_step"] == 2
+  moved = 0.0
+  for (path, w0), w2, a in zip(
+    jax.tree_util.tree_leaves_with_path(start),
+    jax.tree.leaves(jax.device_get(last.trainable)),
+    jax.tree.leaves(jax.device_get(averaged.trainable)),
+    strict=True,
+  ):
+    # float32: each weight a sum of two rounded terms; the spacing of the larger one bounds the error.
+    want = 0.25 * np.asarray(w0, np.float64) + 0.75 * np.asarray(w2, np.float64)
+    bound = 4 * np.spacing(np.maximum(np.abs(w0), np.abs(w2)).astype(np.float32)).astype(np.float64)
+    np.testing.assert_array_less(np.abs(np.asarray(a, np.float64) - want), bound + 1e-30, err_msg=str(path))
+    moved = max(moved, float(np.max(np.abs(np.asarray(w2, np.float64) - np.asarray(w0, np.float64)))))
+  assert moved > 0  # the second step moved the weights: the average is not the start itself
+
+
 def test_the_exported_student_judges_through_the_judge_client_behind_launch_serve(distilled):
   """`launch.serve`'s server (in process) in the `logprobs` format: soft outcomes straight from the student."""
   from arena_jax import serving  # noqa: PLC0415
