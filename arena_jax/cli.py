@@ -1,13 +1,15 @@
-"""What every launch main shares: user errors in one line (thin mains: flags → config → one library call).
+"""What every launch main shares: user errors in one line, quiet logs (thin mains: flags → config → one library
+call).
 
     from arena_jax import cli
     if __name__ == "__main__":
       cli.run(main)
 
-`run` is `absl.app.run` with two differences. A flag that the config rejects (`--config.reward.mdoe=…`)
+`run` is `absl.app.run` with three differences. A flag that the config rejects (`--config.reward.mdoe=…`)
 and an `arena_jax.errors.UserError` raised by the run (a bad config field, a missing policy directory, an
 unreachable judge) print `error: <message>` and exit with status 2, without a traceback; with
-`--verbosity=1` (or higher) the traceback is shown too. Anything else is a bug and keeps its traceback.
+`--verbosity=1` (or higher) the traceback is shown too. Anything else is a bug and keeps its traceback. And the
+logs are at absl's WARNING level unless `--verbosity` is given.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Callable
 
 from absl import app
 from absl import flags
+from absl import logging
 from ml_collections import config_flags
 
 from arena_jax import config_schema
@@ -75,6 +78,10 @@ def run(main: Callable[[list[str]], object]) -> None:
   """`absl.app.run(main)` with user errors in one line (module docstring)."""
 
   def guarded(argv):
+    # Quiet unless asked (--verbosity): at absl's INFO, orbax logs every file operation and JAX names each
+    # accelerator backend it did not find ("Unable to initialize backend 'tpu'") on a CPU-only machine.
+    if not flags.FLAGS["verbosity"].present:
+      logging.set_verbosity(logging.WARNING)
     try:
       return main(argv)
     except UserError as e:

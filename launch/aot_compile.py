@@ -24,7 +24,6 @@ import sys
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # compile for TPUs; run nothing (before JAX starts)
 
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from arena_jax import aot  # noqa: E402
@@ -70,8 +69,6 @@ def _check_flags(topology: str | None) -> None:
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   log = lambda s: print(s, flush=True)
   _check_flags(None if _RUNS.value else (_TOPOLOGY.value or _CONFIG.value.aot.topology))
   if _RUNS.value:

@@ -10,7 +10,6 @@ working directory. This file is intentionally short: see `experiments/study/`.
 """
 
 from absl import flags
-from absl import logging
 from ml_collections import config_flags
 
 from arena_jax import cli
@@ -21,8 +20,6 @@ _STUDY = cli.config_dict_flag("study", study.study_config())
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   config = study.apply_preset(_STUDY.value, keep=set(config_flags.get_override_values(flags.FLAGS["study"])))
   runs = study.run_study(config)
   print(study.write_results(config, runs))

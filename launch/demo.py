@@ -9,7 +9,6 @@ intentionally short: the steps live in `experiments/demo.py`.
 """
 
 from absl import flags
-from absl import logging
 from ml_collections import config_flags
 
 from arena_jax import cli
@@ -24,8 +23,6 @@ _STEPS = flags.DEFINE_integer("rl_steps", None, "RL optimizer steps (default: th
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
-    logging.set_verbosity(logging.WARNING)
   demo.run_demo(_SFT.value, _RL.value, root=_ROOT.value, rl_steps=_STEPS.value)
 
 

@@ -25,7 +25,6 @@ import os
 import signal
 
 from absl import flags
-from absl import logging
 
 import configs
 
@@ -76,8 +75,6 @@ def _config():
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   if bool(_WORKDIR.value) == bool(_HF.value):
     raise ConfigError("give one of --workdir (an RL run) and --hf_path (a Hugging Face checkpoint)")
   # A path that is not there, named at once, before any file is read. A watch may wait for a run that is starting;

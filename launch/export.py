@@ -23,7 +23,6 @@ A LoRA run (`model.lora.rank` > 0) exports merged weights (its adapters folded i
 import os
 
 from absl import flags
-from absl import logging
 
 from arena_jax import cli
 from arena_jax.errors import ConfigError, MissingFileError
@@ -68,8 +67,6 @@ def _check_flags(workdir: str, step: int | None) -> None:
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   workdir = _WORKDIR.value
   if bool(workdir) == bool(_GGUF.value):
     raise ConfigError("give one of --workdir (an RL run) and --gguf (a .gguf file)")

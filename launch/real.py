@@ -13,7 +13,6 @@ file is intentionally short: the steps live in `experiments/real.py`.
 """
 
 from absl import flags
-from absl import logging
 from ml_collections import config_flags
 
 from arena_jax import cli
@@ -30,8 +29,6 @@ _EXAMPLES = flags.DEFINE_integer("examples", None, "Held-out problems evaluated 
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
-    logging.set_verbosity(logging.WARNING)
   overrides = {"num_examples": _EXAMPLES.value} if _EXAMPLES.value else None
   real.run_real(_CONFIG.value, root=_ROOT.value, steps=_STEPS.value, eval_overrides=overrides)
 

@@ -10,7 +10,6 @@ A finished (arm, seed) is read back, not trained again: a stopped run continues 
 """
 
 from absl import flags
-from absl import logging
 
 from arena_jax import cli
 from experiments import real_arms
@@ -31,8 +30,6 @@ _SAMPLES = flags.DEFINE_integer("samples", None, f"Samples per problem (default 
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
-    logging.set_verbosity(logging.WARNING)
   sizes = {
     k: v
     for k, v in dict(

@@ -11,7 +11,6 @@ A run whose config equals the one stored in the policy directory returns at once
 import json
 
 from absl import flags
-from absl import logging
 from ml_collections import config_flags
 
 from arena_jax import cli
@@ -23,8 +22,6 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "The policy directory (default: 
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
-    logging.set_verbosity(logging.WARNING)
   summary = sft.train_sft(_CONFIG.value, _WORKDIR.value)
   summary.pop("loss_history", None)
   state = "cached policy" if summary["cached"] else "trained policy"

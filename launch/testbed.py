@@ -11,7 +11,6 @@ The policy is trained into --workdir unless that directory holds one of an equal
 import json
 
 from absl import flags
-from absl import logging
 from ml_collections import config_flags
 
 from arena_jax import cli
@@ -28,8 +27,6 @@ _NUM = flags.DEFINE_integer("num_examples", 200, "Held-out problems per benchmar
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
-    logging.set_verbosity(logging.WARNING)
   print(json.dumps(testbed.measure(_CONFIG.value, _WORKDIR.value, num_examples=_NUM.value, train=_TRAIN.value)))
 
 

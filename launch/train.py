@@ -10,7 +10,6 @@ This file is intentionally short: the loop lives in `arena_jax.train`.
 """
 
 from absl import flags
-from absl import logging
 from ml_collections import config_flags
 
 from arena_jax import cli
@@ -22,8 +21,6 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics.jsonl, Ten
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:  # orbax logs every file operation at INFO
-    logging.set_verbosity(logging.WARNING)
   summary = train.train(_CONFIG.value, _WORKDIR.value)
   if summary["interrupted"]:
     print(

@@ -52,3 +52,36 @@ def test_verbosity_shows_the_traceback(tmp_path):
     "launch.train", "--config=configs/arith_rlvr.py", f"--workdir={tmp_path}", "--config.num_steps=0", "--verbosity=1"
   )
   assert proc.returncode != 0 and "Traceback" in proc.stderr and "ConfigError" in proc.stderr
+
+
+MAIN = """
+import jax
+from absl import logging
+from arena_jax import cli
+
+def main(argv):
+  jax.devices()  # JAX looks for its backends: at INFO it names each one it did not find (libtpu on a CPU machine)
+  logging.info("an info line")
+  logging.warning("a warning line")
+
+cli.run(main)
+"""
+
+
+def test_the_logs_are_quiet_unless_verbosity_is_given(tmp_path):
+  script = tmp_path / "main.py"
+  script.write_text(MAIN)
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}  # JAX chooses its backends as a user's does
+  env["PYTHONPATH"] = str(ROOT)
+
+  def stderr(*flags):
+    proc = subprocess.run(
+      [sys.executable, str(script), *flags], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+  quiet = stderr()
+  assert "a warning line" in quiet and "an info line" not in quiet, quiet
+  assert "Unable to initialize backend" not in quiet, quiet
+  assert "an info line" in stderr("--verbosity=0")
