@@ -28,14 +28,14 @@ def get_config(arg=None):
   c.student.source = "pretrained:smollm2-135m-instruct"
   c.student.max_tokens = 768
   c.student.max_trace_chars = 600  # ≈ 128 tokens of a trace: the sampler's budget, never cut in practice
-  c.student.remat = "none"  # ≈ 15% faster steps than "minimal"; the whole run peaks at 11 GB of RSS (measured)
+  c.student.remat = "none"  # ≈ 15% faster steps than "minimal"; a run peaked at 11.5 and 12.5 GiB of RSS (measured)
   # 2 pairs a step (4 rows, both orders of each), 96 steps with the cosine decayed to 0 by the last: a budget of
   # steps that ends the training (so where a clock cuts it does not pick the student), with 3 validations inside 30
   # minutes at ≈ 15 s a step on 2 idle cores; max_minutes guards a slower machine (≈ 22 s a step on a slower day
   # cut a 140-step run at step 82: docs/results/distilled_judge.md).
-  # The cosine decayed to 0 by the last step is what removed the lean to a position (0.093 → 0.004 on test). The
-  # weights' moving average (decay 0.95, a window of ≈ 20 steps) is validated and kept: the same at the end, it
-  # keeps a student cut short unbiased (validation position bias at step 64: 0.009, the last weights' 0.092).
+  # That decay is what removed the lean to a position (0.093 → 0.004 on test). The weights' moving average (decay
+  # 0.95, a window of ≈ 20 steps) is validated and kept: the same at the end, it keeps a student cut short unbiased
+  # (validation position bias at step 64: 0.009, the last weights' 0.092).
   c.train.lr = 1e-4
   c.train.batch_pairs = 2
   c.train.max_steps = 96
