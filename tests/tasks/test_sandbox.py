@@ -520,6 +520,26 @@ def test_call_verdicts():
   assert verify(forged).reason == "wrong answer on test 1"
 
 
+def test_both_limits_firing_together_is_one_time_limit():
+  # On a loaded machine the CPU and the wall timers can both fire before the harness disarms them (CI once read
+  # "runtime error on test 5: _TimeLimit: cpu" for the exponential-recursion sample). The two signals are made
+  # pending together here: the first must be the time limit and the second must change nothing.
+  both = (
+    "import signal, os\n"
+    "def add(a, b):\n"
+    "  if a == -1:\n"
+    "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})\n"
+    "    os.kill(os.getpid(), signal.SIGALRM)\n"
+    "    os.kill(os.getpid(), signal.SIGPROF)\n"
+    "    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM, signal.SIGPROF})\n"
+    "    while True:\n"
+    "      pass\n"
+    "  return a + b"
+  )
+  result = code_exec.verify_code(md(both), ADD_CALL, "add", limits=FAST)
+  assert (result.reason, result.tests_passed, result.limit_hit) == ("time limit on test 3", 2, "wall")
+
+
 def test_call_values_cross_the_sandbox_intact():
   values = ['héllo "quoted" \\ back\nnew line\u2028 😀', "", {"k": [1, 2.5, None, True]}, [[1, [2, [3]]]], 10**30]
   values += [-0.0, 1e-300, float("inf"), False, None]
