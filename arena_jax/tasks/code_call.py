@@ -64,8 +64,8 @@ _FIRED = []
 
 
 def _on_timer(signum, frame):
-  # Once per armed test: on a loaded machine both timers can fire before the handler below disarms them, and a
-  # second _TimeLimit raised inside that handler would escape it as an uncaught error.
+  # Once per armed test: on a loaded machine both timers can fire before `fail` (in `_main`) disarms them, and a
+  # second _TimeLimit raised inside that except clause would escape it as an uncaught error.
   if _FIRED:
     return
   _FIRED.append(signum)
