@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
+from jax.experimental import multihost_utils
 from jax.sharding import SingleDeviceSharding
 
 from arena_jax import fileio
@@ -51,12 +52,19 @@ class CheckpointError(UserError, ValueError):
   non-finite values); the message names the step, its directory and the reason."""
 
 
+def _is_manifest(rel: str) -> bool:
+  # The manifest, and a writer's temporary file of it (`fileio.atomic_write`: MANIFEST.<pid>.<id>.tmp): another
+  # process's temporary file is renamed away while this one lists the directory, so recording it would make the
+  # manifest name a file that never stays.
+  return rel == MANIFEST or (rel.startswith(MANIFEST + ".") and rel.endswith(".tmp"))
+
+
 def _files(step_dir: str) -> list[str]:
   out = []
   for root, _, names in os.walk(step_dir):
     for name in names:
       rel = os.path.relpath(os.path.join(root, name), step_dir)
-      if rel != MANIFEST:
+      if not _is_manifest(rel):
         out.append(rel)
   return sorted(out)
 
@@ -198,10 +206,13 @@ class Checkpointer:
   def step_dir(self, step: int) -> str:
     return os.path.join(self.directory, str(step))
 
-  def save(self, step: int, state, meta: dict, *, main: bool = True, merged=None) -> None:
-    """Saves and waits; then the main process (`main`) writes the step's manifest. `merged`: a LoRA run's merged
-    weights (`checkpoint.save_merged`), saved beside the state as the item `merged` ({"params": ...}), which
+  def save(self, step: int, state, meta: dict, *, main: bool | None = None, merged=None) -> None:
+    """Saves and waits; then the main process (`main`; by default process 0) writes the step's manifest, and
+    every process waits for it, so a restore on any process right after sees the manifest. `merged`: a LoRA run's
+    merged weights (`checkpoint.save_merged`), saved beside the state as the item `merged` ({"params": ...}), which
     `restore_params(item="merged")` reads without the base."""
+    if main is None:
+      main = jax.process_index() == 0
     items = dict(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
     if merged is not None:
       items[MERGED] = ocp.args.StandardSave({"params": merged})
@@ -209,6 +220,8 @@ class Checkpointer:
     self._manager.wait_until_finished()
     if main:
       write_manifest(self.step_dir(step))
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices(f"arena_jax checkpoint manifest {step}")
 
   def verify_files(self, step: int) -> None:
     """Raises CheckpointError when step's files do not match its manifest."""

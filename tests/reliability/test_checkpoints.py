@@ -18,7 +18,7 @@ import pytest
 
 from arena_jax.errors import WorkdirError
 from arena_jax.eval import watch as watch_lib
-from arena_jax.train import Checkpointer, NonFiniteLossError, checkpoint_steps, read_metrics, train
+from arena_jax.train import Checkpointer, checkpoint, NonFiniteLossError, checkpoint_steps, read_metrics, train
 from benchmarks.common import damage_checkpoint
 from tests.reliability.helpers import launch_train, send, smoke_config, wait_for_rows
 
@@ -107,6 +107,26 @@ def test_a_flipped_byte_is_caught_by_the_manifest(tmp_path):
     damage_checkpoint(os.path.join(tmp_path, "1"), "flip")
     with pytest.raises(ValueError, match=r"checkpoint step 1 in \S+ is damaged: file \S+ does not match its checksum"):
       ckpt.restore(1, None)
+  finally:
+    ckpt.close()
+
+
+def test_a_manifest_never_records_another_writers_temporary_file(tmp_path):
+  """Two processes writing the manifest at once (each through a temporary file renamed over it): one lists the
+  step while the other's temporary file exists. That file is gone a moment later, so recording it would make every
+  restore report the step damaged (CI read `file arena_manifest.json.7443.93997636440624.tmp is missing`)."""
+  ckpt = Checkpointer(str(tmp_path))
+  try:
+    ckpt.save(1, {"w": np.arange(8, dtype=np.float32)}, {"step": 1}, main=False)
+    step_dir = os.path.join(tmp_path, "1")
+    assert not os.path.exists(os.path.join(step_dir, checkpoint.MANIFEST))  # main=False: no manifest of its own
+    other = os.path.join(step_dir, f"{checkpoint.MANIFEST}.7443.93997636440624.tmp")
+    with open(other, "w") as f:
+      f.write("{}")  # the other writer's file, mid-write
+    checkpoint.write_manifest(step_dir)
+    os.remove(other)  # ... renamed over the manifest by its writer
+    assert checkpoint.manifest_problem(step_dir) is None
+    ckpt.restore(1, None)
   finally:
     ckpt.close()
 
