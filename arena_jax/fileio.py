@@ -17,11 +17,19 @@ from typing import Sequence
 from arena_jax.errors import InputError
 
 
+_TEMPORARY = ".tmp"
+
+
+def is_temporary_of(name: str, target: str) -> bool:
+  """`name` is a temporary file that `atomic_write` makes on its way to `target` (any writer's, mid-write)."""
+  return name.startswith(target + ".") and name.endswith(_TEMPORARY)
+
+
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
   """Writes `data` (text as UTF-8) to `path` through a temporary file renamed over it."""
   path = os.fspath(path)
   # The pid and the object id keep concurrent writers (threads, processes) off each other's temp file.
-  tmp = f"{path}.{os.getpid()}.{id(data)}.tmp"
+  tmp = f"{path}.{os.getpid()}.{id(data)}{_TEMPORARY}"
   try:
     with open(tmp, "wb") as f:
       f.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -33,10 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
-from jax.experimental import multihost_utils
 from jax.sharding import SingleDeviceSharding
 
-from arena_jax import fileio
+from arena_jax import fileio, parallel
 from arena_jax.errors import MissingFileError, UserError
 
 MANIFEST = "arena_manifest.json"
@@ -53,10 +52,9 @@ class CheckpointError(UserError, ValueError):
 
 
 def _is_manifest(rel: str) -> bool:
-  # The manifest, and a writer's temporary file of it (`fileio.atomic_write`: MANIFEST.<pid>.<id>.tmp): another
-  # process's temporary file is renamed away while this one lists the directory, so recording it would make the
-  # manifest name a file that never stays.
-  return rel == MANIFEST or (rel.startswith(MANIFEST + ".") and rel.endswith(".tmp"))
+  # The manifest, and any writer's temporary file of it: another process's is renamed away while this one lists
+  # the directory, so recording it would make the manifest name a file that never stays.
+  return rel == MANIFEST or fileio.is_temporary_of(rel, MANIFEST)
 
 
 def _files(step_dir: str) -> list[str]:
@@ -212,7 +210,7 @@ class Checkpointer:
     merged weights (`checkpoint.save_merged`), saved beside the state as the item `merged` ({"params": ...}), which
     `restore_params(item="merged")` reads without the base."""
     if main is None:
-      main = jax.process_index() == 0
+      main = parallel.is_main_process()
     items = dict(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
     if merged is not None:
       items[MERGED] = ocp.args.StandardSave({"params": merged})
@@ -220,8 +218,7 @@ class Checkpointer:
     self._manager.wait_until_finished()
     if main:
       write_manifest(self.step_dir(step))
-    if jax.process_count() > 1:
-      multihost_utils.sync_global_devices(f"arena_jax checkpoint manifest {step}")
+    parallel.barrier(f"arena_jax checkpoint manifest {step}")
 
   def verify_files(self, step: int) -> None:
     """Raises CheckpointError when step's files do not match its manifest."""

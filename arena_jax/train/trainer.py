@@ -268,7 +268,7 @@ class Trainer:
         + self.good_checkpoint_hint()
       )
     merged = self.policy_params() if self.lora is not None and self.config.checkpoint.save_merged else None
-    self.checkpointer.save(step, self.state, meta, main=parallel.is_main_process(), merged=merged)
+    self.checkpointer.save(step, self.state, meta, merged=merged)
     self.verified_steps.add(step)
 
   def time_to_save(self, step: int) -> bool:
