@@ -181,8 +181,8 @@ def format_reports(topology: str, reports: Sequence[tuple[str, MemoryReport]]) -
 
 # ─────────────────────────────────── speed of a compiled program: the roofline ───────────────────────────────────
 
-# The published figure the decode rows are printed beside (issue 18): JetStream serving Llama-3-8B on a v5e-8
-# (bf16, batch 128, 1024 input / 1024 output tokens), total throughput of the 8 chips.
+# The published figure the decode rows are printed beside (a reference point, docs/tpu.md): JetStream serving
+# Llama-3-8B on a v5e-8 (bf16, batch 128, 1024 input / 1024 output tokens), total throughput of the 8 chips.
 ANCHOR = dict(text="JetStream, Llama-3-8B on v5e-8 (bf16, batch 128, 1024 in / 1024 out)", tokens_per_s=8249.0, chips=8)
 
 

@@ -28,7 +28,7 @@ def shared(key: tuple, build: Callable[[], Any]) -> Any:
   spec of the config it reads, the model config, the mesh): two callers with equal keys get the same object.
   `build` must read those frozen values, not a mutable config: jax traces at the first call and at each new
   input shape, so a value read then that can differ from the key's compiles one program under another's key
-  (issue 43; `train.step.UpdateSpec`)."""
+  (`train.step.UpdateSpec`)."""
   if key in _PROGRAMS:
     _PROGRAMS.move_to_end(key)
     return _PROGRAMS[key]

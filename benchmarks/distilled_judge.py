@@ -1,5 +1,5 @@
 """A distilled judge measured against its teacher: the student before and after distillation, side by side, on
-held-out pairs of the real policy's own non-diverse groups (`arena_jax.distill`, SPEC §10; issue 47).
+held-out pairs of the real policy's own non-diverse groups (`arena_jax.distill`, SPEC §10).
 
     python -m benchmarks.distilled_judge                     # configs/distill_judge.py: SmolLM2 taught by the checker
     python -m benchmarks.distilled_judge --config-arg smoke       # every step in minutes (no file written)

@@ -15,7 +15,7 @@ concurrency once (our server compiles its programs there; transformers loads its
 
   tokens_per_s      completion tokens (the servers' `usage`) ÷ the pass's wall-clock time
   p50_latency_s     the median time from a request's send to its whole answer
-  speedup_vs_transformers_serve    ours ÷ transformers' tokens_per_s at the highest concurrency (the issue's
+  speedup_vs_transformers_serve    ours ÷ transformers' tokens_per_s at the highest concurrency (the project's
                     target: ≥ 2 at concurrency 8); `speedup_c<c>` at each
 
 `--continuous-batching` also measures `transformers serve --continuous-batching` (its paged-attention batching).

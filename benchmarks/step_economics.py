@@ -1,4 +1,4 @@
-"""The step economics of the reward modes on this machine (the paper's Table 2; issue 14).
+"""The step economics of the reward modes on this machine (the paper's Table 2).
 
     python -m benchmarks.step_economics [--warmup 2] [--measure 4] [--max_staleness 2] [--prompts 8]
         [--group_size 8] [--max_new_tokens 96] [--latency_fraction 0.25] [--p99_factor 2]
@@ -48,7 +48,7 @@ routed group, how long the update waited for the judge (`time/judge_wait`), how 
 worked after the step was generated (`time/judge_after_gen`), calls wasted (speculation) and matches
 late (none: no deadline is set).
 
-**Targets** (JSON `targets`, printed with the issue's bounds; None where a row is missing):
+**Targets** (JSON `targets`, printed with the bounds below; None where a row is missing):
 
     arena_live_async_vs_lockstep     wall(arena_live_async) / wall(arena_live)                ≤ 0.85
     arena_live_async_vs_rlvr_async   wall(arena_live_async) / wall(rlvr_async)                ≤ 1.0

@@ -1,5 +1,5 @@
 """The arithmetic of benchmarks.step_economics on a run's measured figures (nothing here measures or trains): the
-issue's target ratios, the CPU-scaled projection and the 8B projection, both "projected, not measured". Apart from
+target ratios (TARGETS), the CPU-scaled projection and the 8B projection, both "projected, not measured". Apart from
 the measurement so that the projection model is read, changed and tested on its own
 (tests/test_step_economics_projection.py).
 
@@ -47,7 +47,7 @@ from __future__ import annotations
 # A row of the asynchronous loop is named `<mode row>_async`: it is projected as one, and paired with DAPO's async row.
 ASYNC_SUFFIX = "_async"
 
-# The issue's targets for the async rows: (JSON key, bound, what it is).
+# The targets for the async rows: (JSON key, bound, what it is).
 TARGETS = (
   ("arena_live_async_vs_lockstep", 0.85, "wall(arena_live_async) / wall(arena_live)"),
   ("arena_live_async_vs_rlvr_async", 1.0, "wall(arena_live_async) / wall(rlvr_async)"),
@@ -157,7 +157,7 @@ def projection_8b(results: dict, *, measured_rollouts: int, new_tokens: int = 81
 
 
 def target_figures(wall: dict, generations: dict) -> dict:
-  """The issue's three async figures (TARGETS) from walls and generations per step by row name; None where
+  """The three async target figures (TARGETS) from walls and generations per step by row name; None where
   a row is missing."""
   return {
     "arena_live_async_vs_lockstep": ratio(wall.get("arena_live_async"), wall.get("arena_live")),

@@ -231,7 +231,7 @@ def play_timed(scheduler, judge, arrival_times, rng):
 
 
 def pipelined_live(sizes, args, rng, noise: float):
-  """Blocking vs pipelined opponent choice of the live tournament (issue 14 item 5), arrivals spread in
+  """Blocking vs pipelined opponent choice of the live tournament, arrivals spread in
   time (exponential gaps of mean `args.arrival_gap` judge latencies, in a random order): judge calls, the
   judge's time after the last arrival, Kendall τ of the BT ranking vs the latent truth and vs blocking
   live on the same group (for blocking itself: a second, independent blocking run, the noise floor)."""

@@ -33,7 +33,7 @@ POD_SLICES = {
   "v4:2x2x2": dict(mesh=(1, 1, 8), sample=(), micro_batches=512, remat="full"),
 }
 
-# Long reasoning traces (issue 28): "<topology>:16k" / ":32k" = the same run with 16,384 / 32,768 new tokens.
+# Long reasoning traces: "<topology>:16k" / ":32k" = the same run with 16,384 / 32,768 new tokens.
 # Splash attention (`model.attention = auto` on TPU) keeps no [T, T] probabilities, so a row's activations grow
 # linearly with its length; each block is recomputed from its input (`full`), one 17k or 33k-token row per FSDP
 # shard and micro-batch. The sampler decodes `sample_batch` prompts per call (the decode cache grows with rows

@@ -4,8 +4,8 @@
     python -m launch.sft --config=configs/sft.py:smoke      # seconds; what the tests run
     python -m launch.sft --config=configs/sft.py --config.num_steps=600 --workdir=/tmp/sft
 
-Variants (`arg`): "demo" (default), "smoke" (everything shrunk for a laptop / CI) and "blind" (issue 32's
-testbed, the study's SFT base: the demo's tasks with demonstrations that mostly carry a flaw a verifier cannot
+Variants (`arg`): "demo" (default), "smoke" (everything shrunk for a laptop / CI) and "blind" (the study's
+testbed and SFT base: the demo's tasks with demonstrations that mostly carry a flaw a verifier cannot
 see, skipped or redundant steps, none with a deliberate error, and twice the steps; measured with `launch.testbed`
 in docs/results/testbed.md). The demo variant is
 every declared default of `arena_jax.train.sft.SFT` (each field's default, valid values and meaning are
@@ -24,7 +24,7 @@ def get_config(arg=None):
   c.output_dir = f"runs/sft_{arg}"
 
   if arg == "blind":
-    # The study's testbed (issue 32): the verifier's blind spot. A skipped operation or a redundant step leaves every
+    # The study's testbed: the verifier's blind spot. A skipped operation or a redundant step leaves every
     # step valid and the answer right, so only a judge of the process can prefer the clean trace. Most
     # demonstrations carry one, none carries a deliberate error, and twice the demo's steps sharpen the policy's
     # arithmetic at T = 1 (its skips and repeats came with slips: the blind-flaw rate was 0.07 at the demo's 3000

@@ -28,7 +28,7 @@ def eval_config(tasks_config: ml_collections.ConfigDict, **overrides) -> ml_coll
   """The demo's evaluation: held-out arithmetic and its shifted split, `DEMO_EVAL` sizes, the RL run's tasks."""
   c = watch.default_config()
   c.tasks = tasks_config
-  c.benchmarks = ("arithmetic", "arithmetic_shift")  # in distribution, and out of it (issue 17)
+  c.benchmarks = ("arithmetic", "arithmetic_shift")  # in distribution, and out of it
   for k, v in {**DEMO_EVAL, **overrides}.items():
     c[k] = v
   return c

@@ -1,4 +1,4 @@
-"""A LoRA RL run on the real model (issue 44): does training adapters alone move SmolLM2's reward on arithmetic?
+"""A LoRA RL run on the real model: does training adapters alone move SmolLM2's reward on arithmetic?
 
     python -m experiments.lora_real [--root runs/lora_real] [--steps 8] [--rank 16] [--lr 2e-4] [--prompts 4]
         [--max-ops 2] [--new-tokens 128]

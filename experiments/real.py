@@ -1,4 +1,4 @@
-"""`make real`: the first real run, end to end on one CPU machine (the issue "the first real run").
+"""`make real`: the first real run, end to end on one CPU machine.
 
   1. the policy: SmolLM2-135M-Instruct from the pinned wheel (`configs/real_smollm2.py`): an instruct model,
      so no SFT (a config that names an SFT policy directory has it trained first, once);

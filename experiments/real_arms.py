@@ -1,4 +1,4 @@
-"""The real model's four arms (the issue "the first real run", item 5): whether a judge's signal reaches a real
+"""The real model's four arms: whether a judge's signal reaches a real
 policy, and what a real small judge does to it (`launch/real_arms.py`, `make real-arms`; docs/results/real.md).
 
 Every arm starts from SmolLM2-135M-Instruct (`configs/real_smollm2.py`) with the same sizes, seed by seed:
@@ -55,8 +55,8 @@ ARMS = ("rlvr", "checker", "reversed", "llm_judge", "distilled", "distilled_reve
 REFERENCE = "rlvr"
 JUDGED = ("checker", "reversed", "llm_judge", "distilled", "distilled_reversed")
 
-# The sizes that fit 4 arms × 3 seeds into about an hour of this 2-core CPU (the issue: "fewer prompts, smaller G,
-# fewer steps. State the sizes."). lr is 10× the preset's: at the preset's 1e-6 three steps move nothing at all.
+# The sizes that fit 4 arms × 3 seeds into about an hour of this 2-core CPU (fewer prompts, a smaller G and fewer
+# steps than the preset's). lr is 10× the preset's: at the preset's 1e-6 three steps move nothing at all.
 SIZES = dict(num_steps=3, prompts_per_step=4, group_size=4, max_new_tokens=128, lr=1e-5, warmup_steps=1)
 EVAL = dict(num_examples=40, num_samples=4)
 # The checker's penalty weights (the embedded judge's defaults, `judges.server_config()`), for agreement.

@@ -9,7 +9,7 @@ With the study's 5 seeds the percentile bootstrap is an approximation that tends
 see more spread than the few differences show); the interval is what the data support, not a test at an
 exact level. Below `MIN_PAIRS` pairs it is not even that: over two pairs the resampled means take three
 values, and with two near-equal differences the "interval" is one point that seems to exclude 0. So fewer
-than `min_pairs` differences get no interval at all (the mean only; issue 32). Pure numpy, seeded: the same
+than `min_pairs` differences get no interval at all (the mean only). Pure numpy, seeded: the same
 inputs give the same interval.
 """
 

@@ -10,9 +10,9 @@ arithmetic with G = `DEMO_EVAL` samples per problem at the RL rollout's temperat
   all_correct_flawed       share of all-correct groups with a flawed member      (target ≥ 0.30)
   all_wrong_error_spread   mean std of the first-error step inside all-wrong groups (target > 0)
   blind_flaw_rate          share of samples with a flaw the verifier cannot see: every step valid, an
-                           operation skipped or a step redundant (issue 32, condition (a): target ≥ 0.30)
+                           operation skipped or a step redundant (condition (a), docs/results/testbed.md: target ≥ 0.30)
   distinct_per_non_diverse_group  distinct traces per non-diverse group of G, the groups the router sends
-                           the judge (issue 32, condition (b): target ≥ 5 of 8)
+                           the judge (condition (b), docs/results/testbed.md: target ≥ 5 of 8)
   frac_all_correct / frac_all_wrong / frac_diverse, greedy_accuracy, mean_pass_ratio: whether the policy
                            is still a mixed RL starting point
   process metrics          faithful accuracy, flawed_correct_rate, ... (`tasks.process_rates`)

@@ -122,7 +122,7 @@ SERVER = cs.Section(
     latency_ms=field(0.0, "Mean time to answer, the judging included.", cs.number(0)),
     latency_dist=field("fixed", "Distribution of the latency.", cs.one_of(LATENCY_DISTS)),
     latency_sigma=field(0.5, "Shape of the lognormal latency.", cs.number(0)),
-    # A served LLM's latency (issue 14): a heavy tail, growth with the tokens read and written, and a bounded
+    # A served LLM's latency: a heavy tail, growth with the tokens read and written, and a bounded
     # number of requests decoded at once (vLLM / SGLang batch slots) so that load shows as queueing.
     latency_p99_ms=field(
       0.0,

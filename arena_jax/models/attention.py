@@ -1,4 +1,4 @@
-"""Full-sequence attention through the kernel libraries (issue 28): the training forward, the prefill and
+"""Full-sequence attention through the kernel libraries: the training forward, the prefill and
 the log-prob pass call `full_attention`; one-token decode steps keep `kv_cache.attend_cached`.
 
     impl     where            what runs

@@ -1,4 +1,4 @@
-"""LoRA adapters on the policy, through Qwix (issue 44; tunix's LoRA is Qwix's too).
+"""LoRA adapters on the policy, through Qwix (tunix's LoRA is Qwix's too).
 
     spec = LoraSpec(rank=16, alpha=32.0, targets=r".*(attn|mlp)")
     adapted = apply_lora(model, spec)              # the model with adapters: its forward is W x + (α/r) B A x

@@ -49,7 +49,7 @@ CURVES = (
   ("groups/routed", "routed fraction"),
   ("judge/calls", "judge calls"),
   ("judge/failures", "judge failures"),
-  # The effective judged signal (issue 32): how much of each update the judge actually steers.
+  # The effective judged signal: how much of each update the judge actually steers.
   ("judge/signal_rows", "judged rows with Â ≠ 0"),
   ("judge/grad_share", "judged share of Σ|Â|"),
   ("judge/distinct_per_group", "distinct traces / routed group"),
@@ -156,7 +156,7 @@ def run_context(workdir: str, steps_with_pages: Iterable[int] = ()) -> dict:
 
 
 def _idle_judge(rows) -> str | None:
-  """A warning when the run called a judge yet its verdicts steer almost none of the updates (issue 32)."""
+  """A warning when the run called a judge yet its verdicts steer almost none of the updates."""
   judged = [r for r in rows if r.get("judge/calls") and isinstance(r.get("judge/grad_share"), (int, float))]
   if not judged:
     return None

@@ -111,7 +111,7 @@ def bradley_terry(verdicts: Sequence[Verdicts], group_size: int, *, l2: float, s
 
 
 def shrinkage_factors(theta: np.ndarray, se: np.ndarray, shrinkage: float) -> np.ndarray:
-  """f_i = z_i² / (z_i² + κ), z_i = (θ_i − θ̄)/SE_i, κ = `shrinkage` (issue 20; docs/reward_modes.md).
+  """f_i = z_i² / (z_i² + κ), z_i = (θ_i − θ̄)/SE_i, κ = `shrinkage` (a project addition, docs/reward_modes.md).
 
   The factor that multiplies a judged trajectory's advantage: ≈ 1 when its strength stands out of the
   group mean by many standard errors, → 0 when it is within noise of it; κ = 0 leaves everything at 1.

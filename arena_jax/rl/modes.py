@@ -101,7 +101,7 @@ class RewardMode:
   # ── inside the jitted update ──
 
   def from_judge(self, verifier, judged):
-    """Which groups' advantages come from the judge (bool [B]): none here (issue 32's effective judged signal,
+    """Which groups' advantages come from the judge (bool [B]): none here (read by the effective judged signal,
     `judge/signal_rows` and `judge/grad_share`)."""
     del judged
     return jnp.zeros(verifier.shape[:-1], bool)

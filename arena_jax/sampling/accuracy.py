@@ -269,7 +269,7 @@ def evaluate(
     result["frac_all_correct"] = float(np.mean(correct == n))
     result["frac_all_wrong"] = float(np.mean(correct == 0))
     result["frac_diverse"] = float(np.mean((correct > 0) & (correct < n)))
-    # The judge's room in the groups the router sends it (issue 32): distinct traces per non-diverse group.
+    # The judge's room in the groups the router sends it: distinct traces per non-diverse group.
     non_diverse = (correct == 0) | (correct == n)
     if non_diverse.any():
       result["distinct_per_non_diverse_group"] = float(tasks.distinct_traces(texts, n)[non_diverse].mean())

@@ -230,7 +230,7 @@ class Sampler(SamplerPrograms):
     refresh: Callable[[int], Any] | None = None,
     partial: bool = False,
   ) -> Iterator[StreamChunk]:
-    """`__call__`, yielding after each chunk of decoding the rows that finished in it (issue 14: judging
+    """`__call__`, yielding after each chunk of decoding the rows that finished in it (so that judging
     starts while decoding goes on). The last chunk carries the rows cut at `max_new_tokens` and the
     call's `SampleOutput`, equal to `__call__`'s for the same arguments (the same decode steps, split
     into more jitted loops).

@@ -1,5 +1,5 @@
 """Multiple-choice (GPQA-style) questions: the row format, a deterministic option shuffle, the prompt, and
-the reading of a completion's final letter (issue 29, item 2). Pure Python: no JAX, no TFDS.
+the reading of a completion's final letter. Pure Python: no JAX, no TFDS.
 
 A row is `{"question": str, "options": [str, …] (2–10), "answer": 0-based index, letter or the option's
 text}`; `normalise_answer` turns its answer into an index and refuses a malformed row.

@@ -182,7 +182,7 @@ def default_config() -> ml_collections.ConfigDict:
 def demo_config() -> ml_collections.ConfigDict:
   """The embedded demo's tasks: easier arithmetic (operands 1–15, results ≤ 100, 2–4 operations) and mostly
   clean demonstrations, sized so that the SFT policy is a *mixed* RL starting point whose non-diverse groups
-  differ in process (issue 17; the measurements are noted at the `tasks` field of `arena_jax.train.sft.SFT`).
+  differ in process (`launch.testbed`; the measurements are noted at the `tasks` field of `arena_jax.train.sft.SFT`).
   SFT and RL of the demo share it."""
   c = default_config()
   c.arithmetic.update(dict(max_operand=15, max_value=100))

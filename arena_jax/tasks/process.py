@@ -1,6 +1,6 @@
 """Process checker for the built-in tasks: per-step validity and relevance.
 
-The embedded judge (a later issue) prefers the trajectory with fewer invalid or irrelevant steps, and
+The embedded judge (`judges.embedded`) prefers the trajectory with fewer invalid or irrelevant steps, and
 its pointwise and juror modes report flaws with a severity (SPEC §8: neutral / minor / major /
 fatal). This module gives both: a `ProcessReport` with one `StepCheck` per SPEC §8 step (so step i is
 `[STEP-{i+1}]`), the ProcessBench-style earliest error index, counts, and a list of `Flaw`s in the
@@ -445,7 +445,7 @@ def check_countdown(numbers: Sequence[int], target, completion: str) -> ProcessR
 
 # ─────────────────────────────────────── process metrics ───────────────────────────────────────
 
-# What the judge is supposed to change (issue 17): the process quality of a policy's own outputs.
+# What the judge is supposed to change: the process quality of a policy's own outputs.
 PROCESS_METRICS = (
   "faithful_accuracy",
   "compensating_rate",
@@ -459,9 +459,9 @@ PROCESS_METRICS = (
 
 
 def is_blind_flaw(report: ProcessReport) -> bool:
-  """A flaw the verifier cannot see (issue 32): every step holds, yet an operation is skipped or a step is
-  redundant. It leaves the answer as it is, so only a judge of the process can tell such a trace from a clean
-  one (a bare answer is left out: it shows nothing to judge)."""
+  """A flaw the verifier cannot see (the study's testbed, docs/results/testbed.md): every step holds, yet an
+  operation is skipped or a step is redundant. It leaves the answer as it is, so only a judge of the process can
+  tell such a trace from a clean one (a bare answer is left out: it shows nothing to judge)."""
   return (
     report.num_invalid == 0 and not is_bare_answer(report) and (report.num_skipped > 0 or report.num_irrelevant > 0)
   )
@@ -570,7 +570,7 @@ def normalise_trace(text: str) -> str:
 
 def distinct_traces(texts: Sequence[str], group_size: int) -> np.ndarray:
   """[n] the distinct traces (`normalise_trace`) of each group of `group_size` consecutive texts: the judge's
-  room (issue 32; a group of G copies of one trace has nothing to rank, and deduplication makes it one node)."""
+  room (a group of G copies of one trace has nothing to rank, and deduplication makes it one node)."""
   return np.asarray(
     [len({normalise_trace(t) for t in texts[b : b + group_size]}) for b in range(0, len(texts), group_size)], np.int64
   )

@@ -1,5 +1,5 @@
 """The asynchronous RL loop: `rollout.max_staleness` = k ≥ 1 (docs/architecture.md "The asynchronous loop";
-SPEC §2 for the importance weights that make it correct; issue 30).
+SPEC §2 for the importance weights that make it correct).
 
 The sampler works ahead of the update on the same devices, interleaved on one thread: the update of step s
 is dispatched (jitted, not waited for) and the sampler's next decode segments run while it computes. Every

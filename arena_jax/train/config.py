@@ -54,7 +54,7 @@ def _uses_judge(c: ml_collections.ConfigDict) -> bool:
   return reward_modes.get_mode(c.reward.mode).uses_judge
 
 
-# Fields that moved (issue 43: the loops' scheduling flags, one section per loop): a config or a command line that
+# Fields that moved (the loops' scheduling flags, now one section per loop): a config or a command line that
 # still sets one fails naming the new field (`config_schema.Section.moved`). `rollout.max_staleness`, the switch
 # between the two loops, stays where the design names it.
 MOVED = {
@@ -163,7 +163,7 @@ RUN = cs.Section(
           "xla on the CPU. Same values within float32 round-off.",
           cs.one_of(ATTENTION_CHOICES),
         ),
-        # LoRA (issue 44, `models.lora`): off at rank 0.
+        # LoRA (`models.lora`): off at rank 0.
         lora=cs.Section(
           dict(
             rank=field(
@@ -338,7 +338,7 @@ RUN = cs.Section(
         ),
         live_start=field(
           "step_done",
-          "When a step's judging starts (issue 14). `step_done`: once the whole step "
+          "When a step's judging starts. `step_done`: once the whole step "
           "is generated. `group_done`: a group's judging starts as soon as its last member finishes "
           "decoding and its routing is known, while other groups still decode (every topology). "
           "`speculative` (`live` tournaments of routed modes): a group's tournament starts with its "

@@ -1,5 +1,5 @@
 """The judge side of a training step: tournaments or rubric scores for the groups a mode sends to the
-judge, run on a background event loop so they overlap generation (docs/architecture.md, "The loop"; issue 14).
+judge, run on a background event loop so they overlap generation (docs/architecture.md, "The loop").
 
 `JudgeRunner` owns one asyncio loop in a daemon thread and the judge built on it. `open(step)` returns a
 `StepJudgment`: the trainer adds each judged group as soon as it is known (`add`: after the whole step
@@ -13,9 +13,9 @@ on the main thread (`RewardMode.aggregate`), so the Bradley–Terry fit (a jitte
 is timed on its own.
 
 Members of a group whose traces are identical up to whitespace share one tournament node (`Nodes`,
-`reward.dedupe_traces`; issue 20): no call between them, one call on behalf of all, equal rewards. A group
-whose judging raises gets no judgment and counts one failed call (`exception`), never a crash (issue 21).
-Each finished group's transcript row is queued for `transcripts.TranscriptWriter` (issue 19).
+`reward.dedupe_traces`): no call between them, one call on behalf of all, equal rewards. A group
+whose judging raises gets no judgment and counts one failed call (`exception`), never a crash.
+Each finished group's transcript row is queued for `transcripts.TranscriptWriter`.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class JudgeOutcome:
     asynchronous loop judges each group apart and joins them per step: `async_loop.Judgments`).
 
     Every field is merged by its kind, read from the dataclass's fields, so a field added to this class is
-    carried or fails here, never silently dropped (issue 43): `indices` become `index`, lists concatenate, a
+    carried or fails here, never silently dropped: `indices` become `index`, lists concatenate, a
     Counter adds up, a flag is any, a string keeps the first non-empty one, anything else (counts, `Usage`) adds.
     """
     for f in dataclasses.fields(self):
@@ -421,7 +421,7 @@ _NO_MATCHES = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.floa
 
 @dataclasses.dataclass(frozen=True)
 class Nodes:
-  """A group's members grouped into tournament nodes by `tasks.normalise_trace` (issue 20: duplicates for free).
+  """A group's members grouped into tournament nodes by `tasks.normalise_trace` (duplicates cost no judge call).
 
   representatives: the first member of each node, in member order (node k plays as member
   representatives[k]); node_of: int[G], each member's node; copies: int[G], each member's representative.

@@ -1,4 +1,4 @@
-"""Packed training rows for the RL update (issue 28): each completion with its own unpadded prompt, several to a row.
+"""Packed training rows for the RL update: each completion with its own unpadded prompt, several to a row.
 
 SPEC §2's CISPO loss needs log π_θ(o_{i,t} | x_i, o_{i,<t}) at every completion token. The padded layout
 (`models.token_logprobs`) gives each of the R rows P + N slots whatever its lengths, and RL completion lengths

@@ -157,7 +157,7 @@ class Generator:
         yield dataclasses.replace(chunk, rows=chunk.rows + offset), chunk.output is None or k < len(calls) - 1
 
   def _sample_streaming(self, params, examples, rng, gen: Generation, judgment: judging.StepJudgment) -> Batch:
-    """`_sample` + `verify`, judging while decoding goes on (issue 14): each finished row of this host's
+    """`_sample` + `verify`, judging while decoding goes on: each finished row of this host's
     groups is decoded and verified when its chunk ends; a group whose last member arrived goes to the
     judge if the mode selects it (`group_done`), or, `speculative`, each arrival joins its group's live
     tournament while the arrivals share one verifier reward and the tournament is abandoned when they
@@ -235,7 +235,7 @@ class Generator:
 def _count_verified(part: Batch, gen: Generation) -> None:
   """Adds this host's verified completions to the generation's counts, summed over hosts: their verifier
   rewards and those that ended inside a thinking block. Every sampling path (`verify`, `_sample_streaming`)
-  counts through here, so that no count is kept on one path and forgotten on another (issue 43)."""
+  counts through here, so that no count is kept on one path and forgotten on another."""
   gen.correct += float(parallel.host_sum(np.asarray(part.verifier.sum(), np.float64)))
   # A completion cut while thinking has no answer (reward 0, `tasks.extract_answer`): counted.
   unclosed = sum(tasks.split_thinking(t).unclosed for t in part.texts)

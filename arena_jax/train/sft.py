@@ -152,7 +152,7 @@ SFT = cs.Section(
       ),
       title="SentencePiece trained on the task corpus",
     ),
-    # The demo's tasks (issue 17, `python -m launch.testbed`, 500 held-out problems × G = 8 at temperature 1, 3000
+    # The demo's tasks (measured by `python -m launch.testbed`, 500 held-out problems × G = 8 at temperature 1, 3000
     # SFT steps), sized so that a few CPU minutes give a *mixed* base policy whose non-diverse groups differ in
     # process:
     # * operands 1–15 (not 1–10): numbers are tokenised digit by digit, and a policy that has only ever seen the
@@ -162,7 +162,8 @@ SFT = cs.Section(
     #   in 0.62 of cases (0.38 with 15% redundant and 72% clean; 0.13 for the earlier 3% redundant, 88% clean,
     #   2000 steps, operands ≤ 10). 4500 steps instead of 3000 make all-correct groups outnumber all-wrong ones
     #   (0.08 vs 0.05 of groups, against 0.04 vs 0.12) but leave the shifted split at 0.59 greedy, the edge of
-    #   issue 17's 10–60% band. At the generic default shares (50% clean) sampled accuracy stays near 35%.
+    #   the 10–60% band the study's starting point needs. At the generic default shares (50% clean) sampled accuracy
+    #   stays near 35%.
     # The RL run must use the same tasks (stored in the policy's meta.json, `sft_config.tasks`).
     tasks=tasks_config.TASKS.but(factory=tasks.demo_config, documented_apart=True),
     num_demonstrations=field(

@@ -193,7 +193,7 @@ def shared_train_step_fn(
 
   The key is the frozen spec with the program's other inputs (the model config, the mesh and its rules, packed
   rows, the staleness mask), and the program is built from that spec alone: what it traces, whenever it
-  traces, is what it is keyed under, whatever happens to the config the spec was taken from (issue 43).
+  traces, is what it is keyed under, whatever happens to the config the spec was taken from.
   `shardings`: `train_shardings(...)` of the same inputs, when the caller has them already.
   """
   key = ("update", spec, model_config, mesh, repr(rules), packed, stale)

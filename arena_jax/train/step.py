@@ -122,7 +122,7 @@ class OptimSpec:
 
 @dataclasses.dataclass(frozen=True)
 class UpdateSpec:
-  """Everything of a run's config that the RL update's program is a function of, frozen and hashable (issue 43):
+  """Everything of a run's config that the RL update's program is a function of, frozen and hashable:
   both the key the program is shared under (`sharding.shared_train_step_fn`) and the only config its tracing
   reads. A field changed after the spec was taken makes another spec, another key and another program; it
   cannot change the program already keyed under this one. The model config, the mesh and the inputs' layout
@@ -169,7 +169,7 @@ NONZERO = 1e-6  # |Â| above this counts as a signal (`adv/nonzero_fraction`, `j
 
 
 def judged_signal(mode, verifier, judged, advantages) -> dict:
-  """The effective judged signal of a step (issue 32), from the verifier rewards [B, G], the judged mask [B] and
+  """The effective judged signal of a step, from the verifier rewards [B, G], the judged mask [B] and
   the advantages [B, G]: `judge/signal_rows`, the share of rows whose advantage comes from the judge
   (`mode.from_judge`) and is non-zero, and `judge/grad_share`, their share of Σ|Â| (the step's gradient weight
   before the token counts and the clip; 0 when every advantage is 0)."""
@@ -353,7 +353,7 @@ def make_update_fn(
 
 
 def update_effect(old, new, updates) -> dict:
-  """What an update did to the stored weights (issue: no silent no-op updates):
+  """What an update did to the stored weights, so that an update that changes nothing cannot pass unnoticed:
 
     update/rel_rms   RMS(update) / RMS(weight), over every element: the relative size of the step
     update/moved     share of weight elements whose proposed update is non-zero

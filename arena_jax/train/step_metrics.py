@@ -46,7 +46,7 @@ class StepReporter:
         "groups/all_wrong": float((v.max(-1) <= 0).mean()),
         "groups/diverse": float(batch.diverse.mean()),
         "groups/routed": float(self.mode.select(batch.diverse).mean()) if self.mode.uses_judge else 0.0,
-        # The judge's room (issue 32): distinct completions per routed group (0 when no group was routed).
+        # The judge's room: distinct completions per routed group (0 when no group was routed).
         "judge/distinct_per_group": self._distinct_routed(pending.local),
         "gen/batches": gen.batches,
         "gen/trajectories": gen.trajectories,

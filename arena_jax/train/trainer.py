@@ -15,7 +15,7 @@ The data that flows between them is `batch.Batch` / `batch.Pending`; the startin
 `policy_io.initial_policy`.
 
 With `lockstep.live_start` = group_done / speculative, `generate` streams (`Sampler.stream`): each finished
-row is verified on arrival and its group goes to the judge as soon as it can (issue 14), so judging starts
+row is verified on arrival and its group goes to the judge as soon as it can, so judging starts
 while other groups still decode. `judge.step_deadline_s` bounds how long the update waits for its rewards.
 
 With `lockstep.judge_lag = 1` the judge works on step t's groups while step t+1 generates; the update
@@ -130,7 +130,7 @@ class Trainer:
     # ==================================================================================================
     # Optimizer, train state and the update's program.
     # ==================================================================================================
-    # What the update reads of the config, taken once: its program's key and all that its tracing reads (issue 43).
+    # What the update reads of the config, taken once: its program's key and all that its tracing reads.
     self.update_spec = step_lib.UpdateSpec.from_config(config, temperature=self.sampler.logprob_temperature)
     self.optimizer = self.update_spec.optimizer()
     self.schedule = step_lib.make_schedule(config.optim)

@@ -24,7 +24,7 @@ from RLVR with a bootstrap interval (`experiments.stats`), the judge-quality abl
 table (Table 2 and Fig. 5, SPEC §9), curves (training accuracy, faithful accuracy and the all-correct
 share over steps; Fig. 1, SPEC §1) and `study.json` with every run's numbers.
 
-The package, split where one extends it (issue 43): `grid.py` (the presets, the run groups and each run's config),
+The package, split where one extends it: `grid.py` (the presets, the run groups and each run's config),
 `runner.py` (`run_study`), `metrics.py` (what the results read off a run's metrics.jsonl), `results.py`
 (`write_results`: one step per table of the page) and `plots.py` (its figures).
 """

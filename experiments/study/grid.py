@@ -19,8 +19,8 @@ from experiments import stats
 BASELINE = "rlvr_dapo"
 # The accuracy differences' reference: plain RLVR, which gives non-diverse groups no signal at all.
 REFERENCE = "rlvr"
-# Issue 32's modes: RLVR and Reasoning Arena (offline tournaments and live ones), each judged mode also with a
-# reversed judge (the ablation): 25 runs, under `make reproduce`'s two hours on two cores. Issue 17's baselines,
+# The study's modes: RLVR and Reasoning Arena (offline tournaments and live ones), each judged mode also with a
+# reversed judge (the ablation): 25 runs, under `make reproduce`'s two hours on two cores. The other baselines,
 # RLVR with dynamic sampling and a judge on every group, take `--study.modes` (any registry names), e.g. ALL_MODES.
 STUDY_MODES = ("rlvr", "arena", "arena_live")
 ALL_MODES = ("rlvr", "rlvr_dapo", "rlaif", "arena", "arena_live")
@@ -64,16 +64,16 @@ def study_config() -> ml_collections.ConfigDict:
   # Long enough that all-correct groups should dominate the routed groups late in training (the regime where
   # the judge has something to do); the results' routing table shows whether they did.
   c.num_steps = 120
-  # The ablation (issue 32): verdict accuracy on pairs that differ in process, the honest judge (1, the modes' own
+  # The ablation: verdict accuracy on pairs that differ in process, the honest judge (1, the modes' own
   # runs) and a reversed one (0: every such verdict the wrong way round), the judge's effect in both directions.
   c.judge_accuracies = (1.0, 0.0)
   c.ablation_modes = ("arena", "arena_live")  # the judged modes the ablation runs at each accuracy
   c.final_fraction = 0.1  # the end-of-training routing figures average the last 10% of steps (≥ 5)
-  # min_pairs: fewer paired seeds than this get the mean difference only, no interval and no star (issue 32).
+  # min_pairs: fewer paired seeds than this get the mean difference only, no interval and no star (`experiments.stats`).
   c.bootstrap = ml_collections.ConfigDict(dict(num_resamples=10_000, level=0.95, seed=0, min_pairs=stats.MIN_PAIRS))
   c.root = "runs/study"  # one workdir per (mode or ablation judge, seed)
   c.out_dir = "docs/results"
-  # The shared SFT base (trained first from `sft_config` if missing): issue 32's testbed, the demo's tasks with
+  # The shared SFT base (trained first from `sft_config` if missing): the study's testbed, the demo's tasks with
   # demonstrations whose flaws the verifier cannot see (`configs/sft.py:blind`, docs/results/testbed.md).
   c.sft_dir = "runs/sft_blind"
   c.sft_config = "configs/sft.py:blind"  # `path[:arg]`; a relative path is read from the repository root

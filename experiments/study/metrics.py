@@ -40,7 +40,7 @@ def run_metrics(workdir: str, final_fraction: float) -> dict:
     "judge_calls_per_step": float(get("judge/calls", rows).mean()),
     "routed_fraction": float(get("groups/routed", rows).mean()),
     "utilisation": float(get("adv/nonzero_fraction", rows).mean()),
-    # The effective judged signal (issue 32): rows whose advantage is the judge's and non-zero, their share of
+    # The effective judged signal: rows whose advantage is the judge's and non-zero, their share of
     # Σ|Â|, and the distinct traces per routed group (a mean over routed groups, not over steps).
     "judge_signal_rows": logged_mean(rows, "judge/signal_rows"),
     "judge_grad_share": logged_mean(rows, "judge/grad_share"),
@@ -54,8 +54,9 @@ def run_metrics(workdir: str, final_fraction: float) -> dict:
     "final_non_diverse": float((ac + aw) / len(tail)),
     "final_all_correct_share": float(ac / (ac + aw)) if ac + aw > 0 else None,
     "final_routed_fraction": float(get("groups/routed", tail).mean()),
-    # Issue 32, condition (a): the flaw the verifier cannot see in the training samples, over as many steps at the
-    # start as at the end; RLVR alone should leave it in place (None: a run that predates the metric).
+    # The testbed's condition (a) (docs/results/testbed.md): the flaw the verifier cannot see in the training
+    # samples, over as many steps at the start as at the end; RLVR alone should leave it in place (None: a run that
+    # predates the metric).
     "blind_flaw_first": logged_mean(head, "process/blind_flaw_rate"),
     "blind_flaw_final": logged_mean(tail, "process/blind_flaw_rate"),
     "curves": {

@@ -42,7 +42,7 @@ _HEADLINE = (
   ("arithmetic", "faithful_accuracy", "faithful acc@{n}"),
   ("arithmetic", "greedy_faithful_accuracy", "greedy faithful acc"),
   ("arithmetic", "compensating_rate", "compensating@{n}"),
-  # The flaw a verifier cannot see (every step valid, a step skipped or redundant; issue 32): the judge's own.
+  # The flaw a verifier cannot see (every step valid, a step skipped or redundant): the judge's own.
   ("arithmetic", "blind_flaw_rate", "blind flaw@{n}"),
   ("arithmetic_shift", "greedy_accuracy", "OOD greedy acc"),
   ("arithmetic_shift", "mean_pass_ratio", "OOD pass ratio@{n}"),
@@ -379,7 +379,8 @@ def _ablation(page: _Page, ablation: list) -> tuple[list[str], dict, dict]:
 
 
 def _blind_flaw(page: _Page) -> list[str]:
-  """Issue 32, condition (a) over the run: the blind flaw in the training samples at the start and at the end."""
+  """The testbed's condition (a) (docs/results/testbed.md) over the run: the blind flaw in the training samples at
+  the start and at the end."""
   blind_rows = []
   for g, runs_g in page.groups.items():
     r = [x for _, x in runs_g]
@@ -405,7 +406,7 @@ def _blind_flaw(page: _Page) -> list[str]:
 
 
 def _judged_signal(page: _Page) -> list[str]:
-  """The effective judged signal (issue 32) of every run group with a judge: does the judge reach the update at all?"""
+  """The effective judged signal of every run group with a judge: does the judge reach the update at all?"""
   signal_rows = []
   for g, runs_g in page.groups.items():
     r = [x for _, x in runs_g]

@@ -1,4 +1,5 @@
-"""Information-gain pairing: `live_info` (streaming) and `info_budget` (round-based) (SPEC §5–§6; issue 20).
+"""Information-gain pairing: `live_info` (streaming) and `info_budget` (round-based) (SPEC §5–§6; a project
+addition, docs/reward_modes.md).
 
 Both choose their pairs by the expected information a judgment buys about the strengths under the
 current Bradley–Terry fit and its Laplace covariance (`pair_information`), greedily per batch
@@ -61,7 +62,7 @@ def choose_informative_pairs(theta, cov, candidates: Sequence[Pair], count: int,
 
 @register_scheduler("live_info")
 class LiveInfo(Live):
-  """The live tournament with information-gain opponents (issue 20; docs/reward_modes.md).
+  """The live tournament with information-gain opponents (docs/reward_modes.md).
 
   Same stream as `live` — arrivals in order, the same number of opponents per arrival
   (`arrival_quota`: min(k, 3), 3G − 6 calls by default; `budget=` spreads another), all among the
@@ -93,7 +94,7 @@ class LiveInfo(Live):
 
 @register_scheduler("info_budget")
 class InfoBudget(_FitsBradleyTerry):
-  """Round-based information-gain pairing until a call budget is spent (issue 20; no streaming).
+  """Round-based information-gain pairing until a call budget is spent (no streaming).
 
   Each round picks `batch_size` (default ⌊G/2⌋) not-yet-judged pairs by the criterion of `live_info`
   (`choose_informative_pairs` on the BT fit of every result so far), judged concurrently; the next

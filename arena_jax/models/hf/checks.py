@@ -1,6 +1,6 @@
 """The errors of the HF import, and the checks where a checkpoint's files enter.
 
-Each check runs on what was read before anything is built from it (issue 21 item 8): a bad checkpoint is one
+Each check runs on what was read before anything is built from it: a bad checkpoint is one
 clear error naming the file and the field or tensor, never a ZeroDivisionError, a TypeError, a MemoryError or a
 model that silently computes garbage. The shape checks live with the key maps that define the shapes
 (`convert.check_shapes`); the safetensors header's checks with its reader (`reader`).

@@ -25,7 +25,8 @@ ARITHMETIC_SHIFT = cs.Section(
   "from `tasks.arithmetic`'s ranges widened by these fields and kept only when no training problem could "
   "be them (an operator, an operand, a value or an operation count the training problems never have). "
   "The default, operands up to 5 above the training's largest (16–20 for the demo's 1–15), leaves the demo's SFT "
-  "policy partly able (issue 17 item 2: between 10% and 60%, checked by tests/experiments/test_testbed_policy.py). "
+  "policy partly able (between 10% and 60%, the study's starting point, checked by "
+  "tests/experiments/test_testbed_policy.py). "
   "Exact division (operators `+-*/`) or more operations are further out: the earlier demo policy (operands "
   "1–10) scored under 10% on them. The prompt is `tasks.arithmetic.prompt_template`",
 )
