@@ -14,10 +14,15 @@ change recompiles or retrains. `make clean-test-cache` empties them."""
 
 import json
 import os
+import time
 
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The suite's two workers keep both cores busy, so an OpenMP thread (torch, in the parity tests and in every
+# `transformers serve` child) that spins at a barrier waits for a core the other worker holds: the real-model judge
+# test took 461 s so against 94–101 s with a passive wait (arena_jax.judges.transformers_server.server_env).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 MESH_DEVICES = 8  # what the tests marked `mesh` need
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   _devices = int(os.environ.get("ARENA_JAX_TEST_DEVICES", MESH_DEVICES))
@@ -42,6 +47,8 @@ _CACHE = cache.jax_dir()
 jax.config.update("jax_compilation_cache_dir", str(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+from tests import suite_report  # noqa: E402  (registers its compile counters with jax.monitoring)
 
 
 # ── the order of the tests: longest first ──
@@ -91,7 +98,35 @@ def pytest_runtest_logreport(report):
   _file_seconds[_file(report.nodeid)] = _file_seconds.get(_file(report.nodeid), 0.0) + report.duration
 
 
+# ── the run's report: the slowest files, the compiles, the peak memory (tests/suite_report.py) ──
+_worker_compiles: list[dict] = []
+_started = time.monotonic()
+_peak = suite_report.PeakMemory()
+
+
+def pytest_configure(config):
+  if not hasattr(config, "workerinput"):
+    _peak.start()
+
+
+def pytest_testnodedown(node, error):
+  del error
+  _worker_compiles.append(getattr(node, "workeroutput", {}).get("arena_compiles", {}))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+  del exitstatus
+  if hasattr(config, "workerinput") or config.option.collectonly:
+    return
+  compiles = _worker_compiles or [suite_report.compiles]  # -n 0: the tests ran in this process
+  terminalreporter.section("where the time went (tests/suite_report.py)")
+  for line in suite_report.summary_lines(_file_seconds, compiles, _peak.stop(), _started):
+    terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session, exitstatus):
+  if hasattr(session.config, "workerinput"):
+    session.config.workeroutput["arena_compiles"] = dict(suite_report.compiles)
   if hasattr(session.config, "workerinput") or not _file_seconds:
     return  # a worker: the controller, which sees every report, writes the record
   try:

@@ -1,0 +1,110 @@
+"""Where the suite's time and memory go, printed at the end of every run (a pytest plugin, tests/conftest.py).
+
+- **The slowest files**, in worker-seconds: the sum of each file's tests' setup, call and teardown, as the controller
+  receives their reports. With two workers a run's wall time is about half their total.
+- **The compiles**: each process of the run (the controller or the xdist workers, not the children that tests
+  start) counts XLA's backend compiles and their seconds, and its persistent-cache hits (jax.monitoring events).
+- **The run's peak memory**: a thread of the controller sums the resident memory of the controller and every process
+  below it (workers, servers, launch commands) once a second, and keeps the largest sum. Shared pages count once per
+  process, so the figure is an upper bound; it is the figure the budget (CONTRIBUTING.md) is held to.
+"""
+
+import os
+import pathlib
+import threading
+import time
+
+from jax import monitoring
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+compiles = {"programs": 0, "seconds": 0.0, "cache_hits": 0}
+
+
+def _on_duration(event: str, duration: float, **kwargs) -> None:
+  del kwargs
+  if event == _BACKEND_COMPILE:
+    compiles["programs"] += 1
+    compiles["seconds"] += duration
+
+
+def _on_event(event: str, **kwargs) -> None:
+  del kwargs
+  if event == _CACHE_HIT:
+    compiles["cache_hits"] += 1
+
+
+monitoring.register_event_duration_secs_listener(_on_duration)
+monitoring.register_event_listener(_on_event)
+
+
+def _children() -> dict[int, list[int]]:
+  tree: dict[int, list[int]] = {}
+  for entry in os.listdir("/proc"):
+    if entry.isdigit():
+      try:
+        stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
+      except OSError:
+        continue
+      ppid = int(stat.rsplit(")", 1)[1].split()[1])
+      tree.setdefault(ppid, []).append(int(entry))
+  return tree
+
+
+def tree_rss(pid: int) -> int:
+  """The resident bytes of `pid` and every process below it."""
+  tree, total, todo = _children(), 0, [pid]
+  while todo:
+    p = todo.pop()
+    try:
+      total += int(pathlib.Path(f"/proc/{p}/statm").read_text().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+      pass
+    todo.extend(tree.get(p, ()))
+  return total
+
+
+class PeakMemory:
+  """The largest `tree_rss(os.getpid())` seen, sampled every `every` seconds on a daemon thread."""
+
+  def __init__(self, every: float = 1.0):
+    self.peak = 0
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._run, args=(every,), daemon=True, name="suite-peak-memory")
+
+  def _run(self, every: float) -> None:
+    while not self._stop.is_set():
+      self.peak = max(self.peak, tree_rss(os.getpid()))
+      self._stop.wait(every)
+
+  def start(self) -> "PeakMemory":
+    if os.path.isdir("/proc"):
+      self._thread.start()
+    return self
+
+  def stop(self) -> int:
+    self._stop.set()
+    if self._thread.is_alive():
+      self._thread.join(timeout=10)
+    return self.peak
+
+
+def summary_lines(file_seconds: dict[str, float], worker_compiles: list[dict], peak: int, started: float) -> list[str]:
+  """The report's lines: the 10 slowest files, the compiles, the peak memory."""
+  total = sum(file_seconds.values())
+  lines = [f"the 10 slowest files, of {total:.0f} worker-seconds over {len(file_seconds)} files:"]
+  for name, seconds in sorted(file_seconds.items(), key=lambda kv: -kv[1])[:10]:
+    lines.append(f"  {seconds:8.1f} s  {100 * seconds / max(total, 1e-9):4.1f}%  {name}")
+  programs = sum(c.get("programs", 0) for c in worker_compiles)
+  seconds = sum(c.get("seconds", 0.0) for c in worker_compiles)
+  hits = sum(c.get("cache_hits", 0) for c in worker_compiles)
+  lines.append(
+    f"XLA backend compiles in the suite's {len(worker_compiles)} test process(es): {programs} programs, "
+    f"{seconds:.0f} s; persistent-cache hits: {hits}"
+  )
+  if peak:
+    lines.append(f"peak memory of the run (the resident sum of the suite's processes): {peak / 2**30:.1f} GiB")
+  lines.append(f"wall: {time.monotonic() - started:.0f} s")
+  return lines
