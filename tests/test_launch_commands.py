@@ -23,8 +23,9 @@ A failing command's error must name what was planted (a path that is not there, 
 that its main now rejects fails the test; a partial form (a lone ...) may stop at a problem of its own.
 
 Two documented forms of a module that set the same flags (an override `--config.a.b` counts as `--config.*`) take
-the same path through the flag handling: only the first runs, so the file stays near a minute on two cores. They run
-a few at a time from one test, which reports every failure together.
+the same path through the flag handling: only the first runs. They run a few at a time from one test, which reports
+every failure together, each in a process of its own forked from a server that imported JAX and the package once
+(tests/forkserver.py): the imports were most of the file's two minutes.
 """
 
 import ast
@@ -36,6 +37,8 @@ import re
 import shlex
 import subprocess
 import sys
+
+from tests.forkserver import ForkServer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAUNCH = sorted(p.stem for p in (ROOT / "launch").glob("*.py") if p.stem != "__init__")
@@ -143,13 +146,15 @@ def runnable(argv: list[str], tmp: pathlib.Path) -> list[str]:
   return [module, *out]
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess:
-  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  command = [sys.executable, "-m", *argv]
-  try:
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-  except subprocess.TimeoutExpired as e:
-    return subprocess.CompletedProcess(command, None, e.stdout or "", f"did not end within {TIMEOUT_S} s")
+# What every launch main imports before its flags are parsed: the fork server imports it once (tests/forkserver.py).
+PRELOAD = ("jax", "absl.app", "absl.flags", "ml_collections", "arena_jax", "arena_jax.cli", "arena_jax.train")
+
+
+def _run(server: ForkServer, argv: list[str], tmp: pathlib.Path) -> subprocess.CompletedProcess:
+  proc = server.run(argv, cwd=ROOT, workdir=tmp / "process", timeout=TIMEOUT_S)
+  if proc.returncode is None:
+    proc.stderr += f"\ndid not end within {TIMEOUT_S} s"
+  return proc
 
 
 def _problem(proc: subprocess.CompletedProcess, partial: bool, tmp: pathlib.Path) -> str | None:
@@ -181,8 +186,9 @@ def test_every_launch_module_documents_a_command():
 def test_documented_launch_commands_end_in_one_line(tmp_path):
   forms = documented()
   commands = [(where, runnable(argv, tmp_path / str(k))) for k, (where, argv) in enumerate(forms)]
-  with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
-    procs = list(pool.map(lambda c: _run(c[1]), commands))
+  with ForkServer(PRELOAD, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}) as server:
+    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+      procs = list(pool.map(lambda k: _run(server, commands[k][1], tmp_path / str(k)), range(len(commands))))
   failures = []
   for k, ((where, argv), proc) in enumerate(zip(commands, procs)):
     problem = _problem(proc, "..." in forms[k][1], tmp_path / str(k))
