@@ -193,3 +193,39 @@ $(VENV_GPU)/.installed: setup.py
 
 device: $(VENV_GPU)/.installed
 	PYTHON=$(VENV_GPU)/bin/python bash benchmarks/device.sh
+
+# The same check on a bare CUDA image with no network (docs/device.md). `make device-wheels`: the wheels that the image
+# lacks (setup.py's DEVICE["wheels"]: cp312, manylinux x86-64, hashes checked) into .device-wheels, at most 40 MiB, which
+# travels with the working tree; device.sh installs them there from that folder alone. `make device-dryrun`: the dry run
+# as the image runs it: Python 3.12 with the image's versions (DEVICE["image"], .venv-device), the wheelhouse installed
+# by device.sh, and no network during the run (a network namespace of its own where `unshare` can make one).
+DEVICE_WHEELS := .device-wheels
+VENV_DEVICE := .venv-device
+PYTHON312 ?= $(firstword $(foreach p,python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12),$(shell $(p) -c 'import sys; print(sys.executable)' 2>/dev/null)))
+DEVICE_LIST = $(PYTHON) -c "import ast, sys; t = ast.parse(open('setup.py').read()); d = next(n.value for n in t.body if isinstance(n, ast.Assign) and n.targets[0].id == 'DEVICE'); print(*ast.literal_eval(d)[sys.argv[1]], sep='\n')"
+NO_NETWORK ?= $(shell unshare -n true 2>/dev/null && echo unshare -n)
+.PHONY: device-wheels device-dryrun
+
+device-wheels: $(DEVICE_WHEELS)/.complete
+
+$(DEVICE_WHEELS)/.complete: setup.py
+	rm -rf $(DEVICE_WHEELS) && mkdir -p $(DEVICE_WHEELS)
+	$(DEVICE_LIST) wheels > $(DEVICE_WHEELS)/requirements.txt
+	$(PYTHON) -m pip download -q --no-deps --require-hashes --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d $(DEVICE_WHEELS) -r $(DEVICE_WHEELS)/requirements.txt
+	@size=$$(du -cb $(DEVICE_WHEELS)/*.whl | tail -1 | cut -f1); \
+	  echo "device wheels: $$(ls $(DEVICE_WHEELS)/*.whl | wc -l) in $(DEVICE_WHEELS), $$size bytes (at most 40 MiB)"; \
+	  test $$size -le 41943040
+	touch $@
+
+$(VENV_DEVICE)/.installed: setup.py
+	@test -n "$(PYTHON312)" || { echo "make device-dryrun needs Python 3.12 (jax 0.11.2 does): set PYTHON312"; exit 1; }
+	rm -rf $(VENV_DEVICE)
+	$(PYTHON312) -m venv $(VENV_DEVICE)
+	$(DEVICE_LIST) image > $(VENV_DEVICE)/image.txt
+	$(VENV_DEVICE)/bin/python -m pip install -q -r $(VENV_DEVICE)/image.txt
+	touch $@
+
+device-dryrun: $(VENV_DEVICE)/.installed $(DEVICE_WHEELS)/.complete
+	PIP_NO_INDEX=1 PYTHON=$(VENV_DEVICE)/bin/python $(NO_NETWORK) bash benchmarks/device.sh --dry-run

@@ -55,6 +55,37 @@ NO_DEPS = {
   ],
 }
 
+# The device check on a bare CUDA image with no network (benchmarks/device.sh, docs/device.md), whose Python 3.12
+# carries jax 0.11.2 with its CUDA 13 plugin, numpy 2.5.2, flax, optax, orbax-checkpoint, chex, scipy, absl-py,
+# sentencepiece 0.2.2, torch and transformers, and none of jaxopt, qwix, ml-collections, tensorflow-datasets,
+# math-verify, gguf or tensorboardX.
+#   wheels  what the check imports that the image lacks, pinned as above, with their hashes: `make device-wheels`
+#           downloads them (cp312, manylinux x86-64) into .device-wheels, which travels with the working tree.
+#   image   the image's versions, for `make device-dryrun`'s CPU venv (.venv-device, Python 3.12), which runs the
+#           check's dry run with the wheelhouse and nothing downloaded: where the image's version is unknown, the
+#           release that was current when jax 0.11.2 was (flax 0.12.10, orbax-checkpoint 0.12.6, scipy 1.18.1), or
+#           the pin above. Only what the check imports: torch is not there (PyPI's Linux torch is a CUDA build of
+#           gigabytes), so the dry run there skips the transformers part and says so.
+DEVICE = {
+  "wheels": [
+    "ml-collections==1.1.0 --hash=sha256:23b6fa4772aac1ae745a96044b925a5746145a70734f087eaca6626e92c05cbc",
+  ],
+  "image": [
+    "jax==0.11.2",
+    "jaxlib==0.11.2",
+    "numpy==2.5.2",
+    "flax==0.12.10",
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.6",
+    "chex==0.1.92",
+    "scipy==1.18.1",
+    "absl-py==2.5.1",
+    "sentencepiece==0.2.2",
+    "tqdm==4.70.1",
+    "aiohttp==3.14.5",
+  ],
+}
+
 EXTRAS_REQUIRE = {
   "test": [
     "pytest==9.2.0",
