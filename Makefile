@@ -69,24 +69,35 @@ real-arms: $(VENV)/.installed-serve $(VENV)/.installed-real-model runs/real_judg
 demo: venv
 	$(PY) -m launch.demo
 
-# Two tiers (pytest.ini's `slow` marker): `make test` is the contributor's suite (every module, every behaviour; minutes),
-# `make test-all` adds the slow tier (the tests that need a trained policy or minutes of training) and is what CI runs
-# (.ci/run). Style first (ruff.toml: the formatter and the linter, lines of at most 120), so that a drift fails in
-# seconds; `make format` rewrites the files. pytest exits 5 when it collects no tests; make treats any non-zero status
-# as a failure.
-.PHONY: test-all
-TEST_DEPS := lint $(VENV)/.installed-test $(VENV)/.installed-real-model chromium bubblewrap
-# `make test` in two pytest processes (tests/conftest.py): the tests marked `mesh` on 8 fake CPU devices, the rest on 1
-# (a trainer's default mesh fills every device, and 8-way sharding on 2 cores roughly doubles a run's time).
-# `make test-all` splits the same way, the slow tier included. On 8 fake devices the real model's run (the
-# transformers-serve judge test) held 16 GB, where one device holds 6.5: beside the other worker, CI's 24 GiB ran out.
-test: $(TEST_DEPS)
-	ARENA_JAX_TEST_DEVICES=1 $(PY) -m pytest -m "not slow and not mesh"
-	ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "not slow and mesh"
+# Two tiers (pytest.ini's `slow` marker; CONTRIBUTING.md): `make test` is the contributor's suite (every module, the
+# real model once, minutes), `make test-all` adds the slow tier (trained policies, parity on many texts, every variant
+# of each check) and is what CI runs (.ci/run). Style first (ruff.toml: the formatter and the linter, lines of at most
+# 120), so that a drift fails in seconds; `make format` rewrites the files.
+# Each runs two pytest processes (tests/conftest.py): the tests marked `mesh` on 8 fake CPU devices, the rest on 1 (a
+# trainer's default mesh fills every device, and 8-way sharding on 2 cores roughly doubles a run's time). Both passes
+# run even when the first fails; the run then ends with where its time went, both passes merged
+# (tests/suite_report.py: the 10 slowest files in worker-seconds, the compiles, the peak memory), and fails if
+# either pass failed.
+.PHONY: test-all test-loaded
+TEST_DEPS := lint $(VENV)/.installed-test $(VENV)/.installed-real-model bubblewrap
+# PYTEST_ARGS adds pytest options to both passes (e.g. `make test PYTEST_ARGS=--durations=30`).
+SUITE = run=$$(date +%s%N); status=0; \
+	ARENA_JAX_SUITE_RUN=$$run ARENA_JAX_TEST_DEVICES=1 $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS) || status=$$?; \
+	ARENA_JAX_SUITE_RUN=$$run ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "$(2)" $(PYTEST_ARGS) || status=$$?; \
+	ARENA_JAX_SUITE_RUN=$$run $(PY) -m tests.suite_report 1dev 8dev; exit $$status
 
-test-all: $(TEST_DEPS)
-	ARENA_JAX_TEST_DEVICES=1 $(PY) -m pytest -m "not mesh"
-	ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "mesh"
+test: $(TEST_DEPS)
+	@$(call SUITE,not slow and not mesh,not slow and mesh)
+
+# The inspector's browser test needs Chromium (the `chromium` target): only the slow tier runs it.
+test-all: $(TEST_DEPS) chromium
+	@$(call SUITE,not mesh,mesh)
+
+# `make test` beside two busy processes, one per core: nothing in the suite may depend on the machine's load
+# (CONTRIBUTING.md). The busy loops end with the run.
+test-loaded: $(TEST_DEPS)
+	@$(PYTHON) -c 'while True: pass' & a=$$!; $(PYTHON) -c 'while True: pass' & b=$$!; \
+	trap 'kill $$a $$b' EXIT; $(MAKE) --no-print-directory test
 
 .PHONY: lint format
 lint: $(VENV)/.installed-test
@@ -129,7 +140,7 @@ bubblewrap:
 	  echo "no bwrap, and make is not root with apt-get: the code sandbox falls back to unshare or rlimits"; \
 	fi
 
-# The reproduction study (issue 32): rlvr, arena and arena_live, and arena and arena_live with a reversed judge
+# The reproduction study (docs/results/README.md): rlvr, arena and arena_live, and arena and arena_live with a reversed judge
 # (verdict accuracy 0), × 5 seeds × 120 steps, from the SFT base of configs/sft.py:blind → docs/results/
 # (docs/results/README.md says how long the run recorded there took). Longer when cores are shared.
 # reproduce-quick: the same machinery in minutes (2 seeds, 8 steps, small evaluation) → runs/study_quick/results/.

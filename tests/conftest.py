@@ -48,7 +48,9 @@ jax.config.update("jax_compilation_cache_dir", str(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
-from tests import suite_report  # noqa: E402  (registers its compile counters with jax.monitoring)
+from tests import suite_report  # noqa: E402
+
+suite_report.count_compiles()
 
 
 # ── the order of the tests: longest first ──
@@ -119,9 +121,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
   if hasattr(config, "workerinput") or config.option.collectonly:
     return
   compiles = _worker_compiles or [suite_report.compiles]  # -n 0: the tests ran in this process
+  peak, wall = _peak.stop(), time.monotonic() - _started
   terminalreporter.section("where the time went (tests/suite_report.py)")
-  for line in suite_report.summary_lines(_file_seconds, compiles, _peak.stop(), _started):
+  for line in suite_report.summary_lines(_file_seconds, compiles, peak, wall):
     terminalreporter.write_line(line)
+  record = suite_report.record_path(cache.root(), f"{jax.device_count()}dev")
+  try:
+    suite_report.write_record(record, _file_seconds, compiles, peak, wall)
+  except OSError:
+    pass  # a read-only cache: only `make test`'s merged report is lost
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -165,25 +173,9 @@ def real_gguf() -> str:
 
 @pytest.fixture
 def one_real_model_run():
-  """Holds the machine-wide lock of the tests that keep a real model's training or serving in memory (several GB
-  each: the real model's compiled update and sampler, and a `transformers serve` child). The suite's two workers
-  run them one at a time: on CI (2 cores, 24 GiB) the notebook's real run beside the real-judge test OOM-killed
-  a worker. A worker that waits says so, and the other worker goes on meanwhile."""
-  import fcntl  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-
-  path = cache.root() / "one_real_model_run.lock"
-  path.parent.mkdir(parents=True, exist_ok=True)
-  with open(path, "a+", encoding="utf-8") as f:
-    try:
-      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      print(f"waiting for another real-model test to finish ({path})", file=sys.stderr, flush=True)
-      fcntl.flock(f, fcntl.LOCK_EX)
-    try:
-      yield
-    finally:
-      fcntl.flock(f, fcntl.LOCK_UN)
+  """`cache.real_model_lock` for one test."""
+  with cache.real_model_lock():
+    yield
 
 
 # ── one embedded judge server per worker ──

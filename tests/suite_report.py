@@ -9,12 +9,11 @@
   process, so the figure is an upper bound; it is the figure the budget (CONTRIBUTING.md) is held to.
 """
 
+import json
 import os
 import pathlib
+import sys
 import threading
-import time
-
-from jax import monitoring
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
@@ -36,8 +35,12 @@ def _on_event(event: str, **kwargs) -> None:
     compiles["cache_hits"] += 1
 
 
-monitoring.register_event_duration_secs_listener(_on_duration)
-monitoring.register_event_listener(_on_event)
+def count_compiles() -> None:
+  """Registers the compile counters with jax.monitoring (once per process, before the tests run)."""
+  from jax import monitoring  # noqa: PLC0415  (`python -m tests.suite_report` reads records without JAX)
+
+  monitoring.register_event_duration_secs_listener(_on_duration)
+  monitoring.register_event_listener(_on_event)
 
 
 def _children() -> dict[int, list[int]]:
@@ -91,8 +94,8 @@ class PeakMemory:
     return self.peak
 
 
-def summary_lines(file_seconds: dict[str, float], worker_compiles: list[dict], peak: int, started: float) -> list[str]:
-  """The report's lines: the 10 slowest files, the compiles, the peak memory."""
+def summary_lines(file_seconds: dict[str, float], worker_compiles: list[dict], peak: int, wall: float) -> list[str]:
+  """The report's lines: the 10 slowest files, the compiles, the peak memory, the wall time."""
   total = sum(file_seconds.values())
   lines = [f"the 10 slowest files, of {total:.0f} worker-seconds over {len(file_seconds)} files:"]
   for name, seconds in sorted(file_seconds.items(), key=lambda kv: -kv[1])[:10]:
@@ -106,5 +109,57 @@ def summary_lines(file_seconds: dict[str, float], worker_compiles: list[dict], p
   )
   if peak:
     lines.append(f"peak memory of the run (the resident sum of the suite's processes): {peak / 2**30:.1f} GiB")
-  lines.append(f"wall: {time.monotonic() - started:.0f} s")
+  lines.append(f"wall: {wall:.0f} s")
   return lines
+
+
+# ── the whole `make test` / `make test-all`: its passes' records, merged ──
+# Each pass's controller writes its record (`write_record`) to the test cache; the Makefile's last step merges the
+# passes of the run that just ended (`python -m tests.suite_report PASS...`).
+
+
+def record_path(root: pathlib.Path, name: str) -> pathlib.Path:
+  return root / "last_run" / f"{name}.json"
+
+
+RUN_ENV = "ARENA_JAX_SUITE_RUN"  # set by the Makefile: the passes of one `make test` share it
+
+
+def write_record(path: pathlib.Path, file_seconds: dict, worker_compiles: list[dict], peak: int, wall: float) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  record = dict(run=os.environ.get(RUN_ENV), file_seconds=file_seconds, compiles=worker_compiles, peak=peak, wall=wall)
+  path.write_text(json.dumps(record), encoding="utf-8")
+
+
+def merged_lines(records: list[dict]) -> list[str]:
+  """`summary_lines` of several passes run one after the other: file seconds add up, the peak is the largest."""
+  seconds: dict[str, float] = {}
+  for r in records:
+    for name, s in r["file_seconds"].items():
+      seconds[name] = seconds.get(name, 0.0) + s
+  compiles = [c for r in records for c in r["compiles"]]
+  return summary_lines(seconds, compiles, max(r["peak"] for r in records), sum(r["wall"] for r in records))
+
+
+def main(argv: list[str]) -> int:
+  from tests import cache  # noqa: PLC0415  (no JAX set-up needed to read the records)
+
+  records = []
+  for name in argv:
+    path = record_path(cache.root(), name)
+    try:
+      record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+      record = None
+    if record is None or record.get("run") != os.environ.get(RUN_ENV):
+      print(f"(the {name} pass of this run left no record at {path})")
+    else:
+      records.append(record)
+  if records:
+    print(f"== where the time went: {' + '.join(argv)} ==")
+    print("\n".join(merged_lines(records)))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

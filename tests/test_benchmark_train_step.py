@@ -36,6 +36,7 @@ def first_updates(micro_batches, batch, *, plain_batch=None, states=False):
   return agree, float(loss)
 
 
+@pytest.mark.slow  # the reference update's programs
 def test_plain_reference_computes_our_update_on_ragged_rows():
   # Prompts and completions of random lengths: padding, masks and the predicting slots all differ by row.
   batch = train_step.make_batch(CONFIG, 16, 6, 10, seed=3, ragged=True)
@@ -86,6 +87,7 @@ def test_train_flops_counts_six_per_param_per_token_plus_attention_and_head():
   assert train_step.train_flops(c, rows, p, n) == want
 
 
+@pytest.mark.slow  # the benchmark compiles the update five times
 def test_benchmark_runs_at_smoke_size_and_ends_with_json(capsys):
   train_step.main(["--smoke", "--micro-batches", "2"])
   lines = capsys.readouterr().out.strip().splitlines()

@@ -43,6 +43,7 @@ def test_tournament_fidelity_runs_and_ends_with_json(capsys):
   assert all([p["calls"] for p in points.values()] == [4.0, 7.0] for points in curve.values())
 
 
+@pytest.mark.slow  # the sampler benchmark's programs
 def test_sampler_benchmark_runs_and_ends_with_json(capsys):
   """Both sides decode, the skewed workload's stops are honoured by both (the benchmark asserts it)."""
   pytest.importorskip("transformers")

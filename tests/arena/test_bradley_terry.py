@@ -12,6 +12,9 @@ from arena_jax.arena.testing import strength_judge
 
 TOL = 1e-4  # float32 fit vs float64 reference (the issue's acceptance bound)
 SOLVERS = sorted(arena.SOLVERS)
+# `make test` checks the default solver on every graph; the other solvers' runs of the same checks compile their own
+# programs (seconds each at the suite's shapes) and run in the slow tier (`make test-all`).
+SOLVER_TIERS = [s if s == bt.DEFAULT_SOLVER else pytest.param(s, marks=pytest.mark.slow) for s in SOLVERS]
 
 
 def random_matches(rng, batch, g, m, *, outcomes=(0.1, 0.5, 0.9), pad=0):
@@ -45,20 +48,20 @@ def assert_matches_reference(first, second, outcome, weight, g, solver="newton",
   return got
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", SOLVER_TIERS)
 @pytest.mark.parametrize("g", [2, 3, 8, 16, 64])
 def test_random_graphs_match_scipy(solver, g):
   rng = np.random.default_rng(g)
   assert_matches_reference(*random_matches(rng, 6, g, 3 * g, pad=5), g, solver=solver)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", SOLVER_TIERS)
 def test_live_tournament_graphs_match_scipy(solver):
   rng = np.random.default_rng(1)
   assert_matches_reference(*live_matches(rng, 8, 16), 16, solver=solver)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", SOLVER_TIERS)
 def test_round_robin_graph_matches_scipy_and_orders_by_strength(solver):
   g = 8
   sched = arena.play(arena.make_scheduler("round_robin", g), strength_judge(np.arange(g)))
@@ -67,7 +70,7 @@ def test_round_robin_graph_matches_scipy_and_orders_by_strength(solver):
   assert (np.diff(theta) > 0).all()
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", SOLVER_TIERS)
 def test_all_ties_give_equal_strengths_and_half_rewards(solver):
   rng = np.random.default_rng(2)
   f, s, _, w = random_matches(rng, 3, 6, 12)
@@ -116,7 +119,7 @@ def test_zero_matches_give_zero_strengths_and_half_rewards():
   assert arena.fit_bradley_terry(empty, empty, empty.astype(float), empty.astype(float), 3).shape == (2, 3)
 
 
-@pytest.mark.parametrize("batch", [1, 4096])
+@pytest.mark.parametrize("batch", [1, pytest.param(4096, marks=pytest.mark.slow)])
 def test_batch_sizes_match_scipy(batch):
   rng = np.random.default_rng(batch)
   f, s, o, w = random_matches(rng, batch, 16, 42)
@@ -143,6 +146,7 @@ def test_padding_and_bucketing_do_not_change_the_fit():
   np.testing.assert_allclose(np.asarray(arena.fit_bradley_terry(*padded, 6)), base, atol=1e-6)
 
 
+@pytest.mark.slow  # four fits compiled from a cleared cache
 def test_bucketing_reuses_compiled_programs():
   rng = np.random.default_rng(5)
   bt._fit_jit.clear_cache()
@@ -217,6 +221,7 @@ def _arrays(g, rows):
   return f, (f + np.array([r[1] for r in rows])) % g, np.array([r[2] for r in rows])
 
 
+@pytest.mark.slow  # 30 random match lists, a program per shape
 @settings(max_examples=30, deadline=None)
 @given(match_lists, st.randoms(use_true_random=False))
 def test_permutation_equivariance(gm, rnd):
@@ -228,6 +233,7 @@ def test_permutation_equivariance(gm, rnd):
   np.testing.assert_allclose(renamed[perm], theta, atol=1e-5)
 
 
+@pytest.mark.slow  # 30 random match lists
 @settings(max_examples=30, deadline=None)
 @given(match_lists, st.integers(0, 6), st.integers(1, 6))
 def test_an_added_win_never_lowers_the_winner(gm, winner, offset):
@@ -241,6 +247,7 @@ def test_an_added_win_never_lowers_the_winner(gm, winner, offset):
   assert after[i] >= before[i] - 1e-5
 
 
+@pytest.mark.slow  # 30 random match lists
 @settings(max_examples=30, deadline=None)
 @given(match_lists, st.lists(st.booleans(), min_size=12, max_size=12))
 def test_mirroring_a_match_changes_nothing(gm, flips):
@@ -282,7 +289,7 @@ def reference_errors(first, second, outcome, weight, g, kind, l2=0.1):
   return theta, out
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", SOLVER_TIERS)
 @pytest.mark.parametrize("kind", arena.ERRORS)
 def test_standard_errors_match_the_float64_reference(solver, kind):
   rng = np.random.default_rng(4)
@@ -300,6 +307,7 @@ def _bootstrap(first, second, outcome, g, rng, num=400):
   return np.asarray(arena.fit_bradley_terry(first[idx], second[idx], outcome[idx], None, g)).std(0)
 
 
+@pytest.mark.slow  # 400 bootstrap fits
 @pytest.mark.parametrize("soft", [False, True])
 def test_standard_errors_agree_with_the_bootstrap(soft):
   """Small dense graphs: with Bernoulli verdicts Laplace and sandwich errors both match the bootstrap; with

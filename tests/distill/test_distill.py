@@ -5,9 +5,14 @@ checker's verdicts on arithmetic groups whose traces differ by a redundant step;
 import dataclasses
 import importlib
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 from types import SimpleNamespace
+
+import filelock
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +25,7 @@ from arena_jax.errors import MissingFileError
 from arena_jax.models.hf import export as hf_export
 from arena_jax.models.hf import tokenizer_files
 from arena_jax.tokenizer import load_tokenizer
+from tests import cache
 from tests.tokenizer_fixtures import write_bpe_tokenizer
 
 demonstrations = importlib.import_module("arena_jax.tasks.demonstrations")
@@ -83,12 +89,33 @@ def _config(tmp, groups, student, **train):
   return c
 
 
-@pytest.fixture(scope="module")
+# The distillation of the fixture, in a child: 300 training steps are compute, which the suite's -O0 compiles
+# (tests/conftest.py) slow (74 s at -O0, 41 s at XLA's full optimisation, tests.cache.optimized_env).
+_DISTILL = """
+import json, sys
+import ml_collections
+from arena_jax import distill
+distill.distill(ml_collections.ConfigDict(json.loads(sys.argv[1])), sys.argv[2], log=lambda m: None)
+"""
+
+
+@pytest.fixture(scope="session")
 def distilled(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("distill")
-  student = _student_dir(tmp / "student")
-  c = _config(tmp, _groups_file(tmp / "groups.jsonl", 120), student)
-  return c, tmp / "out", distill.distill(c, tmp / "out", log=lambda m: None)
+  """(config, out_dir, report) of the tiny student distilled from the embedded checker, trained once per session:
+  the xdist workers share it under a lock (the first to ask trains it, the others read its report)."""
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent  # this session's folder, above each worker's own base temp
+  tmp = root / "distill"
+  with filelock.FileLock(str(root / "distill.lock")):
+    if not (tmp / "out" / distill.run.REPORT_FILE).is_file():
+      tmp.mkdir(exist_ok=True)
+      c = _config(tmp, _groups_file(tmp / "groups.jsonl", 120), _student_dir(tmp / "student"))
+      command = [sys.executable, "-c", _DISTILL, c.to_json(), str(tmp / "out")]
+      proc = subprocess.run(command, env=cache.optimized_env(), capture_output=True, text=True, timeout=1200)
+      assert proc.returncode == 0, proc.stderr[-3000:]
+  report = json.loads((tmp / "out" / distill.run.REPORT_FILE).read_text(encoding="utf-8"))
+  return _config(tmp, tmp / "groups.jsonl", tmp / "student"), tmp / "out", report
 
 
 # ── the loss and the batches ──
@@ -158,6 +185,7 @@ def test_the_student_learns_the_teachers_verdicts_and_loses_its_position_bias(di
   assert head["teacher"]["asked"] == report["pairs"]["labelled"]
 
 
+@pytest.mark.slow  # a LoRA student's programs
 def test_the_rerun_reads_the_labels_and_lora_trains_the_adapters_only(distilled, tmp_path):
   c, out, report = distilled
   c = c.copy_and_resolve_references()

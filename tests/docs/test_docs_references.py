@@ -1,6 +1,6 @@
 """The hand-written docs cannot rot silently: the files, modules, names, commands and links they cite exist
 (docs/architecture.md, docs/judges.md, docs/reward_modes.md, docs/configuration.md, docs/spec.md,
-docs/evaluation.md, docs/serving.md)."""
+docs/evaluation.md, docs/serving.md, docs/usage.md, docs/benchmarks.md)."""
 
 import importlib
 import pathlib
@@ -13,7 +13,17 @@ from arena_jax.judges import prompts
 from tools import gen_config_docs as gen
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DOCS = ("architecture.md", "judges.md", "reward_modes.md", "configuration.md", "spec.md", "evaluation.md", "serving.md")
+DOCS = (
+  "architecture.md",
+  "judges.md",
+  "reward_modes.md",
+  "configuration.md",
+  "spec.md",
+  "evaluation.md",
+  "serving.md",
+  "usage.md",
+  "benchmarks.md",
+)
 PATH = re.compile(r"(?<![\w./~-])((?:arena_jax|configs|launch|tools|benchmarks|notebooks|tests)/[\w./-]*\w)")
 DOTTED = re.compile(r"`(arena_jax(?:\.\w+)+)")
 MODULE = re.compile(r"python -m ([\w.]+)")

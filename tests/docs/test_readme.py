@@ -1,7 +1,8 @@
-"""README.md works as written (issue 22): its Python blocks run, in order, in one namespace, and every
-`python -m launch.…` command of its "Using it" block runs, with the smoke settings of `_smoke` substituted:
+"""The front page and its usage page work as written: the Python blocks of README.md and docs/usage.md run, in order,
+in one namespace, and every `python -m launch.…` command of docs/usage.md's "Using it" block runs, with the smoke
+settings of `_smoke` substituted:
 
-  README                                   run here
+  docs/usage.md                            run here
   --config=configs/<x>.py                  --config=configs/<x>.py:smoke (random tiny policy, 2 steps: no runs/sft_demo)
   --workdir=runs/<name>                    <tmp>/runs/<name>
   launch.train                             + --config.log.tensorboard=True (checks <workdir>/tensorboard)
@@ -11,9 +12,10 @@
   --input pairs.jsonl                      two trace pairs written here
   --output <file>                          <tmp>/<file>
   --input tests/…                          as written (repository data)
-  launch.rescore                           as written (the README's train command wrote the workdir's transcripts)
+  launch.rescore                           as written (the block's train command wrote the workdir's transcripts)
 
-A command of a module `_smoke` does not know fails the test: add its mapping here.
+A command of a module `_smoke` does not know fails the test: add its mapping here. The README's commands are run by
+tests/test_launch_commands.py, as every documented command is: each up to its first check.
 """
 
 import json
@@ -33,6 +35,7 @@ from tests import cache
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+USAGE = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
 EVAL_SMOKE = ("--config.num_examples=4", "--config.num_samples=2", "--config.max_new_tokens=8")
 KNOWN = ("launch.train", "launch.eval", "launch.serve_judge", "launch.judge_pairs", "launch.jury", "launch.rescore")
 PAIRS = [
@@ -53,10 +56,10 @@ PAIRS = [
 ]
 
 
-def _section(title):
-  start = README.index(f"\n## {title}\n")
-  end = README.find("\n## ", start + 1)
-  return README[start : end if end >= 0 else None]
+def _section(text, title):
+  start = text.index(f"\n## {title}\n")
+  end = text.find("\n## ", start + 1)
+  return text[start : end if end >= 0 else None]
 
 
 def _blocks(text, lang):
@@ -64,8 +67,8 @@ def _blocks(text, lang):
 
 
 def _commands():
-  """The `python -m` commands of the "Using it" bash block, continuation lines joined, comments dropped."""
-  block = _blocks(_section("Using it"), "bash")[0].replace("\\\n", " ")
+  """The `python -m` commands of docs/usage.md's "Using it" bash block, continuation lines joined, comments dropped."""
+  block = _blocks(_section(USAGE, "Using it"), "bash")[0].replace("\\\n", " ")
   return [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("python -m ")]
 
 
@@ -126,10 +129,10 @@ def _flag(args, name):
 
 
 def _smoke(args, tmp_path, urls):
-  """The README command `args` (after `python -m`) with the substitutions of the module docstring."""
+  """The documented command `args` (after `python -m`) with the substitutions of the module docstring."""
   module, out = args[0], []
   if module not in KNOWN:
-    pytest.fail(f"README runs `python -m {module}`: add its smoke mapping to tests/docs/test_readme.py")
+    pytest.fail(f"docs/usage.md runs `python -m {module}`: add its smoke mapping to tests/docs/test_readme.py")
   for a in args:
     for old, new in urls.items():
       a = a.replace(old, new)
@@ -157,20 +160,21 @@ def _smoke(args, tmp_path, urls):
 def test_readme_shows_the_two_commands_first_then_the_first_five_minutes():
   first = _blocks(README, "bash")[0]
   assert first.startswith("make demo") and "\nmake test" in first
-  five = _section("First five minutes")
-  assert "source .venv/bin/activate" in five and "runs/sft_demo" in five and ":smoke" in five
-  assert README.index("## First five minutes") < README.index("## Using it")
-  for path in ("<workdir>/tensorboard", "<workdir>/eval/tensorboard", "make tensorboard"):
-    assert path in README, path
+  assert "source .venv/bin/activate" in README and "docs/usage.md" in README
   assert "colab.research.google.com/github/" in README
+  five = _section(USAGE, "First five minutes")
+  assert "source .venv/bin/activate" in five and "runs/sft_demo" in five and ":smoke" in five
+  assert USAGE.index("## First five minutes") < USAGE.index("## Using it")
+  for path in ("<workdir>/tensorboard", "<workdir>/eval/tensorboard", "tensorboard --logdir"):
+    assert path in five, path
 
 
 def test_readme_python_blocks_run_as_written(capsys):
-  blocks = _blocks(README, "python")
+  blocks = _blocks(README, "python") + _blocks(USAGE, "python")
   assert blocks
   namespace = {"__name__": "__readme__"}
   for block in blocks:  # later blocks may build on earlier ones
-    exec(compile(block, "README.md", "exec"), namespace)  # pylint: disable=exec-used
+    exec(compile(block, "README.md + docs/usage.md", "exec"), namespace)  # pylint: disable=exec-used
   advantages = np.asarray(namespace["advantages"])
   assert advantages.shape == (1, 8) and np.abs(advantages).max() > 0  # the judged group now carries signal
   assert capsys.readouterr().out.strip()
@@ -185,7 +189,7 @@ def test_the_package_does_not_import_the_tensorboard_viewer():
   assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.slow  # the slow tier: every README command in a child, training runs among them, minutes of training
+@pytest.mark.slow  # the slow tier: every "Using it" command in a child, training runs among them, minutes of training
 def test_readme_using_it_commands_run(tmp_path):
   commands = _commands()
   assert {c[2] for c in commands} >= {
@@ -218,7 +222,7 @@ def test_readme_using_it_commands_run(tmp_path):
         [sys.executable, "-m", *run], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600
       )
       assert proc.returncode == 0, (
-        f"README: python -m {shlex.join(args)}\nran: {shlex.join(run)}\n{proc.stderr[-3000:]}"
+        f"docs/usage.md: python -m {shlex.join(args)}\nran: {shlex.join(run)}\n{proc.stderr[-3000:]}"
       )
       if args[0] == "launch.train":
         workdir = pathlib.Path(_flag(run, "--workdir"))

@@ -182,6 +182,7 @@ class ParityTask:
     return [float(len(c) % 2 == 0) for c in completions]
 
 
+@pytest.mark.slow  # a whole evaluation on both meshes
 @NEEDS_8
 def test_evaluate_on_a_mesh_matches_one_device(saved):
   directory, _, _ = saved

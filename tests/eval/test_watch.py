@@ -99,6 +99,7 @@ def test_watch_without_a_stop_condition_polls_until_interrupted(run_dir, tmp_pat
   assert [r["step"] for r in watch_lib.read_results(out)] == [1, 2, 3, 9]
 
 
+@pytest.mark.slow  # a full evaluation of a checkpoint
 def test_real_evaluation_of_a_checkpoint(run_dir):
   workdir, data = run_dir
   cfg = watch_lib.default_config()
@@ -228,6 +229,7 @@ def test_a_run_without_recorded_tasks_keeps_the_given_settings(run_dir, tmp_path
   assert "records no task settings" in caplog.text
 
 
+@pytest.mark.slow  # five benchmarks in a child
 def test_one_launch_eval_call_scores_five_named_benchmarks_of_three_kinds(run_dir, tmp_path):
   """Issue 29's target: the shipped suite (math, choice and code files beside the testbed's two tasks) in one
   call, printed and written in the Table 1 layout; a test file other than the run's own is allowed."""

@@ -34,6 +34,7 @@ def test_config_paths_resolve_from_the_repository_root(tmp_path, monkeypatch):
   assert experiments.load_config("configs/arith_arena_live.py").reward.mode == "arena_live"
 
 
+@pytest.mark.slow  # every launch main in a child
 def test_launch_mains_find_their_default_configs_from_another_directory(tmp_path):
   code = (
     "import json; from absl import flags; import launch.demo as d, launch.compare as c; flags.FLAGS(['x']); "

@@ -45,6 +45,7 @@ def _real(seg):
   return np.asarray(seg) > 0
 
 
+@pytest.mark.slow  # splash's forward and backward programs
 @pytest.mark.parametrize("window", [None, 40])
 def test_splash_matches_the_reference_on_packed_rows_forward_and_backward(window):
   q, k, v = _inputs()

@@ -354,6 +354,7 @@ def launch(*args):
   )
 
 
+@pytest.mark.slow  # launch.export in a child
 def test_launch_export_turns_the_latest_checkpoint_into_a_hf_directory(hf, corpus, tmp_path):
   torch, transformers = hf
   sp = _sentencepiece("bpe", corpus)
@@ -385,6 +386,7 @@ def test_launch_export_turns_the_latest_checkpoint_into_a_hf_directory(hf, corpu
   assert leaves_equal(back, jax.tree.map(lambda x: np.asarray(x).astype(ml_dtypes.bfloat16), saved[2]))
 
 
+@pytest.mark.slow  # launch.export in children
 def test_launch_export_names_the_flag_of_a_missing_workdir_or_step(corpus, tmp_path):
   sp = _sentencepiece("bpe", corpus)
   _run_dir(tmp_path / "run", BASE.replace(vocab_size=sp.vocab_size), sp, steps=(3,))

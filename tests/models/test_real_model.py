@@ -2,8 +2,6 @@
 float32 logits, greedy continuations of chat prompts, and the GGUF exported as a HF directory that transformers
 loads. The tokenizer's parity is tests/test_gguf_tokenizer.py's."""
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +10,7 @@ import pytest
 from arena_jax import sampling
 from arena_jax import export
 from arena_jax.train import policy_io
+from tests import cache
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -34,23 +33,27 @@ NEW_TOKENS = 64
 
 
 @pytest.fixture(scope="module")
-def policy(real_gguf):
-  return policy_io.load_policy(real_gguf, weight_dtype="float32", dtype="float32")
+def real(real_gguf):
+  """Ours and transformers' own load of the GGUF, held under the real-model lock for the module: both models and their
+  programs are several GB, and the suite's other real-model tests wait meanwhile (`cache.real_model_lock`).
 
+  Transformers' load is its GGUF loader's (it dequantises in Python: about a minute on 2 cores), saved once as an HF
+  directory by the `transformers serve` judge's conversion (`judges.transformers_server.hf_directory`, cached by
+  the GGUF's path, size and time): the suite's real-model smoke serves the same directory, so the session pays the
+  dequantisation once."""
+  from arena_jax.judges import transformers_server  # noqa: PLC0415
 
-@pytest.fixture(scope="module")
-def real(policy, real_gguf):
-  """Ours and transformers' own load of the GGUF (it dequantises in Python: about a minute on 2 cores)."""
   transformers.logging.set_verbosity_error()
-  hf = transformers.AutoModelForCausalLM.from_pretrained(
-    os.path.dirname(real_gguf), gguf_file=os.path.basename(real_gguf), dtype=torch.float32
-  ).eval()
-  return policy, hf
+  with cache.real_model_lock():
+    policy = policy_io.load_policy(real_gguf, weight_dtype="float32", dtype="float32")
+    directory = transformers_server.hf_directory(real_gguf)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+    yield policy, hf
 
 
 # The slow tier (`make test-all`, CI): the parity tests below need transformers' load of the trained 135M weights
 # (about a minute) and run both models, 64 greedy tokens of four chats on each side: minutes of compute on 2 cores.
-# `make test` keeps the load of the real model and its config.
+# `make test` loads the real model and checks its config in tests/real_model/test_smoke.py.
 parity = pytest.mark.slow
 
 
@@ -76,13 +79,6 @@ def roundoff(logits: np.ndarray, d_model: int) -> float:
   """float32 round-off between two float32 forward passes: eps × √(terms of a dot product) × the logit scale,
   × 64 for 30 layers of accumulated error (the issue's bound, 1e-3 × the scale, is looser still)."""
   return 64 * np.finfo(np.float32).eps * np.sqrt(d_model) * float(np.abs(logits).max())
-
-
-def test_the_real_model_is_what_the_gguf_says(policy):
-  c = policy.config
-  assert (c.num_layers, c.d_model, c.num_heads, c.num_kv_heads, c.vocab_size) == (30, 576, 9, 3, 49152)
-  assert c.tie_embeddings and c.param_dtype == "float32" and c.max_position_embeddings == 8192
-  assert policy.meta["add_bos"] is False  # tokenizer.ggml.add_bos_token: the chat template writes its own start
 
 
 @parity

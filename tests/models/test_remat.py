@@ -56,6 +56,7 @@ def test_loss_and_gradients_equal_the_plain_ones(remat, params, batch):
   assert float(jnp.abs(plain[1]["layers"][0]["mlp"]["up_proj"]).max()) > 0  # the gradients compared are not all 0
 
 
+@pytest.mark.slow  # one program per remat policy
 def test_each_policy_keeps_less_for_the_backward_pass(params, batch):
   """none > dots_saveable > minimal > full in what the forward pass keeps: each policy recomputes more."""
   kept = {r: _residual_bytes(r, params, batch) for r in models.REMAT_POLICIES}

@@ -107,6 +107,7 @@ def test_uneven_micro_batches_fail_with_a_clear_message():
   train_sharding.check_train_batch(rows=16, micro_batches=2, mesh=mesh)
 
 
+@pytest.mark.slow  # the compacting sampler's programs on two meshes
 @pytest.mark.parametrize("shape", [(8, 1, 1), (2, 2, 2)], ids=lambda s: "x".join(map(str, s)))
 def test_compacting_sampler_matches_one_device(shape):
   """Compaction on a mesh: the row buckets stay multiples of the batch shards, and the rows are those of an

@@ -5,6 +5,7 @@ sampler with `attention="splash"` (Pallas interpret mode on these CPU devices, o
 Tolerances as in test_equivalence.py: float32 sums over a few hundred terms, in another order per shard."""
 
 import jax
+import pytest
 import jax.numpy as jnp
 import numpy as np
 
@@ -22,6 +23,7 @@ CONFIG = models.ModelConfig(
 KW = dict(temperature=1.0, micro_batches=2, use_reference=False)
 
 
+@pytest.mark.slow  # splash's sharded backward
 def test_the_sharded_update_with_splash_matches_the_reference_on_one_device():
   params = models.pure_params(models.init_model(CONFIG, seed=0))
   batch = rollout(rows=8, prompt_len=8, new_tokens=8)
@@ -45,6 +47,7 @@ def test_the_sharded_update_with_splash_matches_the_reference_on_one_device():
     np.testing.assert_allclose(g, w, atol=2e-5)
 
 
+@pytest.mark.slow  # splash's sharded prefill
 def test_the_sharded_sampler_with_splash_prefills_as_the_reference():
   model = models.init_model(CONFIG, seed=1)
   rng = np.random.default_rng(2)

@@ -129,6 +129,7 @@ def test_checkpoint_restores_onto_another_mesh(tmp_path):
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
+@pytest.mark.slow  # an AOT compile of the real-size step's program
 def test_aot_lower_compile_and_memory_report_on_cpu():
   """The AOT path of launch/aot_compile.py, on the CPU backend's 8 devices instead of a TPU topology."""
   mesh = parallel.make_mesh(parallel.mesh_config(1, 2, 4))

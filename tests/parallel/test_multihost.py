@@ -57,6 +57,7 @@ def run_two_processes(module: str, *args: str, timeout: int = 600) -> list[str]:
   return logs
 
 
+@pytest.mark.slow  # two jax.distributed processes compiling the same programs
 def test_two_processes_one_mesh(tmp_path):
   run_two_processes("tests.parallel.multihost_worker", str(tmp_path / "out{i}.json"), str(tmp_path / "ckpt"))
   outs = [json.loads((tmp_path / f"out{i}.json").read_text()) for i in range(2)]

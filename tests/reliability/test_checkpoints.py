@@ -139,6 +139,7 @@ def test_no_checkpoint_that_restores_is_one_clear_error(copy4, data_dir):
   assert sorted(os.listdir(copy4 / "checkpoints")) == ["2", "4"]  # nothing moved when nothing restores
 
 
+@pytest.mark.slow  # a run to a non-finite loss
 def test_the_non_finite_loss_message_names_a_checkpoint_that_verifies(copy4, data_dir, coin_verifier):
   """A NaN step-4 checkpoint is resumed with an absurd learning rate: the run diverges, and the step the
   message calls the last good checkpoint restores with finite values (never the poisoned one). The coin
@@ -179,6 +180,7 @@ def test_the_watcher_logs_and_skips_a_bad_step(tmp_path, caplog):
 # ───────────────────────────── one run per workdir ─────────────────────────────
 
 
+@pytest.mark.slow  # a trainer in a child
 def test_a_second_trainer_on_a_live_workdir_is_refused_and_a_crash_releases_the_lock(data_dir, tmp_path):
   workdir = tmp_path / "run"
   log = open(tmp_path / "first.log", "wb")  # pylint: disable=consider-using-with

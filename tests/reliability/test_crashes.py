@@ -97,6 +97,7 @@ def _why(c):
   return f"RELIABILITY_SEED={c['seed']}; logs in {c['workdir']}"
 
 
+@pytest.mark.slow  # a run killed in a child and resumed
 def test_sigkill_then_resume_continues_from_the_last_complete_checkpoint(crashes):
   c = crashes
   assert c["kill_rc"] == -signal.SIGKILL, _why(c)
@@ -108,6 +109,7 @@ def test_sigkill_then_resume_continues_from_the_last_complete_checkpoint(crashes
     assert "resumed from step" not in c["logs"]["run2"], _why(c)
 
 
+@pytest.mark.slow  # a run signalled in a child
 def test_sigterm_checkpoints_the_step_and_exits_cleanly(crashes):
   c = crashes
   assert c["term_rc"] == 0, (c["logs"]["run2"][-3000:], _why(c))

@@ -59,6 +59,7 @@ def judge_warnings(caplog):
   ]
 
 
+@pytest.mark.slow  # a run under every fault at once
 def test_training_rides_out_the_fault_mix(data_dir, tmp_path):
   # 15% HTTP errors (500 / 503 / 429 alike: 10% 5xx, 5% 429, with Retry-After on 429 and 503), 5% hangs
   # far past the client timeout, 5% well-formed answers without a verdict. Seeded: the fault sequence
@@ -100,6 +101,7 @@ def test_training_rides_out_the_fault_mix(data_dir, tmp_path):
   assert (tmp_path / "checkpoints" / "6").is_dir()
 
 
+@pytest.mark.slow  # a judge process killed and restarted
 def test_a_judge_killed_mid_run_and_restarted(data_dir, tmp_path, monkeypatch, caplog):
   # Verdict noise: random traces tie under a noise-free judge, and ties give no advantage to tell from
   # the fallback's.

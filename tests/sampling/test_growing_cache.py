@@ -57,6 +57,7 @@ def _dense_bytes(sampler, prompts):
   return per_token * (len(prompts) * p + rows * chunk * num_chunks)
 
 
+@pytest.mark.slow  # both caches at a longer budget
 def test_growing_cache_gives_the_dense_samples_in_less_memory(model, prompts):
   dense_sampler = sampling.Sampler(**_kw())
   dense = dense_sampler(model, prompts, jax.random.key(4))
@@ -75,6 +76,7 @@ def test_growing_cache_gives_the_dense_samples_in_less_memory(model, prompts):
   assert compacted.peak_cache_bytes > dense.peak_cache_bytes
 
 
+@pytest.mark.slow  # both caches compiled again
 def test_without_finished_rows_the_growing_cache_is_the_dense_one(model, prompts):
   """No row stops: nothing is regrouped, and the growing cache ends as the dense cache of its chunking,
   never holding more, with the same bits."""
@@ -106,6 +108,7 @@ def test_streaming_a_growing_cache_gives_the_dense_chunks(model, prompts):
   assert growing[-1].output.peak_cache_bytes == call.peak_cache_bytes < dense[-1].output.peak_cache_bytes
 
 
+@pytest.mark.slow  # split calls of both caches
 @pytest.mark.parametrize("decode_cache", ["dense", "growing"])
 def test_calls_split_by_row_offset_give_the_one_calls_samples(model, prompts, decode_cache):
   """Calls of 1, 2 and 1 prompts, each told the index of its first row: row r of a call draws as row
@@ -135,6 +138,7 @@ def test_invalid_row_offsets_and_caches(model, prompts):
     sampling.Sampler(**_kw(decode_cache="paged"))
 
 
+@pytest.mark.slow  # both caches on a mesh
 @pytest.mark.mesh
 def test_growing_cache_on_a_mesh_gives_the_one_device_samples(model, prompts):
   """3 prompts on 4 batch shards (data × fsdp; a filler prompt pads the batch), heads over `tensor`: the

@@ -106,6 +106,7 @@ def test_greedy_with_a_sliding_window_prompt_longer_than_the_window():
   assert np.asarray(out.tokens).tolist() == [expected, expected]
 
 
+@pytest.mark.slow  # a chunked cache's programs
 def test_cache_chunking_does_not_change_the_samples(model, prompts):
   kw = dict(
     config=CONFIG, max_new_tokens=20, num_samples=2, stop_tokens=STOP, method=sampling.RandomSampling(temperature=1.0)
@@ -225,6 +226,7 @@ def test_streaming_gives_the_plain_output_and_each_row_once_when_it_finishes(mod
 FORCED = (0, 39, 3, 17, 25, 1, 39, 8, 30, 2, 12, 39, 5, 21, 34, 9)
 
 
+@pytest.mark.slow  # compaction's programs
 def test_compaction_gives_the_same_rows_as_one_batch(model, prompts):
   """Gathering the live rows into smaller batches between decode segments changes no row: tokens, log-probs,
   lengths (greedy anchors included), in one call or streamed."""

@@ -290,6 +290,7 @@ def test_a_policy_without_a_chat_template_serves_completions_only(policy):
     assert c.completions.create(model="plain", prompt="Problem", max_tokens=2).choices
 
 
+@pytest.mark.slow  # a run directory's restore and programs
 def test_an_rl_run_directory_serves_its_latest_or_a_given_checkpoint(rlvr_run):
   workdir = rlvr_run[0]  # checkpoints at steps 2 and 3; a SentencePiece policy: completions only
   latest = serving.load_served_policy(workdir)

@@ -81,6 +81,7 @@ def _slow_judge(c, median_ms=150.0):
   return c
 
 
+@pytest.mark.slow  # two runs under a slow, jittery judge
 @pytest.mark.parametrize("k", [1, 2])
 def test_no_trajectory_exceeds_the_bound_under_a_slow_jittery_judge(k, data_dir, coin_verifier, tmp_path):
   c = _slow_judge(smoke_config("arena_live", data_dir))
@@ -98,6 +99,7 @@ def test_no_trajectory_exceeds_the_bound_under_a_slow_jittery_judge(k, data_dir,
   assert sum(r["judge/groups"] for r in rows) > 0 and sum(r["judge/calls"] for r in rows) > 0
 
 
+@pytest.mark.slow  # a long asynchronous run; make test keeps k = 0 and the full backlog
 def test_importance_weights_leave_one_on_stale_tokens_only(data_dir, coin_verifier, tmp_path):
   """Without in-flight updates (push_every = 0) a trajectory has one version: its tokens are all fresh (ρ = 1 up to
   float32 rounding of two computations of the same log-prob) or all stale (ρ ≠ 1 once the policy moved). With them,
@@ -120,6 +122,7 @@ def test_importance_weights_leave_one_on_stale_tokens_only(data_dir, coin_verifi
   assert max(r["gen/versions_per_trajectory"] for r in rows) > 1.0
 
 
+@pytest.mark.slow  # a run killed and resumed in a child
 def test_sigterm_mid_stream_then_resume_loses_and_repeats_nothing(data_dir, coin_verifier, tmp_path, monkeypatch):
   """SIGTERM: the update in flight is finished and checkpointed, the work in flight discarded and its prompts
   requeued in the checkpoint; the resumed run serves them first. Every step is applied once, no prompt is trained
@@ -180,6 +183,7 @@ def test_sigterm_mid_stream_then_resume_loses_and_repeats_nothing(data_dir, coin
   assert int(np.asarray(state["step"])) == 5  # five optimizer steps: none lost, none applied twice
 
 
+@pytest.mark.slow  # a run against a judge that never answers in time
 def test_a_full_backlog_trains_groups_unjudged_and_counts_them(data_dir, coin_verifier, tmp_path):
   c = _slow_judge(smoke_config("arena_live", data_dir), 400.0)
   c.num_steps, c.rollout.max_staleness = 4, 1
@@ -200,6 +204,7 @@ def test_speculative_live_start_is_refused_by_the_asynchronous_loop(data_dir):
     validate_config(c)
 
 
+@pytest.mark.slow  # an asynchronous run on split devices
 @pytest.mark.mesh  # the sampler on 4 of the 8 devices, the trainer on the other 4
 def test_the_sampler_on_devices_of_its_own(data_dir, coin_verifier, tmp_path):
   """mesh.sample_devices = N: the sampler's mesh is the last N devices, the trainer's the others (programs of two

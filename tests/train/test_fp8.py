@@ -49,6 +49,7 @@ def _sft_losses(dtype, quantization):
   return np.array([loss for _, loss in summary["loss_history"]])
 
 
+@pytest.mark.slow  # two 120-step SFT runs
 @pytest.mark.heavy  # ≈ 40 s: two 120-step SFT runs of the demo policy
 def test_fp8_sft_tracks_bf16_loss():
   """120 SFT steps of the demo policy (2 layers, d_model 128), bf16 compute with and without FP8 matmuls, the

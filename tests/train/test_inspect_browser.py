@@ -1,4 +1,4 @@
-"""The inspector's pages in a real browser: headless Chromium (Debian's `chromium`; `make test` installs it
+"""The inspector's pages in a real browser: headless Chromium (Debian's `chromium`; `make test-all` installs it
 when it can) loads the run page and a step page of a real run, with no console error, the expected
 elements, working filters, and a screenshot."""
 
@@ -10,12 +10,16 @@ from arena_jax.report import inspector
 from arena_jax.train import read_groups, read_metrics
 from tests.train import chromium
 
+# The slow tier: it needs Chromium, which `make test-all` installs (the Makefile's `chromium` target) and `make test`
+# does not; the pages' HTML is tests/train/test_inspect.py's, in both tiers.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def browser():
   if chromium.find_chromium() is None:
     reason = (
-      "no Chromium on PATH: the browser test is skipped (apt-get install -y chromium; `make test` does it "
+      "no Chromium on PATH: the browser test is skipped (apt-get install -y chromium; `make test-all` does it "
       "when run as root)"
     )
     print(reason)

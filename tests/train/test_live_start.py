@@ -28,6 +28,7 @@ def early_stops(monkeypatch):
   monkeypatch.setattr(trainer_lib, "Sampler", sampler)
 
 
+@pytest.mark.slow  # a run against a slow judge
 def test_matches_past_the_step_deadline_are_cancelled_counted_and_left_out(data_dir, coin_verifier, tmp_path):
   # Every judgment hangs far past the deadline: the update cancels them instead of waiting.
   c = smoke_config("arena_live", data_dir)
@@ -78,6 +79,7 @@ def test_judging_groups_as_they_finish_decoding_trains_exactly_as_judging_the_st
   assert all(r["judge/groups_abandoned"] == 0 for r in base)
 
 
+@pytest.mark.slow  # a run of its own topology
 def test_group_done_with_an_anchored_bracket_for_every_group(data_dir, coin_verifier, early_stops, tmp_path):
   base = _run("arenarl", data_dir, tmp_path / "step_done")
   rows = _run("arenarl", data_dir, tmp_path / "group_done", live_start="group_done")
@@ -106,6 +108,7 @@ def test_pipelined_live_tournaments_play_every_match_while_arrivals_stream(
     assert r["judge/calls"] == 6 * r["judge/groups"] and r["judge/failures"] == 0 and r["judge/matches_late"] == 0
 
 
+@pytest.mark.slow  # a rubric judge's run
 def test_group_done_with_a_rubric_judge_scores_every_group_once(data_dir, coin_verifier, early_stops, tmp_path):
   rows = _run("rlaif", data_dir, tmp_path, live_start="group_done")
   for r in rows:  # every group of 4 judged, one rubric call per member

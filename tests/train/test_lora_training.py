@@ -71,6 +71,7 @@ def test_only_the_adapters_train_and_only_they_and_their_moments_are_checkpointe
   assert recorded == spec and base == {"random_model": c.init.random_model, "seed": c.seed}
 
 
+@pytest.mark.slow  # both models' programs
 def test_merged_and_adapted_logits_agree_after_training_steps(lora_run):
   _, workdir, _ = lora_run
   config, _, _ = policy_io.load_run_policy(workdir)
@@ -131,6 +132,7 @@ def test_a_lora_run_resumes_from_its_adapters(lora_run, data_dir, tmp_path):
   assert [r["step"] for r in read_metrics(str(copy))][-1] == 4
 
 
+@pytest.mark.slow  # export and PEFT's load (torch)
 def test_export_writes_merged_weights_and_peft_adapters(lora_run, tmp_path):
   _, workdir, _ = lora_run
   config, _, _ = policy_io.load_run_policy(workdir)

@@ -119,6 +119,7 @@ def test_packer_lays_every_sequence_once_in_its_own_block(micro_batches, shards,
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow  # a child process
 def test_packing_is_the_same_in_another_process():
   """Hosts of a multi-host run pack in processes of their own: nothing may depend on hash seeds or the like."""
   code = (
@@ -174,7 +175,10 @@ def test_config_rejects_rows_too_short_for_a_completion():
 
 @pytest.mark.parametrize(
   "prompt_len,new_tokens,pack_tokens",
-  [(4, 24, 32), (12, 4, 32)],  # short prompts: the head projects the packed slots; long ones: the gathered states
+  [
+    (4, 24, 32),  # short prompts: the head projects the packed slots
+    pytest.param(12, 4, 32, marks=pytest.mark.slow),  # long ones: the gathered states (`make test-all`)
+  ],
   ids=["project-packed", "gather-first"],
 )
 @pytest.mark.parametrize("attention", ["xla", "splash"])
@@ -249,8 +253,8 @@ def fresh_state(params, optimizer):
   return step_lib.init_state(jax.tree.map(jnp.copy, params), optimizer)
 
 
-@pytest.mark.parametrize("micro_batches", [1, 2])
-@pytest.mark.parametrize("kl", [0.0, 0.05], ids=["no-kl", "kl"])
+@pytest.mark.parametrize("micro_batches", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: `make test-all`
+@pytest.mark.parametrize("kl", [0.0, pytest.param(0.05, marks=pytest.mark.slow)], ids=["no-kl", "kl"])
 def test_packed_update_equals_padded(micro_batches, kl):
   params = models.pure_params(models.init_model(CONFIG, seed=0))
   ref = jax.tree.map(lambda x: x * 1.01, params) if kl else None  # a reference that differs: KL has a gradient
@@ -267,6 +271,7 @@ def test_packed_update_equals_padded(micro_batches, kl):
   assert_same_update(got, got_m, want, want_m)
 
 
+@pytest.mark.slow  # the routed variants of test_packed_update_equals_padded
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
 def test_packed_update_with_routed_rewards_equals_padded(aggregation):
   """The trainer's program: arena_live routes the step's rewards and computes the advantages in the jit; the
@@ -391,6 +396,7 @@ def test_aot_lowers_the_packed_step_at_16k_tokens():
   assert aot.memory_report(lowered.compile(), hbm_bytes=1 << 40).total > 0
 
 
+@pytest.mark.slow  # two trainer runs, packed and padded
 @pytest.mark.heavy
 def test_the_trainer_packs_its_rows_and_trains_as_padded(data_dir, coin_verifier, tmp_path):
   """`rollout.pack_tokens` end to end: the trainer packs each minibatch on the host (one block per micro-batch and

@@ -66,6 +66,7 @@ def _real_smoke(tmp_path, monkeypatch):
   return c, checkpoint
 
 
+@pytest.mark.slow  # the real config's smoke path on a mesh
 @pytest.mark.mesh
 @pytest.mark.heavy  # ≈ 1 min: the real config's smoke path (HF import, chat template, 4 × 2 mesh, embedded judge)
 def test_a_bf16_checkpoint_at_the_papers_lr_moves_its_float32_masters(tmp_path, monkeypatch):
@@ -97,6 +98,7 @@ def test_a_bf16_checkpoint_at_the_papers_lr_moves_its_float32_masters(tmp_path, 
   assert all(str(np.asarray(x).dtype) in ("float32", "int32") for x in mu)  # float32 moments
 
 
+@pytest.mark.slow  # runs of their own dtype
 def test_bfloat16_masters_at_a_small_lr_stop_at_the_first_update(data_dir, coin_verifier, tmp_path):
   """An explicit weight_dtype=bfloat16 with the paper's lr: the first update at the peak lr rounds away,
   and the run stops with one line naming optim.lr and model.weight_dtype and the shortfall."""

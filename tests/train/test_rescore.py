@@ -91,6 +91,7 @@ def test_cohen_kappa_by_hand():
   assert report.cohen_kappa([], []) is None
 
 
+@pytest.mark.slow  # two rescoring passes
 def test_the_same_judge_agrees_a_noisier_judge_agrees_less(judged_pairs, data_dir):
   config = smoke_config("arena_live", data_dir).judge  # the run's judge settings
   stored = [r for r in read_transcripts(judged_pairs) if r["form"] == "pairwise"]
@@ -126,6 +127,7 @@ def test_the_same_judge_agrees_a_noisier_judge_agrees_less(judged_pairs, data_di
   assert s["rescore_failures_by_kind"] == {}
 
 
+@pytest.mark.slow  # launch.rescore in a child
 def test_the_command_prints_a_table_then_a_json_line(judged_pairs, tmp_path):
   env = {**os.environ, "JAX_PLATFORMS": "cpu"}
   proc = subprocess.run(

@@ -24,7 +24,13 @@ def _params(workdir, step):
 
 @pytest.mark.parametrize(
   "lag, live_start, dtype",
-  [(0, "step_done", ""), (1, "step_done", ""), (0, "speculative", ""), (1, "step_done", "bfloat16")],
+  [
+    (0, "step_done", ""),
+    # `make test` resumes the lock-step loop; the lagged, speculative and bf16 runs compile their own programs.
+    pytest.param(1, "step_done", "", marks=pytest.mark.slow),
+    pytest.param(0, "speculative", "", marks=pytest.mark.slow),
+    pytest.param(1, "step_done", "bfloat16", marks=pytest.mark.slow),
+  ],
 )
 def test_stop_and_resume_equals_straight_run(lag, live_start, dtype, data_dir, coin_verifier, tmp_path):
   """`dtype` bfloat16: float32 masters under bf16 compute (the real configs' precision); the checkpoints hold
@@ -108,6 +114,7 @@ def test_runs_that_differ_only_in_length_share_the_update_program_and_others_do_
   assert update_fn("e", reward__mode="rlvr") is not first
 
 
+@pytest.mark.slow  # three runs with their own programs
 def test_a_config_changed_after_the_update_was_built_does_not_change_the_program_keyed_before(
   data_dir, tmp_path, monkeypatch
 ):

@@ -114,6 +114,7 @@ def _assert_same_batch(got, want):
   np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)  # other batch shapes: round-off
 
 
+@pytest.mark.slow  # split rollouts of both caches
 @pytest.mark.parametrize("sample_batch, decode_cache", [(2, "dense"), (3, "growing")])
 def test_a_split_rollout_samples_what_one_call_does(model, examples, sample_batch, decode_cache):
   rng = jax.random.key(2)
@@ -125,6 +126,7 @@ def test_a_split_rollout_samples_what_one_call_does(model, examples, sample_batc
   assert gen.batches == 1 and gen.trajectories == 5 * G and gen.tokens == int(one.lengths.sum())
 
 
+@pytest.mark.slow  # a split rollout's programs
 def test_a_split_rollout_streams_every_group_to_the_judge_once(model, examples):
   """Streamed over 3 calls of ≤ 2 prompts: each group is judged once, when its last member arrived, with
   the texts of one call; only the groups of the last call's last chunk arrive after decoding ended."""
@@ -141,7 +143,14 @@ def test_a_split_rollout_streams_every_group_to_the_judge_once(model, examples):
   assert 0 < gen.judged_early < 5  # the first calls' groups were all judged while later calls decoded
 
 
-@pytest.mark.parametrize("live_start", ["step_done", "group_done", "speculative"])
+@pytest.mark.parametrize(
+  "live_start",
+  [
+    "step_done",
+    pytest.param("group_done", marks=pytest.mark.slow),
+    pytest.param("speculative", marks=pytest.mark.slow),
+  ],
+)  # the streaming paths' programs: `make test-all`
 def test_every_sampling_path_counts_the_completions_that_end_inside_their_thinking(model, examples, live_start):
   """`gen/unclosed_thinking` by value (issue 43) on each path of a step's rollout: sampled then verified
   (`_sample` + `verify`, step_done), and verified as the chunks finish while the judge is fed (`_sample_streaming`:
