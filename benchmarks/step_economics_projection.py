@@ -56,7 +56,7 @@ TARGETS = (
 
 # ── The 8B projection's constants: ministral3_8b on v5p:2x2x2 with 16k new tokens ──
 # From docs/tpu.md, "The long-trace slices (`configs/pod.py` `LONG_SLICES`)": the output of
-# `launch.aot_compile --config=configs/real_ministral3_8b.py:v5p:2x2x2:16k` (programs of commit 293abbc; the
+# `launch.aot_compile --config=configs/real_ministral3_8b.py:v5p:2x2x2:16k` (that page's programs; the
 # summary table's row "v5p:2x2x2, 16k | ministral3_8b | ... | 8,271, compute-bound").
 TPU_SLICE = "ministral3_8b on v5p:2x2x2, 16k new tokens"
 TPU_CHIPS = 8  # "v5p:2x2x2: 8 devices on 2 hosts"

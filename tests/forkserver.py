@@ -79,6 +79,9 @@ for line in sys.stdin:
 """
 
 
+# What every launch main imports before its flags are parsed: a server for launch commands imports it once.
+LAUNCH_PRELOAD = ("jax", "absl.app", "absl.flags", "ml_collections", "arena_jax", "arena_jax.cli", "arena_jax.train")
+
 _LOCK = threading.Lock()  # one request at a time on the server's pipes
 
 

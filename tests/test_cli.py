@@ -10,11 +10,6 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def launch(*args, cwd=ROOT):
-  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
-
-
 @pytest.mark.parametrize(
   "override, message",
   [
@@ -28,16 +23,16 @@ def launch(*args, cwd=ROOT):
     ("--config.init.hf_path=/nonexistent/hf", "--config.init.policy_dir=''"),
   ],
 )
-def test_a_user_error_is_one_line_without_traceback(override, message, tmp_path):
-  proc = launch("launch.train", "--config=configs/arith_rlvr.py", f"--workdir={tmp_path}", override)
+def test_a_user_error_is_one_line_without_traceback(override, message, tmp_path, python_m):
+  proc = python_m("launch.train", "--config=configs/arith_rlvr.py", f"--workdir={tmp_path}", override)
   assert proc.returncode == 2, proc.stderr
   assert "Traceback" not in proc.stderr
   lines = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
   assert len(lines) == 1 and message in lines[0], proc.stderr
 
 
-def test_a_missing_sft_policy_says_to_run_make_demo_first(tmp_path):
-  proc = launch(
+def test_a_missing_sft_policy_says_to_run_make_demo_first(tmp_path, python_m):
+  proc = python_m(
     "launch.train",
     "--config=configs/arith_rlvr.py",
     f"--workdir={tmp_path / 'run'}",
@@ -47,8 +42,8 @@ def test_a_missing_sft_policy_says_to_run_make_demo_first(tmp_path):
   assert "make demo" in proc.stderr, proc.stderr
 
 
-def test_verbosity_shows_the_traceback(tmp_path):
-  proc = launch(
+def test_verbosity_shows_the_traceback(tmp_path, python_m):
+  proc = python_m(
     "launch.train", "--config=configs/arith_rlvr.py", f"--workdir={tmp_path}", "--config.num_steps=0", "--verbosity=1"
   )
   assert proc.returncode != 0 and "Traceback" in proc.stderr and "ConfigError" in proc.stderr

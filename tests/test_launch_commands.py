@@ -38,7 +38,7 @@ import shlex
 import subprocess
 import sys
 
-from tests.forkserver import ForkServer
+from tests.forkserver import LAUNCH_PRELOAD, ForkServer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAUNCH = sorted(p.stem for p in (ROOT / "launch").glob("*.py") if p.stem != "__init__")
@@ -146,10 +146,6 @@ def runnable(argv: list[str], tmp: pathlib.Path) -> list[str]:
   return [module, *out]
 
 
-# What every launch main imports before its flags are parsed: the fork server imports it once (tests/forkserver.py).
-PRELOAD = ("jax", "absl.app", "absl.flags", "ml_collections", "arena_jax", "arena_jax.cli", "arena_jax.train")
-
-
 def _run(server: ForkServer, argv: list[str], tmp: pathlib.Path) -> subprocess.CompletedProcess:
   proc = server.run(argv, cwd=ROOT, workdir=tmp / "process", timeout=TIMEOUT_S)
   if proc.returncode is None:
@@ -186,7 +182,7 @@ def test_every_launch_module_documents_a_command():
 def test_documented_launch_commands_end_in_one_line(tmp_path):
   forms = documented()
   commands = [(where, runnable(argv, tmp_path / str(k))) for k, (where, argv) in enumerate(forms)]
-  with ForkServer(PRELOAD, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}) as server:
+  with ForkServer(LAUNCH_PRELOAD, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}) as server:
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
       procs = list(pool.map(lambda k: _run(server, commands[k][1], tmp_path / str(k)), range(len(commands))))
   failures = []

@@ -9,7 +9,7 @@ question, tests[, fn_name]); docs/evaluation.md gives the formats. Nothing is do
 from its own release. Math and choice are scored by mean pass ratio@16, code by pass@1 and pass@5 of 16.
 
 The budget of 32,768 new tokens is the paper's reasoning length. The sampler today stops well short of it
-on one chip's memory (a dense per-row cache; see the README's limits and docs/tpu.md): lower
+on one chip's memory (a dense per-row cache; docs/tpu.md says what fits where): lower
 `--config.max_new_tokens` (or an entry's) to what your slice holds.
 """
 

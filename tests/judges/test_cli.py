@@ -3,8 +3,6 @@
 import asyncio
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -19,12 +17,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROCESSBENCH = os.path.join(ROOT, "tests", "data", "processbench_gsm8k_20.jsonl")
 
 
-def cli(module, *args):
-  proc = subprocess.run(
-    [sys.executable, "-m", module, "--noprogress", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return proc.stdout
+@pytest.fixture
+def cli(python_m):
+  """`cli(module, *args)`: the stdout of `python -m module --noprogress args…`, which must succeed."""
+
+  def run(module, *args):
+    proc = python_m(module, "--noprogress", *args, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+  return run
 
 
 def write_jsonl(path, rows):
@@ -35,7 +37,7 @@ def read_jsonl(path):
   return fileio.read_jsonl(path, strict=True)
 
 
-def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos):
+def test_judge_pairs_end_to_end_and_resumable(tmp_path, server, demos, cli):
   rows = []
   for k, d in enumerate(demos.values()):
     rows.append(
@@ -96,7 +98,7 @@ def test_failed_rows_are_recorded_and_retried_on_request(tmp_path, demos):
   assert row["verdict"] == "B" and row["outcome"] == 1.0 - 0.9
 
 
-def test_jury_cli_scores_processbench_rows(tmp_path):
+def test_jury_cli_scores_processbench_rows(tmp_path, cli):
   out = tmp_path / "flaws.jsonl"
   stdout = cli("launch.jury", "--mode", "deliberation", "--input", PROCESSBENCH, "--output", str(out))
   assert "ProcessBench  acc1" in stdout and "balanced F1" in stdout
@@ -108,7 +110,7 @@ def test_jury_cli_scores_processbench_rows(tmp_path):
   assert {r["id"] for r in rows} == {json.loads(line)["id"] for line in open(PROCESSBENCH)}
 
 
-def test_jury_cli_with_given_jurors_on_labelled_traces(tmp_path, server, demos):
+def test_jury_cli_with_given_jurors_on_labelled_traces(tmp_path, server, demos, cli):
   rows = []
   for d in demos.values():
     report = tasks.check_arithmetic(d.example.expression, d.example.answer, d.completion)
@@ -139,7 +141,7 @@ def test_jury_cli_with_given_jurors_on_labelled_traces(tmp_path, server, demos):
   assert m["balanced_f1"] == 1.0 and "processbench" not in m  # accurate jurors, no ProcessBench labels
 
 
-def test_judge_pairs_reads_a_reasoning_style_judge(tmp_path, demos):
+def test_judge_pairs_reads_a_reasoning_style_judge(tmp_path, demos, cli):
   """The embedded judge writing like a served reasoning LLM (thinking in reasoning_content or inline,
   verdicts as [[A]], \\boxed{A}, Final verdict: A, **A**): the same verdicts as the plain style."""
   rows = [

@@ -204,23 +204,12 @@ def test_a_missing_path_is_refused(tmp_path):
   refused(tmp_path / "nothing.gguf", "no such GGUF file", MissingFileError)
 
 
-def test_launch_eval_refuses_a_bad_gguf_in_one_line_and_writes_nothing(tmp_path):
+def test_launch_eval_refuses_a_bad_gguf_in_one_line_and_writes_nothing(tmp_path, python_m):
   """As a user types it: one line on stderr naming the file, no traceback, no output directory."""
-  import os  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-
   bad = tmp_path / "model.gguf"
   bad.write_bytes(b"GGML" + b"\0" * 64)
   out = tmp_path / "eval_out"
-  proc = subprocess.run(
-    [sys.executable, "-m", "launch.eval", f"--hf_path={bad}", f"--out_dir={out}"],
-    capture_output=True,
-    text=True,
-    env={**os.environ, "JAX_PLATFORMS": "cpu"},
-    cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    timeout=300,
-  )
+  proc = python_m("launch.eval", f"--hf_path={bad}", f"--out_dir={out}")
   assert proc.returncode != 0
   assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
   last = proc.stderr.strip().splitlines()[-1]

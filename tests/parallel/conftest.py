@@ -15,7 +15,13 @@ from arena_jax.train import step as step_lib
 CONFIG = models.ModelConfig(
   vocab_size=128, d_model=64, num_layers=2, num_heads=16, num_kv_heads=8, head_dim=4, mlp_dim=128, init_std=1.0
 )
-MESHES = [(8, 1, 1), (2, 2, 2), (1, 1, 8)]
+# The meshes an equivalence check runs on: 2×2×2 splits every axis at once (`make test`); the two 8-way ones, each
+# axis alone, are the slow tier's (`make test-all`).
+MESHES = [
+  (2, 2, 2),
+  pytest.param((8, 1, 1), marks=pytest.mark.slow),
+  pytest.param((1, 1, 8), marks=pytest.mark.slow),
+]
 # Stop steps (`sampling.ForcedStops`) of the multi-host compacting sampler's 8 rows: 8 rows → 4 at step 5.
 FORCED_STOPS = (0, 11, 3, 7, 1, 5, 2, 9)
 # The mesh tests need 8 (fake) devices; `make test` runs them in a process of their own (tests/conftest.py).

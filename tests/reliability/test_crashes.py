@@ -122,6 +122,7 @@ def test_sigterm_checkpoints_the_step_and_exits_cleanly(crashes):
   assert f"resumed from step {stopped_at} " in c["logs"]["run3"], _why(c)
 
 
+@pytest.mark.slow  # three runs of the trainer in children, killed and resumed
 def test_every_step_is_logged_exactly_once_and_the_run_finishes(crashes):
   c = crashes
   assert c["final_rc"] == 0, (c["logs"]["run3"][-3000:], _why(c))
@@ -131,6 +132,7 @@ def test_every_step_is_logged_exactly_once_and_the_run_finishes(crashes):
   assert not leftovers, (leftovers, _why(c))  # no temporary directory of a cut-short save is left
 
 
+@pytest.mark.slow  # a run killed in a child
 def test_a_killed_trainer_leaves_no_judge_server_behind(crashes):
   # The embedded judge notices that its parent is gone and stops (it would otherwise hold its port forever).
   assert crashes["children"] >= 1, _why(crashes)

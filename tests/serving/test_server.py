@@ -1,6 +1,6 @@
-"""`arena_jax.serving` (issue 44): the OpenAI-compatible policy server, through the official `openai` client and raw
+"""`arena_jax.serving`: the OpenAI-compatible policy server, through the official `openai` client and raw
 HTTP, on a tiny random policy with a byte-level BPE tokenizer and a chat template (compiles in seconds). The real
-model's server is tests/serving/test_real_policy_server.py."""
+model's server is in tests/real_model/test_smoke.py."""
 
 import concurrent.futures
 import http.client
@@ -69,14 +69,23 @@ def _prompt(policy, content="Problem: compute 3 + 4."):
 
 
 def _greedy(policy, prompt, n):
-  """The model's own greedy continuation of `prompt` (n tokens), and the float64 log-softmax at each position."""
+  """The model's own greedy continuation of `prompt` (n tokens), and the float64 log-softmax at each position.
+  Every forward runs at one length, CONTEXT (one compile): the attention is causal, so the padding after the
+  last token changes no position before it."""
   model = serving.engine.model_from_params(policy.config, policy.params)
+  forward = jax.jit(lambda t: model(t))
+
+  def logits(tokens):
+    padded = np.zeros((1, CONTEXT), np.int32)
+    padded[0, : len(tokens)] = tokens
+    return np.asarray(forward(padded), np.float64)[0, : len(tokens)]
+
   tokens = list(prompt)
   for _ in range(n):
-    tokens.append(int(np.argmax(np.asarray(model(np.asarray([tokens], np.int32)))[0, -1])))
-  logits = np.asarray(model(np.asarray([tokens], np.int32)), np.float64)[0]
-  top = logits.max(-1, keepdims=True)
-  return tokens[len(prompt) :], logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+    tokens.append(int(np.argmax(logits(tokens)[-1])))
+  out = logits(tokens)
+  top = out.max(-1, keepdims=True)
+  return tokens[len(prompt) :], out - top - np.log(np.exp(out - top).sum(-1, keepdims=True))
 
 
 def _post(server, path, body: bytes | str, *, read=True):

@@ -2,10 +2,7 @@
 and code tasks, one score and its reason per row."""
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -27,15 +24,11 @@ def _write(path, rows):
   return str(path)
 
 
-def test_the_choice_corpus_scores_as_its_letters_say_through_launch_score(tmp_path):
+def test_the_choice_corpus_scores_as_its_letters_say_through_launch_score(tmp_path, python_m):
   corpus = _jsonl(DATA / "choice_completions.jsonl")
   rows = [{k: r[k] for k in ("id", "question", "options", "answer", "completion")} for r in corpus]
   out = tmp_path / "scores.jsonl"
-  done = subprocess.run(
-    [sys.executable, "-m", "launch.score", "--task=choice", f"--input={_write(tmp_path / 'in.jsonl', rows)}",
-     f"--output={out}"],
-    cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"),
-  )  # fmt: skip
+  done = python_m("launch.score", "--task=choice", f"--input={_write(tmp_path / 'in.jsonl', rows)}", f"--output={out}")
   assert done.returncode == 0, done.stderr[-2000:]
   scores = _jsonl(out)
   assert [s["id"] for s in scores] == [r["id"] for r in corpus]

@@ -4,8 +4,6 @@ filters' data (failures, upsets, BT / win-rate disagreement), escaping, and a wo
 import html.parser
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -218,19 +216,12 @@ def test_kendall_tau_and_disagreement():
   assert inspector.kendall_tau([1, 2, 3, 4], [1, 2, 4, 3]) == pytest.approx(4 / 6)
 
 
-def test_bad_requests_are_one_line_errors(judged_run, tmp_path):
+def test_bad_requests_are_one_line_errors(judged_run, tmp_path, python_m):
   with pytest.raises(inspector.InspectError, match="no transcripts of step"):
     inspector.write_report(judged_run, str(tmp_path), steps=[999])
   with pytest.raises(inspector.InspectError, match="--groups: 'x'"):
     inspector.parse_ints("1,x", "groups")
   assert inspector.parse_ints("1,3-5", "step") == [1, 3, 4, 5]
-  proc = subprocess.run(
-    [sys.executable, "-m", "launch.inspect", f"--workdir={tmp_path}"],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    env={**os.environ, "JAX_PLATFORMS": "cpu"},
-    timeout=300,
-  )
+  proc = python_m("launch.inspect", f"--workdir={tmp_path}")
   assert proc.returncode == 2 and proc.stderr.strip().startswith("error: ") and "metrics.jsonl" in proc.stderr
   assert "Traceback" not in proc.stderr
