@@ -99,8 +99,8 @@ EXTRAS_REQUIRE = {
     "nbclient==0.11.0",
     "nbformat==5.10.4",
     "ipykernel==7.4.0",
-    # The viewer for the event files runs write (<workdir>/tensorboard, <workdir>/eval/tensorboard; the
-    # package itself writes them with tensorboardX and never imports tensorboard): `make tensorboard`.
+    # The viewer for the event files runs write (<workdir>/tensorboard, <workdir>/eval/tensorboard; the package
+    # itself writes them with tensorboardX and never imports tensorboard): `.venv/bin/tensorboard --logdir runs`.
     "tensorboard==2.21.0",
     # `make lint` (on `make test`'s path): the formatter and the linter of ruff.toml.
     "ruff==0.17.5",
