@@ -107,7 +107,7 @@ def test_benchmark_runs_at_smoke_size_and_ends_with_json(capsys):
   assert figures["fp8_speedup_vs_bf16"] > 0
   assert figures["fraction_of_peak"] == figures["wide"]["ours_m1"]["fraction_of_peak"] > 0
   assert figures["speedup_vs_plain"] == figures["wide"]["ours_m1"]["speedup_vs_plain"] > 0
-  # The RL shape: the packed update beside the padded one, the same update (issue 28).
+  # The RL shape: the packed update beside the padded one, the same update.
   assert figures["packed_speedup"] == figures["rl"]["packed_speedup"] > 0
   assert figures["rl"]["packed"]["agreement"]["grad_rel"] < 1e-3 and figures["rl"]["packed"]["fill"] <= 1
   assert not any(" NO" in line for line in lines)  # the table's "agrees" column

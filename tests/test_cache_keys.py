@@ -1,6 +1,6 @@
 """The suite's cache keys (tests/cache.py): a cached SFT policy or corpus tokenizer is retrained after an edit to the
-code it is built from, and reused after an edit anywhere else (issue 43: an edit to any module used to retrain both
-SFT policies)."""
+code it is built from, and reused after an edit anywhere else (an edit to any module used to retrain both SFT
+policies)."""
 
 import pathlib
 

@@ -1,4 +1,4 @@
-"""`arena_jax.distill` (issue 47): a pairwise judge distilled from a teacher. A tiny student (a random 2-layer model
+"""`arena_jax.distill`: a pairwise judge distilled from a teacher. A tiny student (a random 2-layer model
 with a byte-level BPE tokenizer and a chat template, exported as a HF directory) learns the embedded process
 checker's verdicts on arithmetic groups whose traces differ by a redundant step; then it is served."""
 

@@ -28,7 +28,7 @@ def test_notebook_is_committed_clean():
       assert not cell.outputs and cell.execution_count is None, "commit the notebook without outputs"
   first = next(c for c in nb.cells if c.cell_type == "code")
   # Colab only: clones REPO_URL when set, installs the repository at REPO_DIR (cloned, uploaded or on Drive) or says
-  # in one line how to put it there; a no-op elsewhere. No assertion on a placeholder URL (issue 22).
+  # in one line how to put it there; a no-op elsewhere. No assertion on a placeholder URL.
   assert "REPO_URL = " in first.source and "REPO_DIR = " in first.source
   assert 'if "google.colab" in sys.modules:' in first.source and "assert " not in first.source
   assert nb.metadata.kernelspec.name == "python3"

@@ -77,7 +77,7 @@ def test_evaluate_on_a_tiny_model(tiny):
   assert r["frac_all_correct"] == pytest.approx(np.mean(rewards.min(axis=1) == 1))
   assert r["frac_all_wrong"] == pytest.approx(np.mean(rewards.max(axis=1) == 0))
   assert r["frac_all_correct"] + r["frac_all_wrong"] + r["frac_diverse"] == pytest.approx(1.0)
-  # The judge's room in the groups the router would send it (issue 32): distinct traces per non-diverse group.
+  # The judge's room in the groups the router would send it: distinct traces per non-diverse group.
   same = (rewards.min(axis=1) == rewards.max(axis=1)).nonzero()[0]
   texts = r["completions"]
   want = np.mean([len({" ".join(t.split()) for t in texts[b * n : (b + 1) * n]}) for b in same]) if len(same) else None

@@ -1,4 +1,4 @@
-"""Named benchmarks (issue 29 item 4): entries resolved with the evaluation's defaults, clear errors, the
+"""Named benchmarks: entries resolved with the evaluation's defaults, clear errors, the
 evaluator registry, and the Table 1 layout."""
 
 import json

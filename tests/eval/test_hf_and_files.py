@@ -1,4 +1,4 @@
-"""Evaluating what is not an RL run's own test split (issue 29 item 4): a Hugging Face checkpoint before any RL
+"""Evaluating what is not an RL run's own test split: a Hugging Face checkpoint before any RL
 (`launch.eval --hf_path`), and another test file of the task a run trained on."""
 
 import json

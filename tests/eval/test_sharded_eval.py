@@ -1,4 +1,4 @@
-"""Evaluating a checkpoint sharded (issue 29): `Checkpointer.restore_params` reads the parameters alone (the
+"""Evaluating a checkpoint sharded: `Checkpointer.restore_params` reads the parameters alone (the
 optimizer state is never deserialized), verified, onto a mesh of the fake CPU devices (tests/conftest.py);
 `parallel.mesh_for_eval` makes the sampling mesh of the run's recorded config on the devices present; and
 `evaluate` on that mesh gives the tokens it gives on one device."""

@@ -113,7 +113,7 @@ def test_real_evaluation_of_a_checkpoint(run_dir):
   assert set(results) == {"arithmetic", "arithmetic_shift", "countdown"}
   for metrics in results.values():
     assert 0.0 <= metrics["greedy_accuracy"] <= 1.0 and 0.0 <= metrics["mean_pass_ratio"] <= 1.0
-    # The process metrics (issue 17): right answers are faithful or carry compensating errors.
+    # The process metrics: right answers are faithful or carry compensating errors.
     assert metrics["faithful_accuracy"] + metrics["compensating_rate"] == pytest.approx(metrics["mean_pass_ratio"])
     assert metrics["greedy_faithful_accuracy"] <= metrics["greedy_accuracy"]
     assert all(0.0 <= v for k, v in metrics.items() if k.startswith(("all_correct_flawed", "all_wrong_error")))
@@ -122,7 +122,7 @@ def test_real_evaluation_of_a_checkpoint(run_dir):
 
 
 def test_evaluation_writes_what_the_policy_wrote(run_dir, tmp_path):
-  """`launch.eval` keeps a few completions per benchmark and step (issue 22 item 6): in samples.jsonl,
+  """`launch.eval` keeps a few completions per benchmark and step: in samples.jsonl,
   not in the metrics rows, each once even when a step is evaluated again after a torn row."""
   workdir, _ = run_dir
   c = watch_lib.default_config()

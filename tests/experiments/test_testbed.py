@@ -1,4 +1,4 @@
-"""launch.testbed's figures (issue 17, item 0): the trainer and the evaluator faked, the report line checked."""
+"""launch.testbed's figures: the trainer and the evaluator faked, the report line checked."""
 
 import types
 

@@ -1,4 +1,4 @@
-"""The study's testbed (issue 32, item 1) on its real SFT policy: trained from `configs/sft.py:blind` (6000 steps,
+"""The study's testbed on its real SFT policy: trained from `configs/sft.py:blind` (6000 steps,
 ten minutes or more on two shared cores), then evaluated on fixed held-out samples by `experiments.testbed.measure`,
 the figures `launch.testbed` reports (docs/results/testbed.md). Trained once per source key into the test cache, as
 the demo's policy is (test_testbed_policy.py); the evaluation runs every time.

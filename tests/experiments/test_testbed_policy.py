@@ -1,4 +1,4 @@
-"""The testbed on the demo's real SFT policy (issue 17, items 0 and 2): trained from `configs/sft.py` (about ten
+"""The testbed on the demo's real SFT policy: trained from `configs/sft.py` (about ten
 minutes on two cores), then evaluated on fixed held-out samples by `experiments.testbed.measure`, the figures
 `launch.testbed` reports. The policy is trained once per source key (`tests.cache.source_key`: an edit to the model,
 task, tokenizer or SFT code, or to the config, retrains it) into the test cache; the evaluation runs every time.

@@ -1,4 +1,4 @@
-"""The embedded judge on multiple-choice and code groups (issue 29 item 7): the same OpenAI protocol and prompt,
+"""The embedded judge on multiple-choice and code groups: the same OpenAI protocol and prompt,
 a choice trace's letter read as the choice verifier reads it, a code trace's program checked for syntax."""
 
 import pathlib

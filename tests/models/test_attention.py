@@ -1,4 +1,4 @@
-"""The attention kernels against the xla reference (`models.attention`, issue 28).
+"""The attention kernels against the xla reference (`models.attention`).
 
 Splash runs here in Pallas interpret mode (the kernel's own code, interpreted on the CPU); cudnn cannot run
 without a GPU, so its wrapper (layout, sequence lengths, segment mask, window) is checked through the same

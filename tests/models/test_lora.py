@@ -1,4 +1,4 @@
-"""`arena_jax.models.lora` (issue 44): Qwix LoRA adapters on the decoder, the adapted and the merged forward, and
+"""`arena_jax.models.lora`: Qwix LoRA adapters on the decoder, the adapted and the merged forward, and
 what the optimizer holds when only the adapters train."""
 
 import jax

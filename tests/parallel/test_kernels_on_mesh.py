@@ -1,4 +1,4 @@
-"""The attention kernels inside the sharded programs (`models.attention`, issue 28): the RL update and the
+"""The attention kernels inside the sharded programs (`models.attention`): the RL update and the
 sampler with `attention="splash"` (Pallas interpret mode on these CPU devices, one kernel per shard through
 `kernel_mesh`) on a (data 2, fsdp 2, tensor 2) mesh agree with the xla reference on one device.
 

@@ -1,4 +1,4 @@
-"""Checkpoints that defend themselves and one run per workdir (issue 21, items 2 and 3).
+"""Checkpoints that defend themselves and one run per workdir.
 
 A latest checkpoint that is truncated, missing a file, silently altered or holding NaNs is reported and
 skipped: the resume falls back to the newest step that restores and verifies. The non-finite-loss

@@ -1,5 +1,5 @@
 """A hostile judge cannot stop training; no secret reaches disk; a wrong judge URL fails at start; the
-embedded server defends itself (issue 21, items 1, 4, 5, 6).
+embedded server defends itself.
 
 A judge here is hostile rather than flaky: its answers are well-formed HTTP whose contents are not what
 the protocol promises (`judges/embedded/hostile.py`). Whatever it sends, the client returns a failed judgment with

@@ -1,4 +1,4 @@
-"""Trace hygiene, second pass (issue 21, item 7): other chat dialects' control tokens, disguised
+"""Trace hygiene, second pass: other chat dialects' control tokens, disguised
 markers, forged truncation markers, whitespace padding, and a truncation that keeps the middle's steps."""
 
 import re

@@ -1,4 +1,4 @@
-"""Inputs checked where they enter (issue 21, item 8): a JSONL file or an HF checkpoint that is malformed
+"""Inputs checked where they enter: a JSONL file or an HF checkpoint that is malformed
 gives one error naming the file, the line or tensor, and the field — never a bare ValueError,
 RecursionError, ZeroDivisionError, MemoryError, nor data that loads and silently means something else."""
 

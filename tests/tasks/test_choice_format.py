@@ -1,4 +1,4 @@
-"""Multiple-choice questions (issue 29, item 2): a row's answer, the option shuffle, the prompt, and the
+"""Multiple-choice questions: a row's answer, the option shuffle, the prompt, and the
 reading of a completion's final letter against a hand-written corpus of answer forms."""
 
 import collections

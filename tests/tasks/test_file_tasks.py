@@ -1,4 +1,4 @@
-"""Tasks from users' files (issue 29 items 1, 2, 5, 8): one module per task, JSONL and Parquet rows, bad rows,
+"""Tasks from users' files: one module per task, JSONL and Parquet rows, bad rows,
 extras, multiple-choice shuffling and prompts, mixtures of files and kinds."""
 
 import json

@@ -139,7 +139,7 @@ def test_make_example_is_what_generate_yields():
 
 
 def test_the_shifted_split_holds_only_problems_no_training_problem_could_be():
-  """arithmetic_shift (issue 17 item 2): the out-of-distribution benchmark is arithmetic outside the
+  """arithmetic_shift: the out-of-distribution benchmark is arithmetic outside the
   training ranges — by default every problem has an operand up to 5 above the largest training operand."""
   config = _config(max_operand=15, max_value=100)
   config.arithmetic_shift.num_test = 40

@@ -1,4 +1,4 @@
-"""`launch.score` (issue 29 item 9): the verifiers on their own, run over the hand-written corpora of the choice
+"""`launch.score`: the verifiers on their own, run over the hand-written corpora of the choice
 and code tasks, one score and its reason per row."""
 
 import json

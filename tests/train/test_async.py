@@ -1,4 +1,4 @@
-"""The asynchronous loop (`rollout.max_staleness`, `train.async_loop`; issue 30): k = 0 is the lock-step loop to
+"""The asynchronous loop (`rollout.max_staleness`, `train.async_loop`): k = 0 is the lock-step loop to
 the bit, k ≥ 1 keeps every trajectory within k updates of its policy under a slow, jittery judge, the importance
 weights correct the stale tokens, a stop mid-stream loses and repeats nothing, and the judge's backlog is bounded."""
 
@@ -46,7 +46,7 @@ def _same_step(got: dict, want: dict) -> list:
     return sorted(set(want) - set(got))
   tol = 4 * np.finfo(np.float32).eps * np.sqrt(max(want.get("gen/tokens", 1), 1))
   bad = []
-  for k, b in want.items():  # metrics added since (issue 32's judged signal) are not the golden's to check
+  for k, b in want.items():  # metrics added since (such as the judged signal) are not the golden's to check
     a = got[k]
     if isinstance(b, float) and isinstance(a, float):
       scale = max(abs(b), want.get("adv/l1", 0.0) if k == "loss" else 0.0)
@@ -247,7 +247,7 @@ def _other(value, seed: int):
 @pytest.mark.parametrize("added", [False, True])
 def test_a_steps_judgments_carry_every_field_of_the_groups_outcomes(added, monkeypatch):
   """`Judgments.result` joins the groups' `JudgeOutcome`s (each judged on its own) into the step's, field by field
-  as the dataclass lists them (issue 43): every field of both groups arrives, by its kind, and so does a field added
+  as the dataclass lists them: every field of both groups arrives, by its kind, and so does a field added
   to the class (`added`: a new count and a new list), which a list of the fields written by hand would drop."""
   cls = judging.JudgeOutcome
   if added:

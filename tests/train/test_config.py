@@ -51,7 +51,7 @@ def test_a_removed_field_says_what_replaced_it():
 
 @pytest.mark.parametrize("old, new", sorted(train_config.MOVED.items()))
 def test_a_moved_field_names_its_new_place(old, new):
-  """The loops' scheduling fields moved to one section per loop (issue 43): a config still setting one is refused
+  """The loops' scheduling fields moved to one section per loop: a config still setting one is refused
   naming the new field, and the new one is declared."""
   c = train_config.base_config()
   (section, name), (new_section, new_name) = old.split("."), new.split(".")

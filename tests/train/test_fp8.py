@@ -1,4 +1,4 @@
-"""FP8 training (issue 27, `model.quantization = "fp8"`): the train step's projections and MLP run as FP8
+"""FP8 training (`model.quantization = "fp8"`): the train step's projections and MLP run as FP8
 matmuls through Qwix, the masters stay float32, and a short SFT run tracks bfloat16's loss."""
 
 import tempfile

@@ -1,4 +1,4 @@
-"""The effective judged signal of a step (issue 32): which rows the judge steers, their share of Σ|Â|, and the
+"""The effective judged signal of a step: which rows the judge steers, their share of Σ|Â|, and the
 distinct traces a routed group gives the judge to rank."""
 
 import jax.numpy as jnp

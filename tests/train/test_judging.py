@@ -1,4 +1,4 @@
-"""Duplicates for free (issue 20): members of a judged group whose traces are the same up to whitespace
+"""Duplicates for free: members of a judged group whose traces are the same up to whitespace
 share one tournament node — no call between them, one call on behalf of all copies, equal rewards."""
 
 import asyncio

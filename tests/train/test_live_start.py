@@ -1,4 +1,4 @@
-"""Judging while generation runs (issue 14): the per-step deadline, groups judged as they finish
+"""Judging while generation runs: the per-step deadline, groups judged as they finish
 decoding (`lockstep.live_start`), and speculative live tournaments."""
 
 import math

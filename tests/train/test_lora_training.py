@@ -1,4 +1,4 @@
-"""LoRA in the trainer (issue 44, `model.lora`): the state holds the adapters alone (and their moments), checkpoints
+"""LoRA in the trainer (`model.lora`): the state holds the adapters alone (and their moments), checkpoints
 hold them (with `checkpoint.save_merged`, the merged weights too), the run resumes, and the run directory's readers
 (`policy_io.restore_run_params`: export, evaluation, serving) get the merged policy."""
 

@@ -62,7 +62,7 @@ def test_mode_runs_and_logs(mode, data_dir, coin_verifier, tmp_path, request):
       assert key in r, key
     fractions = r["groups/all_correct"] + r["groups/all_wrong"] + r["groups/diverse"]
     np.testing.assert_allclose(fractions, 1.0, atol=1e-6)
-    # The effective judged signal (issue 32): within the rows with any signal, none for the verifier's modes.
+    # The effective judged signal: within the rows with any signal, none for the verifier's modes.
     assert 0 <= r["judge/signal_rows"] <= r["adv/nonzero_fraction"] + 1e-6 and 0 <= r["judge/grad_share"] <= 1 + 1e-6
     if not rl.get_mode(mode).uses_judge:
       assert r["judge/signal_rows"] == r["judge/grad_share"] == r["judge/distinct_per_group"] == 0
@@ -159,7 +159,7 @@ def test_each_step_writes_a_sample_of_its_completions(arena_live_run):
 
 
 def test_each_step_reports_the_process_quality_of_its_completions(data_dir, tmp_path):
-  """`process/*` (issue 17): the process checker's reading of the step's completions. With every completion
+  """`process/*`: the process checker's reading of the step's completions. With every completion
   checked, right answers split into faithful ones and compensating errors: the two rates sum to the
   step's verifier accuracy over the same rows (samples.jsonl holds them all)."""
   c = smoke_config("rlvr", data_dir)
@@ -188,7 +188,7 @@ def test_training_against_a_reasoning_style_judge(data_dir, tmp_path):
 
 @pytest.mark.parametrize("topology, shrinkage", [("live_info", 0.0), ("info_budget", 1.0)])
 def test_information_gain_topologies_train(topology, shrinkage, data_dir, coin_verifier, tmp_path):
-  """The information-gain schedules (issue 20) run in the trainer like any topology: arena_live's BT rewards
+  """The information-gain schedules run in the trainer like any topology: arena_live's BT rewards
   on their matches, live_info on the groups' arrival order, each judged group costing `expected_calls`;
   with reward.bt_shrinkage the judged trajectories' advantages are scaled by factors in [0, 1]."""
   c = smoke_config("arena_live", data_dir, topology=topology, bt_shrinkage=shrinkage)

@@ -1,4 +1,4 @@
-"""Packed training rows (`rollout.pack_tokens`, `train.packing`, issue 28): the packer's layout invariants, and
+"""Packed training rows (`rollout.pack_tokens`, `train.packing`): the packer's layout invariants, and
 the packed RL update equals the padded one (loss, metrics, gradients, new params) on one device and on meshes.
 
 Tolerances. Both updates compute the same float32 terms: packing changes only the lengths of the rows the

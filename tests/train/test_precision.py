@@ -1,4 +1,4 @@
-"""Training that moves a real policy (issue 27): float32 master weights under bfloat16 compute, the stop on
+"""Training that moves a real policy: float32 master weights under bfloat16 compute, the stop on
 an update that rounds away, and float32 masters against a float32 run's update.
 
 The paper trains at a constant lr of 4e-7 (SPEC §9). A bfloat16 weight has 8 significant bits: an AdamW step

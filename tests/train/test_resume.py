@@ -118,8 +118,8 @@ def test_runs_that_differ_only_in_length_share_the_update_program_and_others_do_
 def test_a_config_changed_after_the_update_was_built_does_not_change_the_program_keyed_before(
   data_dir, tmp_path, monkeypatch
 ):
-  """The update's program is keyed by what it reads of the config and traces from that, never from the live config
-  (issue 43). jax traces at the first call: a loss field changed after one run's update was built, before it ran,
+  """The update's program is keyed by what it reads of the config and traces from that, never from the live config:
+  jax traces at the first call: a loss field changed after one run's update was built, before it ran,
   builds the next run's program (another key) and leaves the first one computing what its key says, as a program
   built afresh from the unchanged config does."""
   from arena_jax import program_cache  # pylint: disable=g-import-not-at-top

@@ -152,7 +152,7 @@ def test_a_split_rollout_streams_every_group_to_the_judge_once(model, examples):
   ],
 )  # the streaming paths' programs: `make test-all`
 def test_every_sampling_path_counts_the_completions_that_end_inside_their_thinking(model, examples, live_start):
-  """`gen/unclosed_thinking` by value (issue 43) on each path of a step's rollout: sampled then verified
+  """`gen/unclosed_thinking` by value on each path of a step's rollout: sampled then verified
   (`_sample` + `verify`, step_done), and verified as the chunks finish while the judge is fed (`_sample_streaming`:
   group_done, speculative)."""
   generator = _generator(2, "dense", live_start, _ThinkingTokenizer())

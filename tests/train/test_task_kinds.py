@@ -1,4 +1,4 @@
-"""The Arena modes on the new task kinds (issue 29 item 7): a smoke run of arena_live on a multiple-choice JSONL."""
+"""The Arena modes on the new task kinds: a smoke run of arena_live on a multiple-choice JSONL."""
 
 import pathlib
 import zlib

@@ -1,4 +1,4 @@
-"""Weights & Biases tracking (`config.wandb`, issue 44), offline, with no network: a smoke run's metrics, config,
+"""Weights & Biases tracking (`config.wandb`), offline, with no network: a smoke run's metrics, config,
 curves and the inspector's tables land in the offline run directory, and a missing `wandb` is a one-line error."""
 
 import glob
