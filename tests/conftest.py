@@ -156,29 +156,38 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(scope="session")
-def python_m(tmp_path_factory):
-  """`python_m(module, *args, cwd=the clone, env=None, timeout=300)`: `python -m module args…` in a process of its
-  own (its argv, cwd, environment and streams; JAX_PLATFORMS=cpu unless `env` says otherwise), forked from one
-  server per worker that imported JAX and the package once (tests/forkserver.py): a command's imports cost about
-  3 s of CPU, most of what a test of a launch main's flags and errors spends. Returns the CompletedProcess; a
-  command still running after `timeout` seconds is killed and fails the test."""
-  import itertools  # pylint: disable=g-import-not-at-top
+def launch_server():
+  """One server per worker of `python -m` children that imported JAX and the package once (tests/forkserver.py): a
+  command's imports cost about 3 s of CPU, most of what a test of a launch main's flags and errors spends. The
+  children run with JAX_PLATFORMS=cpu unless a request's `env` says otherwise."""
   import pathlib  # pylint: disable=g-import-not-at-top
 
   from tests.forkserver import LAUNCH_PRELOAD, ForkServer  # pylint: disable=g-import-not-at-top
 
   root = pathlib.Path(__file__).resolve().parent.parent
+  with ForkServer(LAUNCH_PRELOAD, cwd=root, env={**os.environ, "JAX_PLATFORMS": "cpu"}) as server:
+    yield server
+
+
+@pytest.fixture(scope="session")
+def python_m(launch_server, tmp_path_factory):
+  """`python_m(module, *args, cwd=the clone, env=None, timeout=300)`: `python -m module args…` in a process of its
+  own (its argv, cwd, environment and streams), a child of `launch_server`. Returns the CompletedProcess; a command
+  still running after `timeout` seconds is killed and fails the test."""
+  import itertools  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+
+  root = pathlib.Path(__file__).resolve().parent.parent
   base = tmp_path_factory.mktemp("python_m")
   count = itertools.count()
-  with ForkServer(LAUNCH_PRELOAD, cwd=root, env={**os.environ, "JAX_PLATFORMS": "cpu"}) as server:
 
-    def run(module, *args, cwd=root, env=None, timeout=300.0):
-      proc = server.run([module, *args], cwd=cwd, workdir=base / str(next(count)), timeout=timeout, env=env)
-      if proc.returncode is None:
-        pytest.fail(f"python -m {module} {' '.join(args)} did not end within {timeout} s:\n{proc.stderr[-3000:]}")
-      return proc
+  def run(module, *args, cwd=root, env=None, timeout=300.0):
+    proc = launch_server.run([module, *args], cwd=cwd, workdir=base / str(next(count)), timeout=timeout, env=env)
+    if proc.returncode is None:
+      pytest.fail(f"python -m {module} {' '.join(args)} did not end within {timeout} s:\n{proc.stderr[-3000:]}")
+    return proc
 
-    yield run
+  return run
 
 
 # ── the real model ──

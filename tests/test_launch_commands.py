@@ -31,14 +31,13 @@ every failure together, each in a process of its own forked from a server that i
 import ast
 import concurrent.futures
 import importlib.util
-import os
 import pathlib
 import re
 import shlex
 import subprocess
 import sys
 
-from tests.forkserver import LAUNCH_PRELOAD, ForkServer
+from tests.forkserver import ForkServer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAUNCH = sorted(p.stem for p in (ROOT / "launch").glob("*.py") if p.stem != "__init__")
@@ -179,12 +178,11 @@ def test_every_launch_module_documents_a_command():
   assert documented_modules >= {f"launch.{m}" for m in LAUNCH}, sorted(documented_modules)
 
 
-def test_documented_launch_commands_end_in_one_line(tmp_path):
+def test_documented_launch_commands_end_in_one_line(tmp_path, launch_server):
   forms = documented()
   commands = [(where, runnable(argv, tmp_path / str(k))) for k, (where, argv) in enumerate(forms)]
-  with ForkServer(LAUNCH_PRELOAD, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}) as server:
-    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
-      procs = list(pool.map(lambda k: _run(server, commands[k][1], tmp_path / str(k)), range(len(commands))))
+  with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+    procs = list(pool.map(lambda k: _run(launch_server, commands[k][1], tmp_path / str(k)), range(len(commands))))
   failures = []
   for k, ((where, argv), proc) in enumerate(zip(commands, procs)):
     problem = _problem(proc, "..." in forms[k][1], tmp_path / str(k))

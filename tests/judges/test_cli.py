@@ -22,7 +22,7 @@ def cli(python_m):
   """`cli(module, *args)`: the stdout of `python -m module --noprogress args…`, which must succeed."""
 
   def run(module, *args):
-    proc = python_m(module, "--noprogress", *args, env=dict(os.environ))
+    proc = python_m(module, "--noprogress", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 

@@ -5,9 +5,8 @@ One module-scoped run drives it: one Arena-Live step of the real policy with LoR
 behind `transformers serve` (the run starts and stops that server: the suite's one judge process of the real model),
 then the run directory served by the project's own policy server (`serving`, the base with its adapters merged),
 which answers a chat through the official `openai` client (and, in `make test-all`, judges a tiny Arena-Live step
-by its log-probs). The
-judge served from an exported HF directory, the distilled judge's path, is tests/distill/test_distill.py's (a tiny
-student, exported and served by `transformers serve` and by `launch.serve`).
+by its log-probs). The judge served from an exported HF directory, the distilled judge's path, is
+tests/distill/test_distill.py's (a tiny student, exported and served by `transformers serve` and by `launch.serve`).
 
 The deeper real-model checks run in `make test-all`: parity with transformers on many texts
 (tests/models/test_real_model.py), two full fine-tuning steps against the real judge
