@@ -76,34 +76,25 @@ demo: venv
 # real model once, minutes), `make test-all` adds the slow tier (trained policies, parity on many texts, every variant
 # of each check) and is what CI runs (.ci/run). Style first (ruff.toml: the formatter and the linter, lines of at most
 # 120), so that a drift fails in seconds; `make format` rewrites the files.
-# Each runs two pytest passes (tests/conftest.py): the tests marked `mesh` on 8 fake CPU devices, the rest on 1 (a
-# trainer's default mesh fills every device, and 8-way sharding on 2 cores roughly doubles a run's time). In `make
-# test` the mesh pass runs beside the first, in one process of its own (its own temporary directory, no pytest cache)
-# whose output is printed when the first pass ends: the first pass's two workers leave a core idle at times (waiting
-# on their children and servers, and at the end on the last test), and the mesh pass fills it. `make test-all` runs
-# the two one after the other: its real-model tests need the memory. Both passes run even when the first fails; the
-# run then ends with where its time went, both passes merged (tests/suite_report.py: the 10 slowest files in
-# worker-seconds, the compiles, the peak memory), and fails if either pass failed.
+# Each runs two pytest processes (tests/conftest.py): the tests marked `mesh` on 8 fake CPU devices, the rest on 1 (a
+# trainer's default mesh fills every device, and 8-way sharding on 2 cores roughly doubles a run's time). Both passes
+# run even when the first fails; the run then ends with where its time went, both passes merged
+# (tests/suite_report.py: the 10 slowest files in worker-seconds, the compiles, the peak memory), and fails if
+# either pass failed.
 .PHONY: test-all test-loaded
 TEST_DEPS := lint $(VENV)/.installed-test $(VENV)/.installed-real-model bubblewrap
 # PYTEST_ARGS adds pytest options to both passes (e.g. `make test PYTEST_ARGS=--durations=30`).
-# $(1): the first pass's markers, $(2): the mesh pass's, $(3): `beside` to run the mesh pass beside the first.
-SUITE = run=$$(date +%s%N); status=0; export ARENA_JAX_SUITE_RUN=$$run; \
-	if [ "$(3)" = beside ]; then side=$$(mktemp -d); \
-	  ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "$(2)" -n 0 -p no:cacheprovider --basetemp=$$side/tmp $(PYTEST_ARGS) \
-	    >$$side/log 2>&1 & mesh=$$!; trap 'kill $$mesh 2>/dev/null; rm -rf $$side; exit 130' INT TERM; fi; \
-	ARENA_JAX_TEST_DEVICES=1 $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS) || status=$$?; \
-	if [ "$(3)" = beside ]; then wait $$mesh || status=$$?; echo "== the mesh pass, run beside the first =="; \
-	  cat $$side/log; rm -rf $$side; \
-	else ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "$(2)" $(PYTEST_ARGS) || status=$$?; fi; \
-	$(PY) -m tests.suite_report 1dev 8dev; exit $$status
+SUITE = run=$$(date +%s%N); status=0; \
+	ARENA_JAX_SUITE_RUN=$$run ARENA_JAX_TEST_DEVICES=1 $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS) || status=$$?; \
+	ARENA_JAX_SUITE_RUN=$$run ARENA_JAX_TEST_DEVICES=8 $(PY) -m pytest -m "$(2)" $(PYTEST_ARGS) || status=$$?; \
+	ARENA_JAX_SUITE_RUN=$$run $(PY) -m tests.suite_report 1dev 8dev; exit $$status
 
 test: $(TEST_DEPS)
-	@$(call SUITE,not slow and not mesh,not slow and mesh,beside)
+	@$(call SUITE,not slow and not mesh,not slow and mesh)
 
 # The inspector's browser test needs Chromium (the `chromium` target): only the slow tier runs it.
 test-all: $(TEST_DEPS) chromium
-	@$(call SUITE,not mesh,mesh,after)
+	@$(call SUITE,not mesh,mesh)
 
 # `make test` beside two busy processes, one per core: nothing in the suite may depend on the machine's load
 # (CONTRIBUTING.md). The busy loops end with the run.

@@ -14,7 +14,6 @@ import os
 import pathlib
 import sys
 import threading
-import time
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
@@ -128,40 +127,18 @@ RUN_ENV = "ARENA_JAX_SUITE_RUN"  # set by the Makefile: the passes of one `make 
 
 def write_record(path: pathlib.Path, file_seconds: dict, worker_compiles: list[dict], peak: int, wall: float) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
-  ended = time.time()
-  record = dict(
-    run=os.environ.get(RUN_ENV),
-    file_seconds=file_seconds,
-    compiles=worker_compiles,
-    peak=peak,
-    wall=wall,
-    started=ended - wall,
-    ended=ended,
-  )
+  record = dict(run=os.environ.get(RUN_ENV), file_seconds=file_seconds, compiles=worker_compiles, peak=peak, wall=wall)
   path.write_text(json.dumps(record), encoding="utf-8")
 
 
-def overlap(records: list[dict]) -> bool:
-  """Whether any two of the passes ran at the same time (`make test` runs its mesh pass beside the first)."""
-  spans = sorted((r["started"], r["ended"]) for r in records)
-  return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
-
-
 def merged_lines(records: list[dict]) -> list[str]:
-  """`summary_lines` of several passes: file seconds add up. Passes one after the other: the peak is the largest
-  of theirs, the wall their sum. Passes side by side: the peak is the sum of theirs (an upper bound: each pass's
-  peak need not fall at the same moment), the wall from the first start to the last end."""
+  """`summary_lines` of several passes run one after the other: file seconds add up, the peak is the largest."""
   seconds: dict[str, float] = {}
   for r in records:
     for name, s in r["file_seconds"].items():
       seconds[name] = seconds.get(name, 0.0) + s
   compiles = [c for r in records for c in r["compiles"]]
-  peaks = [r["peak"] for r in records]
-  if overlap(records):
-    return summary_lines(
-      seconds, compiles, sum(peaks), max(r["ended"] for r in records) - min(r["started"] for r in records)
-    )
-  return summary_lines(seconds, compiles, max(peaks), sum(r["wall"] for r in records))
+  return summary_lines(seconds, compiles, max(r["peak"] for r in records), sum(r["wall"] for r in records))
 
 
 def main(argv: list[str]) -> int:
