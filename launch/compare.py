@@ -2,6 +2,7 @@
 
     python -m launch.compare                           # the full study: 3 modes + 2 reversed judges × 5 seeds
     python -m launch.compare --study.preset=quick      # `make reproduce-quick`: minutes, into runs/study_quick
+    python -m launch.compare --study.preset=hard       # docs/results/hard_regime.md: where groups are all wrong
     python -m launch.compare --study.seeds='(0,)' --study.num_steps=10 --study.root=/tmp/s --study.out_dir=/tmp/r
 
 Finished runs are skipped on a restart. A preset's values replace the defaults, never a field set on the
@@ -22,7 +23,7 @@ def main(argv):
   del argv
   config = study.apply_preset(_STUDY.value, keep=set(config_flags.get_override_values(flags.FLAGS["study"])))
   runs = study.run_study(config)
-  print(study.write_results(config, runs))
+  print(study.write_page(config, runs))
 
 
 if __name__ == "__main__":

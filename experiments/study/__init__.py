@@ -26,7 +26,8 @@ share over steps; Fig. 1, SPEC §1) and `study.json` with every run's numbers.
 
 The package, split where one extends it: `grid.py` (the presets, the run groups and each run's config),
 `runner.py` (`run_study`), `metrics.py` (what the results read off a run's metrics.jsonl), `results.py`
-(`write_results`: one step per table of the page) and `plots.py` (its figures).
+(`write_results`: one step per table of the page), `plots.py` (its figures) and `hard.py` (the hard regime's page,
+`--study.preset=hard`: held-out curves and the speed to RLVR's level).
 """
 
 from experiments.study.grid import (
@@ -44,5 +45,12 @@ from experiments.study.grid import (
   study_config,
   variants,
 )
+from experiments.study.hard import write_hard_results
 from experiments.study.results import READING_FILE, write_results
 from experiments.study.runner import run_study
+
+
+def write_page(study, runs: dict) -> str:
+  """The results page `study.page` names: the study's README.md (`write_results`) or the hard regime's
+  (`write_hard_results`); returns its markdown."""
+  return write_hard_results(study, runs) if study.page == "hard_regime" else write_results(study, runs)

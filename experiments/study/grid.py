@@ -25,6 +25,9 @@ REFERENCE = "rlvr"
 STUDY_MODES = ("rlvr", "arena", "arena_live")
 ALL_MODES = ("rlvr", "rlvr_dapo", "rlaif", "arena", "arena_live")
 
+# The results pages `study.page` chooses between.
+PAGES = ("study", "hard_regime")
+
 # `--study.preset=quick` (`make reproduce-quick`): the same machinery in minutes once the SFT policy exists.
 PRESETS = {
   "full": {},
@@ -42,6 +45,27 @@ PRESETS = {
     out_dir="runs/study_smoke/results",
     command="python -m launch.compare --study.preset=smoke",
     eval=dict(num_examples=4, num_samples=2, max_new_tokens=16, batch_size=4),
+  ),
+  # The hard regime (docs/results/hard_regime.md): the demo's SFT policy on harder problems of its own generator, where
+  # most groups are all wrong (RLVR learns nothing from them, dynamic sampling throws them away, Arena-Live's judge
+  # ranks them). Held-out curves every `eval_every` steps; the speed to RLVR's final level (`speed.py`).
+  "hard": dict(
+    modes=("rlvr", "rlvr_dapo", "arena_live"),
+    ablation_modes=("arena_live",),
+    judge_accuracies=(1.0, 0.0),
+    sft_config="configs/sft.py",
+    sft_dir="runs/sft_demo",
+    # The demo policy on 3–5 operations with operands up to 20 (it was trained on 2–4, up to 15): pass ratio@8 0.158
+    # with 53% of the groups all wrong, measured with `launch.testbed` (docs/results/hard_regime.md, "The base").
+    arithmetic=dict(min_ops=3, max_ops=5, max_operand=20),
+    # A pilot RLVR run of this preset (seed 100, not a study seed; 150 steps, evaluated every 10) rose 0.158 → 0.280
+    # in its first 90 steps and 0.280 → 0.303 in the last 60: near its plateau by 150, still rising slowly.
+    num_steps=150,
+    eval_every=10,
+    root="runs/study_hard",
+    page="hard_regime",
+    command="python -m launch.compare --study.preset=hard",
+    eval=dict(num_examples=200, num_samples=8, batch_size=64),
   ),
   "quick": dict(
     seeds=(0, 1),
@@ -86,6 +110,17 @@ def study_config() -> ml_collections.ConfigDict:
     )
   )
   c.command = "make reproduce"
+  # The training and held-out problems' generator (`tasks.arithmetic`): 0 keeps the mode config's value.
+  c.arithmetic = ml_collections.ConfigDict(dict(min_ops=0, max_ops=0, max_operand=0, max_value=0))
+  # Held-out evaluations every this many steps, besides the final one (0: the final one only): the curves and the
+  # speed to RLVR's level of the hard page.
+  c.eval_every = 0
+  # The benchmarks of the evaluations before the final one (which has every benchmark of `eval.benchmarks`): the
+  # curves read the held-out pass ratio, and the out-of-distribution split costs as much again.
+  c.curve_benchmarks = ("arithmetic",)
+  # RLVR's level (`speed.py`): its mean held-out pass ratio over the evaluations in this final fraction of steps.
+  c.level_fraction = 0.25
+  c.page = "study"  # "study": README.md and study.json; "hard_regime": hard_regime.md/.json/.png (`hard.py`)
   return c
 
 
@@ -145,6 +180,29 @@ def check_study(study) -> None:
     )
   if not 0 < study.final_fraction <= 1:
     raise ConfigError(f"study.final_fraction: {study.final_fraction} is not in (0, 1]")
+  if study.eval_every < 0 or (study.eval_every and study.num_steps % study.eval_every):
+    raise ConfigError(
+      f"study.eval_every: {study.eval_every} does not divide study.num_steps={study.num_steps}; choose a divisor "
+      "(or 0: the final evaluation only)"
+    )
+  if study.page not in PAGES:
+    raise ConfigError(f"study.page: {study.page!r} is not a results page; choose from {PAGES}")
+  if study.page == "hard_regime" and (not study.eval_every or REFERENCE not in study.modes):
+    raise ConfigError(
+      f"study.page: the hard_regime page needs curves (study.eval_every > 0) and the reference run group "
+      f"{REFERENCE!r} in study.modes"
+    )
+  unknown = [b for b in study.curve_benchmarks if b not in study.eval.benchmarks]
+  if study.eval_every and (unknown or not study.curve_benchmarks):
+    raise ConfigError(
+      f"study.curve_benchmarks: {tuple(study.curve_benchmarks)} must be some of study.eval.benchmarks "
+      f"{tuple(study.eval.benchmarks)}"
+    )
+  if not 0 < study.level_fraction <= 1:
+    raise ConfigError(f"study.level_fraction: {study.level_fraction} is not in (0, 1]")
+  bad = [k for k, v in study.arithmetic.items() if v < 0]
+  if bad:
+    raise ConfigError(f"study.arithmetic.{bad[0]}: {study.arithmetic[bad[0]]} is negative (0 keeps the mode's value)")
 
 
 def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = None) -> ml_collections.ConfigDict:
@@ -156,7 +214,11 @@ def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = 
   c.seed = seed
   c.data_seed = 0
   c.num_steps = study.num_steps
-  c.checkpoint.every = study.num_steps
+  c.checkpoint.every = study.eval_every or study.num_steps
+  c.checkpoint.keep = study.num_steps // c.checkpoint.every  # every evaluated checkpoint stays
+  for k, v in study.arithmetic.items():
+    if v:
+      c.tasks.arithmetic[k] = v
   c.log.progress = False
   c.log.tensorboard = False
   c.rollout.max_staleness = study.max_staleness
@@ -173,8 +235,14 @@ def run_setup(study, judge_accuracy: float | None) -> dict:
     "judge_accuracy": judge_accuracy,
     "eval": study.eval.to_dict(),
   }
-  if study.max_staleness:  # (absent at 0, so that lock-step runs finished before the field existed are reused)
+  # (Each absent at its default, so that runs finished before the field existed are reused.)
+  if study.max_staleness:
     setup["max_staleness"] = study.max_staleness
+  if study.eval_every:
+    setup["eval_every"] = study.eval_every
+    setup["curve_benchmarks"] = list(study.curve_benchmarks)
+  if any(study.arithmetic.values()):
+    setup["arithmetic"] = {k: v for k, v in study.arithmetic.items() if v}
   return json.loads(json.dumps(setup))  # as eval_final.json holds it (tuples become lists)
 
 

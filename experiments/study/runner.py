@@ -20,8 +20,9 @@ def run_study(study) -> dict:
   check_study(study)
   train_sft(load_config(study.sft_config), study.sft_dir)  # cached when it exists with this config
   runs = {}
-  for group, (mode_name, accuracy) in variants(study).items():
-    for seed in study.seeds:
+  # Seed by seed, every run group of a seed before the next seed: a study stopped half-way leaves paired runs.
+  for seed in study.seeds:
+    for group, (mode_name, accuracy) in variants(study).items():
       name = f"{group}/seed{seed}"
       workdir = os.path.join(study.root, group, f"seed{seed}")
       done_file = os.path.join(workdir, "eval_final.json")
@@ -44,8 +45,17 @@ def run_study(study) -> dict:
       print(f"[{name}] training {c.num_steps} steps ...", flush=True)
       train(c, workdir)
       t1 = time.time()
-      results = watch.evaluate_step(workdir, c.num_steps, eval_config(study, c.tasks))
-      watch.pop_samples(results)  # study.json keeps metrics; the runs' samples.jsonl keep completions
+      ec = eval_config(study, c.tasks)
+      # The held-out curve: every `eval_every` steps on `curve_benchmarks`, then the final evaluation on every
+      # benchmark, on the same problems and sampling key for every run group.
+      curve_ec = eval_config(study, c.tasks)
+      curve_ec.benchmarks = tuple(study.curve_benchmarks)
+      steps = range(study.eval_every, c.num_steps + 1, study.eval_every) if study.eval_every else [c.num_steps]
+      curve = []
+      for step in steps:
+        results = watch.evaluate_step(workdir, step, ec if step == c.num_steps else curve_ec)
+        watch.pop_samples(results)  # study.json keeps metrics; the runs' samples.jsonl keep completions
+        curve.append({"step": step, "eval": results})
       summary = {
         "group": group,
         "mode": mode_name,
@@ -56,6 +66,8 @@ def run_study(study) -> dict:
         "eval_s": time.time() - t1,
         "eval": results,
       }
+      if study.eval_every:
+        summary["curve"] = curve
       with open(done_file, "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
       runs[name] = summary
