@@ -403,7 +403,7 @@ def write_hard_results(study, runs: dict) -> str:
         "run group",
         "all-wrong share",
         "all-correct share",
-        "non-diverse groups / step",
+        "non-diverse share of groups",
         "judge grad share",
         "judge calls / run",
         "generations / run",
@@ -433,6 +433,9 @@ def write_hard_results(study, runs: dict) -> str:
     "",
     f"![held-out pass ratio]({PAGE}.png)",
     "",
+    "## Reading",
+    "",
+    *_reading(study.out_dir),
   ]
   md = "\n".join(lines)
   with open(os.path.join(study.out_dir, f"{PAGE}.md"), "w", encoding="utf-8") as f:
@@ -476,6 +479,26 @@ def write_hard_results(study, runs: dict) -> str:
         )
     f.write(json.dumps(summary) + "\n")
   return md
+
+
+# The reading is prose written by hand after the runs, kept beside the page and shown in it: regenerating the page
+# does not rewrite it.
+READING = f"{PAGE}_reading.md"
+
+
+def _reading(out_dir: str) -> list[str]:
+  path = os.path.join(out_dir, READING)
+  if not os.path.exists(path):
+    return [f"(No `{READING}` beside this page: the reading of these numbers is written by hand after the runs.)", ""]
+  with open(path, encoding="utf-8") as f:
+    text = f.read().strip()
+  return [
+    f"Written by hand from the runs in [{PAGE}.json]({PAGE}.json) ([{READING}]({READING}); regenerating the page "
+    "does not rewrite it: after new runs, read the tables again).",
+    "",
+    text,
+    "",
+  ]
 
 
 def _mean_of(values) -> str:
