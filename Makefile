@@ -154,6 +154,13 @@ reproduce: venv
 reproduce-quick: venv
 	$(PY) -m launch.compare --study.preset=quick
 
+# docs/results/hard_regime.md: the same modes where most groups are all wrong (the demo's SFT policy on harder
+# problems, 4 run groups × 5 seeds × 150 steps, held-out curves every 10 steps): about 70 minutes on 2 cores once the
+# demo's SFT policy exists (runs/sft_demo; trained first when missing).
+.PHONY: reproduce-hard
+reproduce-hard: venv
+	$(PY) -m launch.compare --study.preset=hard
+
 # The test suite's caches outside the clone (tests/conftest.py): compiled programs and the testbed's SFT policy.
 .PHONY: clean-test-cache
 clean-test-cache:

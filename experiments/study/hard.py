@@ -492,6 +492,8 @@ def _reading(out_dir: str) -> list[str]:
     return [f"(No `{READING}` beside this page: the reading of these numbers is written by hand after the runs.)", ""]
   with open(path, encoding="utf-8") as f:
     text = f.read().strip()
+  if text.startswith("# "):  # the reading's own title: the page's section heading stands for it
+    text = text.split("\n", 1)[1].strip() if "\n" in text else ""
   return [
     f"Written by hand from the runs in [{PAGE}.json]({PAGE}.json) ([{READING}]({READING}); regenerating the page "
     "does not rewrite it: after new runs, read the tables again).",

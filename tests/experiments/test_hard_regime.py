@@ -124,10 +124,10 @@ def test_the_hard_page_reads_the_speed_to_rlvrs_level(tmp_path, monkeypatch):
   assert "| rlvr | 0.857 | 0.143 | 0.7 | – | 0 |" in md
 
   assert "(No `hard_regime_reading.md` beside this page" in md
-  (tmp_path / "results" / "hard_regime_reading.md").write_text("Arena-Live was faster, by hand.")
+  (tmp_path / "results" / "hard_regime_reading.md").write_text("# The reading\n\nArena-Live was faster, by hand.")
   md = study.write_page(c, runs)
-  assert md.rstrip().endswith("Arena-Live was faster, by hand.")
-  assert (tmp_path / "results" / "hard_regime_reading.md").read_text() == "Arena-Live was faster, by hand."
+  assert md.rstrip().endswith("Arena-Live was faster, by hand.") and "# The reading" not in md  # the section's title
+  assert (tmp_path / "results" / "hard_regime_reading.md").read_text().endswith("Arena-Live was faster, by hand.")
 
   # The base is evaluated once: a restart reads it back.
   monkeypatch.setattr(watch, "evaluate_params", lambda *a, **k: pytest.fail("the base was evaluated again"))
