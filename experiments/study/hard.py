@@ -74,11 +74,11 @@ def cumulative_at(rows: list[dict], key: str, step: int) -> float:
 # ── the base: the SFT policy on the study's problems ──
 
 
-def checker_agreement(examples, rewards: np.ndarray, completions: list[str]) -> dict:
+def checker_agreement(examples, rewards: np.ndarray, completions: list[str], skip_weight: float = 0.5) -> dict:
   """Inside the all-wrong groups (every one of n samples wrong), over pairs of traces whose final answers differ in
   distance from the reference and whose checker penalties differ (`judges.embedded.checking.assess`, the
-  study's judge): the share where the lower penalty goes with the closer answer. 0.5 is no relation; above it,
-  the checker's partial credit points towards right answers."""
+  study's judge, at its `skip_weight`: the embedded judge's default 0.5): the share where the lower penalty goes
+  with the closer answer. 0.5 is no relation; above it, the checker's partial credit points towards right answers."""
   n = rewards.shape[1]
   agree = total = groups = 0
   for i, example in enumerate(examples):
@@ -91,7 +91,8 @@ def checker_agreement(examples, rewards: np.ndarray, completions: list[str]) -> 
       answer = tasks.parse_number(tasks.extract_answer(text))
       distance = math.inf if answer is None else abs(answer - reference)
       steps = tasks.split_steps(text) or [text]
-      penalty = checking.assess(example.question, example.answer, steps, skip_weight=0.5, answer_weight=1.0).penalty
+      penalty = checking.assess(example.question, example.answer, steps, skip_weight=skip_weight, answer_weight=1.0)
+      penalty = penalty.penalty
       scored.append((penalty, distance))
     for a in range(len(scored)):
       for b in range(a + 1, len(scored)):
