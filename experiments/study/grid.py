@@ -48,7 +48,7 @@ PRESETS = {
   ),
   # The hard regime (docs/results/hard_regime.md): the demo's SFT policy on harder problems of its own generator, where
   # most groups are all wrong (RLVR learns nothing from them, dynamic sampling throws them away, Arena-Live's judge
-  # ranks them). Held-out curves every `eval_every` steps; the speed to RLVR's final level (`speed.py`).
+  # ranks them). Held-out curves every `eval_every` steps; the speed to RLVR's final level (`hard.py`).
   "hard": dict(
     modes=("rlvr", "rlvr_dapo", "arena_live"),
     ablation_modes=("arena_live",),
@@ -118,7 +118,7 @@ def study_config() -> ml_collections.ConfigDict:
   # The benchmarks of the evaluations before the final one (which has every benchmark of `eval.benchmarks`): the
   # curves read the held-out pass ratio, and the out-of-distribution split costs as much again.
   c.curve_benchmarks = ("arithmetic",)
-  # RLVR's level (`speed.py`): its mean held-out pass ratio over the evaluations in this final fraction of steps.
+  # RLVR's level (`hard.py`): its mean held-out pass ratio over the evaluations in this final fraction of steps.
   c.level_fraction = 0.25
   c.page = "study"  # "study": README.md and study.json; "hard_regime": hard_regime.md/.json/.png (`hard.py`)
   return c
@@ -216,15 +216,18 @@ def run_config(mode_name: str, seed: int, study, judge_accuracy: float | None = 
   c.num_steps = study.num_steps
   c.checkpoint.every = study.eval_every or study.num_steps
   c.checkpoint.keep = study.num_steps // c.checkpoint.every  # every evaluated checkpoint stays
-  for k, v in study.arithmetic.items():
-    if v:
-      c.tasks.arithmetic[k] = v
+  c.tasks.arithmetic.update(arithmetic_overrides(study))
   c.log.progress = False
   c.log.tensorboard = False
   c.rollout.max_staleness = study.max_staleness
   if judge_accuracy is not None:
     c.judge.server.flip_rate = 1.0 - judge_accuracy
   return c
+
+
+def arithmetic_overrides(study) -> dict:
+  """The fields of `study.arithmetic` that replace the mode config's (`tasks.arithmetic`): those set (non-zero)."""
+  return {k: v for k, v in study.arithmetic.items() if v}
 
 
 def run_setup(study, judge_accuracy: float | None) -> dict:
@@ -241,8 +244,8 @@ def run_setup(study, judge_accuracy: float | None) -> dict:
   if study.eval_every:
     setup["eval_every"] = study.eval_every
     setup["curve_benchmarks"] = list(study.curve_benchmarks)
-  if any(study.arithmetic.values()):
-    setup["arithmetic"] = {k: v for k, v in study.arithmetic.items() if v}
+  if arithmetic_overrides(study):
+    setup["arithmetic"] = arithmetic_overrides(study)
   return json.loads(json.dumps(setup))  # as eval_final.json holds it (tuples become lists)
 
 

@@ -35,12 +35,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from arena_jax import tasks
+from arena_jax import judges, tasks
 from arena_jax.eval import watch
 from arena_jax.judges.embedded import checking
 from arena_jax.train import load_policy, read_metrics
 from experiments import stats
-from experiments.study.grid import REFERENCE, eval_config, run_config, variants
+from experiments.study.grid import REFERENCE, arithmetic_overrides, eval_config, run_config, variants
+from experiments.study.results import fmt_diff, table
 
 PAGE = "hard_regime"
 _KEY = ("arithmetic", "mean_pass_ratio")  # the held-out pass ratio: the curve and the level
@@ -74,11 +75,13 @@ def cumulative_at(rows: list[dict], key: str, step: int) -> float:
 # ── the base: the SFT policy on the study's problems ──
 
 
-def checker_agreement(examples, rewards: np.ndarray, completions: list[str], skip_weight: float = 0.5) -> dict:
+def checker_agreement(examples, rewards: np.ndarray, completions: list[str], skip_weight: float | None = None) -> dict:
   """Inside the all-wrong groups (every one of n samples wrong), over pairs of traces whose final answers differ in
   distance from the reference and whose checker penalties differ (`judges.embedded.checking.assess`, the
   study's judge, at its `skip_weight`: the embedded judge's default 0.5): the share where the lower penalty goes
   with the closer answer. 0.5 is no relation; above it, the checker's partial credit points towards right answers."""
+  judge = judges.server_config()  # the embedded judge's weights, unless `skip_weight` says otherwise
+  skip_weight = judge.skip_weight if skip_weight is None else skip_weight
   n = rewards.shape[1]
   agree = total = groups = 0
   for i, example in enumerate(examples):
@@ -91,7 +94,9 @@ def checker_agreement(examples, rewards: np.ndarray, completions: list[str], ski
       answer = tasks.parse_number(tasks.extract_answer(text))
       distance = math.inf if answer is None else abs(answer - reference)
       steps = tasks.split_steps(text) or [text]
-      penalty = checking.assess(example.question, example.answer, steps, skip_weight=skip_weight, answer_weight=1.0)
+      penalty = checking.assess(
+        example.question, example.answer, steps, skip_weight=skip_weight, answer_weight=judge.answer_weight
+      )
       penalty = penalty.penalty
       scored.append((penalty, distance))
     for a in range(len(scored)):
@@ -108,7 +113,8 @@ def base_figures(study) -> dict:
   and `checker_agreement` on its all-wrong groups; computed once into `study.root`/base_eval.json."""
   tasks_config = run_config(REFERENCE, study.seeds[0], study).tasks
   ec = eval_config(study, tasks_config)
-  setup = json.loads(json.dumps({"sft_dir": study.sft_dir, "eval": study.eval.to_dict(), **_arith(study)}))
+  arith = {"arithmetic": arithmetic_overrides(study)} if arithmetic_overrides(study) else {}
+  setup = json.loads(json.dumps({"sft_dir": study.sft_dir, "eval": study.eval.to_dict(), **arith}))
   path = os.path.join(study.root, "base_eval.json")
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
@@ -134,10 +140,6 @@ def base_figures(study) -> dict:
   return out
 
 
-def _arith(study) -> dict:
-  return {"arithmetic": {k: v for k, v in study.arithmetic.items() if v}} if any(study.arithmetic.values()) else {}
-
-
 # ── the page ──
 
 
@@ -160,20 +162,7 @@ def _fmt(d: dict) -> str:
 
 
 def _fmt_diff(d: dict) -> str:
-  if math.isnan(d["mean"]):
-    return "–"
-  if math.isnan(d["lo"]):
-    return f"{d['mean']:+.3f} (too few pairs)"
-  star = "*" if d["lo"] > 0 or d["hi"] < 0 else ""
-  return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]{star}"
-
-
-def _table(head, rows) -> list[str]:
-  return [
-    "| " + " | ".join(head) + " |",
-    "|" + "---|" * len(head),
-    *("| " + " | ".join(map(str, r)) + " |" for r in rows),
-  ]
+  return fmt_diff(d["mean"], d["lo"], d["hi"])
 
 
 def _run_rows(study, runs: dict) -> dict[str, dict[int, dict]]:
@@ -311,7 +300,7 @@ def write_hard_results(study, runs: dict) -> str:
     "",
     "## The base",
     "",
-    *_table(
+    table(
       ["", f"pass ratio@{n}", "greedy acc", "all-wrong groups", "all-correct groups", "diverse groups"],
       [
         [
@@ -345,7 +334,7 @@ def write_hard_results(study, runs: dict) -> str:
     "",
     "RLVR's levels: " + ", ".join(f"seed {s} {v:.3f}" for s, v in sorted(speed["levels"].items())) + ".",
     "",
-    *_table(
+    table(
       [
         "run group",
         "steps to the level, per seed",
@@ -391,7 +380,7 @@ def write_hard_results(study, runs: dict) -> str:
         "" if g == REFERENCE else _fmt_diff(finals[(b, k)][g]["diff"]),
       ]
     rows.append(row)
-  lines += [*_table(head, rows), ""]
+  lines += [table(head, rows), ""]
   lines += [
     "## Where the signal came from",
     "",
@@ -399,7 +388,7 @@ def write_hard_results(study, runs: dict) -> str:
     "groups per step, the judge's share of Σ|Â| (`judge/grad_share`), judge calls and generations per run; mean over "
     "seeds.",
     "",
-    *_table(
+    table(
       [
         "run group",
         "all-wrong share",

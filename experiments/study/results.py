@@ -25,7 +25,7 @@ def _fmt_mean_std(values) -> str:
   return "–" if not n else f"{mean:.3f} ± {std:.3f}"  # "–": a run evaluated before the metric existed
 
 
-def _fmt_diff(mean: float, lo: float, hi: float) -> str:
+def fmt_diff(mean: float, lo: float, hi: float) -> str:
   if math.isnan(mean):
     return "–"
   if math.isnan(lo):
@@ -60,7 +60,7 @@ _PROCESS = (
 _ABLATION = ("greedy acc", "faithful acc@{n}", "compensating@{n}", "blind flaw@{n}", "OOD greedy acc")
 
 
-def _table(head, rows) -> str:
+def table(head, rows) -> str:
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
 
@@ -238,7 +238,7 @@ def _condition(page: _Page) -> list[str]:
     "routed (0 for modes without a judge; DAPO trains no non-diverse group, so it has no share). The step count "
     "must be checked against this table, not assumed.",
     "",
-    _table(
+    table(
       ["mode", "non-diverse groups", "all-correct share of them", "groups routed", "all-correct majority"], cond_rows
     ),
     "",
@@ -260,7 +260,7 @@ def _accuracy(page: _Page) -> list[str]:
     "",
     f"Made by {page.cmd}.",
     "",
-    _table(page.heads(["mode"]), acc_rows),
+    table(page.heads(["mode"]), acc_rows),
     "",
   ]
 
@@ -277,7 +277,7 @@ def _differences(page: _Page) -> tuple[list[str], dict]:
     for b, k, label in page.headline:
       d = _paired(study, groups[g], ref, b, k)
       diffs.setdefault(g, {})[f"{b}/{k}"] = dict(zip(("mean", "low", "high"), d))
-      cells.append(_fmt_diff(*d))
+      cells.append(fmt_diff(*d))
     diff_rows.append(cells)
   ci_note = (
     f"Paired by seed (same SFT policy, prompt order and sampling key): the mean of the per-seed "
@@ -293,7 +293,7 @@ def _differences(page: _Page) -> tuple[list[str], dict]:
     "",
     f"Made by {cmd}. {ci_note}",
     "",
-    _table(page.heads(["mode"]), diff_rows) if diff_rows else f"(no `{REFERENCE}` runs to pair with)",
+    table(page.heads(["mode"]), diff_rows) if diff_rows else f"(no `{REFERENCE}` runs to pair with)",
     "",
   ]
   return lines, diffs
@@ -313,7 +313,7 @@ def _process(page: _Page) -> list[str]:
     f"Made by {page.cmd}. Rates over the {page.ec.num_samples} samples per problem; the first error step is 0-based, "
     "among wrong answers with an invalid step; the group columns read each problem's samples as one group.",
     "",
-    _table(["mode"] + [label for _, _, label in page.process], proc_rows),
+    table(["mode"] + [label for _, _, label in page.process], proc_rows),
     "",
   ]
 
@@ -345,7 +345,7 @@ def _ablation(page: _Page, ablation: list) -> tuple[list[str], dict, dict]:
     for b, k, _ in abl_cols:
       d = _paired(study, runs_g, ref, b, k) if ref else (float("nan"),) * 3
       abl_diffs.setdefault(group, {"judge_accuracy": acc})[f"{b}/{k}"] = dict(zip(("mean", "low", "high"), d))
-      cells.append(_fmt_diff(*d))
+      cells.append(fmt_diff(*d))
     abl_rows.append(cells)
   gains = {}
   for acc, group, _, mode in ablation:
@@ -364,7 +364,7 @@ def _ablation(page: _Page, ablation: list) -> tuple[list[str], dict, dict]:
     f"with `{REFERENCE}`. "
     "Mean ± std, then the gain over " + f"`{REFERENCE}` with its {level} interval.",
     "",
-    _table(
+    table(
       ["verdict accuracy", "flip_rate", "runs"]
       + [lb for _, _, lb in abl_cols]
       + [f"gain: {lb}" for _, _, lb in abl_cols],
@@ -400,7 +400,7 @@ def _blind_flaw(page: _Page) -> list[str]:
     f"first and over {page.tail_note}. The testbed needs RLVR to leave it in place; a judge that sees it should "
     "lower it, a reversed judge raise it.",
     "",
-    _table(["run group", "blind flaw, first steps", "blind flaw, last steps"], blind_rows),
+    table(["run group", "blind flaw, first steps", "blind flaw, last steps"], blind_rows),
     "",
   ]
 
@@ -433,7 +433,7 @@ def _judged_signal(page: _Page) -> list[str]:
     "how much of the update the judge steers), and the sample utilisation of every row. A judge with near-zero signal "
     "rows and gradient share cannot move the policy, however good its verdicts.",
     "",
-    _table(
+    table(
       [
         "run group",
         "groups routed",
@@ -481,7 +481,7 @@ def _efficiency(page: _Page) -> list[str]:
     "",
     f"Made by {page.cmd}.",
     "",
-    _table(
+    table(
       [
         "mode",
         "judge calls / routed group",

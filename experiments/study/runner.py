@@ -48,7 +48,7 @@ def run_study(study) -> dict:
       ec = eval_config(study, c.tasks)
       # The held-out curve: every `eval_every` steps on `curve_benchmarks`, then the final evaluation on every
       # benchmark, on the same problems and sampling key for every run group.
-      curve_ec = eval_config(study, c.tasks)
+      curve_ec = ec.copy_and_resolve_references()
       curve_ec.benchmarks = tuple(study.curve_benchmarks)
       steps = range(study.eval_every, c.num_steps + 1, study.eval_every) if study.eval_every else [c.num_steps]
       curve = []
