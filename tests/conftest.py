@@ -32,11 +32,11 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 
 from tests import cache  # noqa: E402
 
-# The suite's programs are small and many: XLA's -O0 compiles them in about half the time and they still run
-# in milliseconds (a child that computes for minutes takes `cache.optimized_env()`). Results agree to float32
-# round-off, as between any two compilers (a 3-step smoke run: one metric 1 ulp apart, the rest bit-equal).
-if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
-  os.environ["XLA_FLAGS"] += " " + cache.FAST_COMPILE_FLAG
+# The suite's programs are small and many: compiled for speed of compiling (`cache.FAST_COMPILE_FLAGS`: XLA's -O0,
+# the older CPU emitters, LLVM's cheap passes), they compile in less than half the time and still run in
+# milliseconds (a child that computes for minutes takes `cache.optimized_env()`). Results agree to float32
+# round-off, as between any two compilers (a 3-step smoke run at -O0: one metric 1 ulp apart, the rest bit-equal).
+os.environ["XLA_FLAGS"] = cache.add_fast_compile_flags(os.environ["XLA_FLAGS"])
 
 import jax  # noqa: E402  (after the environment is set)
 

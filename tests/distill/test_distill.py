@@ -241,9 +241,12 @@ def test_the_student_kept_is_the_weights_average_when_asked(tmp_path):
     jax.tree.leaves(jax.device_get(averaged.trainable)),
     strict=True,
   ):
-    # float32: each weight a sum of two rounded terms; the spacing of the larger one bounds the error.
+    # float32: each weight a sum of two rounded terms, after a first average that rounds w0 itself; and the
+    # averaged run's step is a program of its own (the average is part of it), whose weights after step 2 may be
+    # a rounding apart from the first run's w2. The spacing of the larger weight bounds it all 8 times over (4 times
+    # was exceeded by 12% in one weight of 4,096 under the suite's compile flags, tests/cache.py).
     want = 0.25 * np.asarray(w0, np.float64) + 0.75 * np.asarray(w2, np.float64)
-    bound = 4 * np.spacing(np.maximum(np.abs(w0), np.abs(w2)).astype(np.float32)).astype(np.float64)
+    bound = 8 * np.spacing(np.maximum(np.abs(w0), np.abs(w2)).astype(np.float32)).astype(np.float64)
     np.testing.assert_array_less(np.abs(np.asarray(a, np.float64) - want), bound + 1e-30, err_msg=str(path))
     moved = max(moved, float(np.max(np.abs(np.asarray(w2, np.float64) - np.asarray(w0, np.float64)))))
   assert moved > 0  # the second step moved the weights: the average is not the start itself
