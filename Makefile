@@ -8,6 +8,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pip without byte-compiling every module it installs (torch's and transformers' thousands: 38 s of a cold
 # `make test`'s install on 2 cores); Python compiles the modules a run imports, once, as it imports them.
 PIP_INSTALL = -m pip install -q --no-compile
+# ... which it can do only where PYTHONDONTWRITEBYTECODE is unset (container images often set it): the suite
+# starts hundreds of Python processes, and each would compile jax's, torch's and transformers' modules from source
+# again (a cold `make test`: 535 s for its first pass with the variable set, against 456 s with compiled modules).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test bench reproduce venv clean
 

@@ -10,8 +10,7 @@ command line. The SFT base's config (`--study.sft_config`) is read from the repo
 working directory. This file is intentionally short: see `experiments/study/`.
 """
 
-from absl import flags
-from ml_collections import config_flags
+import sys
 
 from arena_jax import cli
 from experiments import study
@@ -21,7 +20,8 @@ _STUDY = cli.config_dict_flag("study", study.study_config())
 
 def main(argv):
   del argv
-  config = study.apply_preset(_STUDY.value, keep=set(config_flags.get_override_values(flags.FLAGS["study"])))
+  overrides = cli.overridden_fields("study")
+  config = study.name_command(study.apply_preset(_STUDY.value, keep=overrides), overrides, sys.argv[1:])
   runs = study.run_study(config)
   print(study.write_page(config, runs))
 

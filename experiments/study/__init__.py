@@ -40,6 +40,7 @@ from experiments.study.grid import (
   apply_preset,
   check_study,
   eval_config,
+  name_command,
   run_config,
   run_setup,
   study_config,

@@ -5,6 +5,7 @@ with the study to be reused. The runner (`runner.py`) and the results page (`res
 from __future__ import annotations
 
 import json
+import shlex
 
 import ml_collections
 
@@ -139,6 +140,16 @@ def apply_preset(study, keep=()) -> ml_collections.ConfigDict:
         else:
           out[key][sub] = v
   return out
+
+
+def name_command(study, overrides, args) -> ml_collections.ConfigDict:
+  """`study` with `command` the command line that ran it (`python -m launch.compare` and `args`) when that line
+  changed more than the preset: the page then says how it was made (another seeds' run, say), not the preset's
+  own command. A `--study.command` of the caller's wins."""
+  if "command" not in overrides and overrides - {"preset"}:
+    study = ml_collections.ConfigDict(study.to_dict())
+    study.command = shlex.join(["python", "-m", "launch.compare", *args])
+  return study
 
 
 def ablation_name(mode: str, accuracy: float) -> str:

@@ -73,6 +73,13 @@ def test_study_modes_ablation_and_presets():
   )
   assert (quick.num_steps, quick.seeds, quick.eval.num_examples, quick.eval.max_new_tokens) == (3, (0, 1), 32, 96)
   assert quick.out_dir != c.out_dir and quick.command == "make reproduce-quick"
+  # The page names the command that made it: the preset's own, or the command line that changed more than it.
+  assert study.name_command(quick, {"preset"}, ["--study.preset=quick"]).command == "make reproduce-quick"
+  args = ["--study.preset=hard", "--study.seeds=(5,6)", "--study.root=runs/x y"]
+  named = study.name_command(quick, {"preset", "seeds", "root"}, args)
+  assert named.command == "python -m launch.compare --study.preset=hard '--study.seeds=(5,6)' '--study.root=runs/x y'"
+  assert quick.command == "make reproduce-quick"  # a copy: the study given is left as it was
+  assert study.name_command(quick, {"seeds", "command"}, ["--study.command=mine"]).command == "make reproduce-quick"
   assert study.apply_preset(c).to_dict() == c.to_dict()
   for field_name, value, match in (
     ("modes", ("rlvr", "no_such_mode"), "no_such_mode"),
