@@ -450,11 +450,14 @@ def write_hard_results(study, runs: dict) -> str:
     "seeds": list(study.seeds),
     "num_steps": study.num_steps,
   }
+  # Strict JSON: a figure that is not a number (an interval of fewer seeds than `min_pairs`, a share with no groups)
+  # is written as null, which every JSON reader reads (NaN is Python's extension).
+  dumps = lambda obj: json.dumps(_nan_to_none(obj), allow_nan=False)
   with open(os.path.join(study.out_dir, f"{PAGE}.json"), "w", encoding="utf-8") as f:
     for g, runs_ in groups.items():
       for s, r in sorted(runs_.items()):
         f.write(
-          json.dumps(
+          dumps(
             {
               "group": g,
               "seed": s,
@@ -467,8 +470,19 @@ def write_hard_results(study, runs: dict) -> str:
           )
           + "\n"
         )
-    f.write(json.dumps(summary) + "\n")
+    f.write(dumps(summary) + "\n")
   return md
+
+
+def _nan_to_none(obj):
+  """`obj` with every float NaN, at any depth of dicts, lists and tuples, replaced by None."""
+  if isinstance(obj, float) and math.isnan(obj):
+    return None
+  if isinstance(obj, dict):
+    return {k: _nan_to_none(v) for k, v in obj.items()}
+  if isinstance(obj, list | tuple):
+    return [_nan_to_none(v) for v in obj]
+  return obj
 
 
 # The reading is prose written by hand after the runs, kept beside the page and shown in it: regenerating the page

@@ -105,7 +105,7 @@ def test_the_hard_page_reads_the_speed_to_rlvrs_level(tmp_path, monkeypatch):
   assert md == (tmp_path / "results" / "hard_regime.md").read_text()
   assert (tmp_path / "results" / "hard_regime.png").stat().st_size > 0
   lines = (tmp_path / "results" / "hard_regime.json").read_text().splitlines()
-  summary = json.loads(lines[-1])
+  summary = json.loads(lines[-1], parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
   assert len(lines) == 13 and json.loads(lines[0])["curve"][0] == [0, 0.1]  # the base is every curve's step 0
   steps = summary["steps_to_rlvr_level"]
   assert steps["arena_live"]["mean"] == pytest.approx(2 / 6) and steps["arena_live"]["hi"] == pytest.approx(2 / 6)
