@@ -145,8 +145,17 @@ def apply_preset(study, keep=()) -> ml_collections.ConfigDict:
 def name_command(study, overrides, args) -> ml_collections.ConfigDict:
   """`study` with `command` the command line that ran it (`python -m launch.compare` and `args`) when that line
   changed more than the preset: the page then says how it was made (another seeds' run, say), not the preset's
-  own command. A `--study.command` of the caller's wins."""
-  if "command" not in overrides and overrides - {"preset"}:
+  own command. An override that gives the preset's own value changes nothing; a `--study.command` of the caller's
+  wins."""
+  plain = apply_preset(ml_collections.ConfigDict({**study_config().to_dict(), "preset": study.preset}))
+
+  def value(config, path):
+    for key in path.split("."):
+      config = config[key]
+    return config.to_dict() if isinstance(config, ml_collections.ConfigDict) else config
+
+  changed = {path for path in overrides - {"preset"} if value(study, path) != value(plain, path)}
+  if "command" not in overrides and changed:
     study = ml_collections.ConfigDict(study.to_dict())
     study.command = shlex.join(["python", "-m", "launch.compare", *args])
   return study

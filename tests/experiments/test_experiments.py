@@ -75,10 +75,14 @@ def test_study_modes_ablation_and_presets():
   assert quick.out_dir != c.out_dir and quick.command == "make reproduce-quick"
   # The page names the command that made it: the preset's own, or the command line that changed more than it.
   assert study.name_command(quick, {"preset"}, ["--study.preset=quick"]).command == "make reproduce-quick"
-  args = ["--study.preset=hard", "--study.seeds=(5,6)", "--study.root=runs/x y"]
-  named = study.name_command(quick, {"preset", "seeds", "root"}, args)
-  assert named.command == "python -m launch.compare --study.preset=hard '--study.seeds=(5,6)' '--study.root=runs/x y'"
-  assert quick.command == "make reproduce-quick"  # a copy: the study given is left as it was
+  other = ml_collections.ConfigDict({**quick.to_dict(), "seeds": (5, 6), "root": "runs/x y"})
+  args = ["--study.preset=quick", "--study.seeds=(5,6)", "--study.root=runs/x y"]
+  named = study.name_command(other, {"preset", "seeds", "root"}, args)
+  assert named.command == "python -m launch.compare --study.preset=quick '--study.seeds=(5,6)' '--study.root=runs/x y'"
+  assert other.command == "make reproduce-quick"  # a copy: the study given is left as it was
+  # A flag that gives the preset's own value changes nothing.
+  same = ["--study.preset=quick", f"--study.root={quick.root}"]
+  assert study.name_command(quick, {"preset", "root"}, same).command == "make reproduce-quick"
   assert study.name_command(quick, {"seeds", "command"}, ["--study.command=mine"]).command == "make reproduce-quick"
   assert study.apply_preset(c).to_dict() == c.to_dict()
   for field_name, value, match in (
