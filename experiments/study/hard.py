@@ -96,8 +96,7 @@ def checker_agreement(examples, rewards: np.ndarray, completions: list[str], ski
       steps = tasks.split_steps(text) or [text]
       penalty = checking.assess(
         example.question, example.answer, steps, skip_weight=skip_weight, answer_weight=judge.answer_weight
-      )
-      penalty = penalty.penalty
+      ).penalty
       scored.append((penalty, distance))
     for a in range(len(scored)):
       for b in range(a + 1, len(scored)):

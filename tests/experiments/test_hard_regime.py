@@ -104,9 +104,11 @@ def test_the_hard_page_reads_the_speed_to_rlvrs_level(tmp_path, monkeypatch):
   md = study.write_page(c, runs)
   assert md == (tmp_path / "results" / "hard_regime.md").read_text()
   assert (tmp_path / "results" / "hard_regime.png").stat().st_size > 0
-  lines = (tmp_path / "results" / "hard_regime.json").read_text().splitlines()
-  summary = json.loads(lines[-1], parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
-  assert len(lines) == 13 and json.loads(lines[0])["curve"][0] == [0, 0.1]  # the base is every curve's step 0
+  # Strict JSON, every line: a figure that is not a number is null (RLVR's judge share, say), never NaN.
+  strict = lambda line: json.loads(line, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+  lines = [strict(line) for line in (tmp_path / "results" / "hard_regime.json").read_text().splitlines()]
+  summary = lines[-1]
+  assert len(lines) == 13 and lines[0]["curve"][0] == [0, 0.1]  # the base is every curve's step 0
   steps = summary["steps_to_rlvr_level"]
   assert steps["arena_live"]["mean"] == pytest.approx(2 / 6) and steps["arena_live"]["hi"] == pytest.approx(2 / 6)
   assert steps["rlvr_dapo"]["mean"] == pytest.approx(4 / 6)
@@ -132,6 +134,14 @@ def test_the_hard_page_reads_the_speed_to_rlvrs_level(tmp_path, monkeypatch):
   # The base is evaluated once: a restart reads it back.
   monkeypatch.setattr(watch, "evaluate_params", lambda *a, **k: pytest.fail("the base was evaluated again"))
   assert study.write_page(c, study.run_study(c)) == md
+
+  # Fewer seeds than min_pairs: means without intervals, whose ends the JSON holds as null (strict JSON).
+  fewer = c.copy_and_resolve_references()
+  fewer.bootstrap.min_pairs = len(fewer.seeds) + 1
+  assert "(too few pairs)" in study.write_page(fewer, runs)
+  summary = strict((tmp_path / "results" / "hard_regime.json").read_text().splitlines()[-1])
+  assert summary["steps_to_rlvr_level"]["rlvr_dapo"]["lo"] is None
+  assert summary["steps_to_rlvr_level"]["rlvr_dapo"]["mean"] == pytest.approx(4 / 6)
 
 
 def test_the_speed_to_a_level_is_confirmed_by_the_next_evaluation():
